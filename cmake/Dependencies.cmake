@@ -1,0 +1,45 @@
+# Finds every dependency from its Debian package (scripts/setup.sh installs them).
+# Each found library is exposed as an imported target named megascale::<name>.
+
+find_package(PkgConfig REQUIRED)
+
+# TOML++ (libtomlplusplus-dev): scenario files.
+find_package(tomlplusplus REQUIRED)
+
+# Eigen (libeigen3-dev): CPU tensors and GEMMs of the engine.
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+
+# Boost.Graph (libboost-graph-dev): the fabric topology of network/.
+find_package(Boost 1.74 REQUIRED COMPONENTS graph)
+
+# SimGrid (libsimgrid-dev) ships no CMake config; pkg-config finds it.
+pkg_check_modules(SIMGRID REQUIRED IMPORTED_TARGET simgrid>=3.32)
+
+# hiredis (libhiredis-dev): Redis client for rendezvous / heartbeats.
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+
+# Open MPI (libopenmpi-dev): CPU communication backend of the engine.
+find_package(MPI REQUIRED COMPONENTS CXX)
+
+# GoogleTest and Google Benchmark.
+find_package(GTest REQUIRED)
+find_package(benchmark REQUIRED)
+
+# CUDA Toolkit + NCCL under /usr/local/cuda: optional. Targets that need them are
+# skipped with a message when nvcc is absent.
+set(MEGASCALE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root")
+if(EXISTS "${MEGASCALE_CUDA_ROOT}/bin/nvcc")
+  set(MEGASCALE_HAVE_CUDA ON)
+  message(STATUS "megascale: CUDA toolkit found at ${MEGASCALE_CUDA_ROOT}; GPU targets enabled")
+  if(EXISTS "${MEGASCALE_CUDA_ROOT}/include/nccl.h")
+    set(MEGASCALE_HAVE_NCCL ON)
+    message(STATUS "megascale: NCCL found under ${MEGASCALE_CUDA_ROOT}")
+  else()
+    set(MEGASCALE_HAVE_NCCL OFF)
+    message(STATUS "megascale: NCCL not found under ${MEGASCALE_CUDA_ROOT}; NCCL backend skipped")
+  endif()
+else()
+  set(MEGASCALE_HAVE_CUDA OFF)
+  set(MEGASCALE_HAVE_NCCL OFF)
+  message(STATUS "megascale: nvcc not found under ${MEGASCALE_CUDA_ROOT}; GPU targets skipped")
+endif()

@@ -1,0 +1,112 @@
+// model/config.h: the job description every layer shares.
+//
+// A Scenario is one training job: the transformer (ModelConfig), how it is split
+// over GPUs (ParallelConfig), the GPUs and NICs (HardwareConfig), the cluster
+// (ClusterConfig) and which of MegaScale's techniques are on (Optimizations).
+// It is read from TOML by model/scenario.h and validated there; these structs
+// are plain values with no invariants of their own beyond what validate()
+// in scenario.h enforces.
+//
+// Thread-safety: plain values; copy freely.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace megascale::model {
+
+enum class MlpKind { kGelu, kSwiGlu };
+enum class BlockKind { kSequential, kParallel };
+enum class Recompute { kNone, kSelective, kFull };
+enum class OptimizerKind { kAdam, kLamb };
+
+const char* to_string(MlpKind v);
+const char* to_string(BlockKind v);
+const char* to_string(Recompute v);
+const char* to_string(OptimizerKind v);
+
+// The transformer. Units: counts of elements (not bytes).
+struct ModelConfig {
+  std::string name = "model";
+  int layers = 0;
+  int hidden = 0;            // h
+  int heads = 0;             // attention (query) heads
+  int kv_heads = 0;          // key/value heads (GQA); == heads for MHA
+  int seq_len = 0;           // s, tokens per sample
+  int vocab = 0;             // V
+  int ffn_hidden = 0;        // MLP inner width; 4*h by default
+  MlpKind mlp = MlpKind::kGelu;
+  BlockKind block = BlockKind::kSequential;
+  int attention_window = 0;  // sliding window W (keys i-W..i); 0 = full causal
+
+  int head_dim() const { return hidden / heads; }
+  // Number of keys a query attends to, averaged over the sequence (causal mask,
+  // optional sliding window). Used for attention FLOPs and bytes.
+  double mean_keys_per_query() const;
+  // Parameter count: embedding (tied with the output layer), per-layer weights
+  // and biases, LayerNorms.
+  int64_t parameters() const;
+  int64_t parameters_per_layer() const;
+};
+
+// How the model is split. Names follow Megatron-LM.
+struct ParallelConfig {
+  int tp = 1;                    // tensor-parallel size
+  int pp = 1;                    // pipeline-parallel size (stages)
+  int vpp = 1;                   // model chunks per stage (1 = plain 1F1B)
+  int dp = 1;                    // data-parallel size
+  int micro_batch = 1;           // samples per micro-batch
+  int global_batch = 1;          // samples per iteration, all replicas
+  bool sequence_parallel = false;
+  int zero_stage = 1;            // 0-3 (1 = Megatron's distributed optimizer)
+  Recompute recompute = Recompute::kNone;
+
+  int gpus() const { return tp * pp * dp; }
+  // Micro-batches each data-parallel replica runs per iteration (M).
+  int microbatches() const { return global_batch / (dp * micro_batch); }
+};
+
+struct HardwareConfig {
+  std::string gpu = "A100-SXM4-80GB";  // a profile name, see model/hardware.h
+  int gpus_per_node = 8;
+  int nics_per_node = 8;
+  double nic_gbps = 200.0;             // line rate of one NIC, Gb/s
+};
+
+struct ClusterConfig {
+  int gpus = 0;                         // must equal tp*pp*dp
+  std::string topology = "megascale-clos";
+};
+
+// MegaScale's techniques (NSDI'24 section 3), each switchable. The presets:
+// "megatron" = all off, Adam (the paper's Megatron-LM baseline);
+// "megascale" = all on.
+struct Optimizations {
+  std::string preset = "megatron";
+  bool tp_overlap = false;           // AG/RS fused with the FFN/attention GEMMs
+  bool pp_overlap = false;           // async decoupled send/recv
+  bool dp_overlap = false;           // prefetched AG, per-chunk RS
+  bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU
+  bool data_pipeline = false;        // async preprocessing, one loader per node
+  OptimizerKind optimizer = OptimizerKind::kAdam;
+
+  static Optimizations megatron();
+  static Optimizations megascale();
+};
+
+struct Scenario {
+  std::string source;   // file the scenario was read from ("<built-in>" otherwise)
+  std::string name;
+  ModelConfig model;
+  ParallelConfig parallel;
+  HardwareConfig hardware;
+  ClusterConfig cluster;
+  Optimizations optimizations;
+
+  // Tokens processed per iteration: global_batch * seq_len.
+  int64_t tokens_per_iteration() const {
+    return static_cast<int64_t>(parallel.global_batch) * model.seq_len;
+  }
+};
+
+}  // namespace megascale::model

@@ -1,0 +1,70 @@
+// model/scenario.h: reading and validating scenario files (TOML, via TOML++).
+//
+// A scenario file describes one training job (DESIGN.md, contract 1). Every key
+// is documented in scenarios/README.md. Unknown tables or keys, values of the
+// wrong type or out of range, and impossible combinations (heads not divisible
+// by tp, gpus != tp*pp*dp, ...) raise ScenarioError, whose message names the
+// file, the line, the key and the reason, e.g.
+//   scenarios/x.toml:12:1: parallel.tp: heads (128) not divisible by tp (3)
+// Nothing is silently defaulted except the documented defaults.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "model/config.h"
+
+namespace megascale::model {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  // line/column are 1-based; 0 means "not known" (e.g. a missing key, whose
+  // position is that of its table, or a programmatic scenario).
+  ScenarioError(std::string file, int line, int column, std::string key, std::string reason);
+
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& key() const { return key_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string file_;
+  int line_;
+  int column_;
+  std::string key_;
+  std::string reason_;
+};
+
+// Reads and validates a scenario file. Throws ScenarioError (also when the file
+// cannot be read or is not valid TOML).
+Scenario load_scenario(const std::string& path);
+
+// Same, from text already in memory; `source` is the name used in errors.
+Scenario parse_scenario(std::string_view toml_text, const std::string& source);
+
+// The reason a parallel layout is impossible for this model, batch and cluster,
+// or nullopt when it is possible. Used by the parser (which adds file/line/key)
+// and by the parallelism search. Checks, in order: positive sizes; tp divides
+// heads and kv_heads; tp <= gpus_per_node is NOT required here (search filters
+// it); layers % (pp*vpp) == 0; gpus == tp*pp*dp; global_batch % (dp*micro_batch)
+// == 0; when vpp > 1: pp > 1 and microbatches % pp == 0; sequence_parallel
+// requires tp > 1 is NOT required (sp with tp=1 is a no-op); zero_stage in 0..3.
+// `key` receives the dotted key the reason is about (e.g. "parallel.tp").
+std::optional<std::string> check_layout(const ModelConfig& m, const ParallelConfig& p,
+                                        int cluster_gpus, std::string* key = nullptr);
+
+// The built-in default scenario: the 175B model of MegaScale Table 1 on 12,288
+// A100-SXM4-80GB GPUs (TP 8, PP 8, VPP 6, DP 192, global batch 6144) with the
+// given preset ("megatron" or "megascale").
+Scenario default_scenario(const std::string& preset);
+
+// Applies a preset's switch values to `o` (all switches and the optimizer).
+// Throws std::invalid_argument for an unknown preset name.
+void apply_preset(const std::string& preset, Optimizations* o);
+
+}  // namespace megascale::model

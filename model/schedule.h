@@ -1,0 +1,126 @@
+// model/schedule.h: the Schedule IR (DESIGN.md, contract 2).
+//
+// For each pipeline rank, the ordered list of operations of one iteration:
+// forward/backward of (micro-batch, model chunk), point-to-point send/recv of
+// activations and gradients, data-parallel gradient reduce-scatter / parameter
+// all-gather per chunk, optimizer step, each with explicit dependencies.
+// TP/SP collectives live inside a layer: every Forward/Backward op runs the
+// layer program (model/layer_program.h) once per layer of its chunk, and the
+// Schedule carries that program so consumers see every collective.
+//
+// The order of Forward/Backward ops is Megatron-LM's (megatron/core/pipeline_
+// parallel/schedules.py), summarised in ../shared/REFERENCE.md:
+//   1F1B:        warm-up w = min(M, P-r-1) forwards, then 1F1B, then cool-down.
+//   interleaved: table of (micro-batch, chunk) built from groups of P
+//                micro-batches, every chunk over the group; warm-up
+//                w = min(M*V, 2*(P-r-1) + (V-1)*P); forward k = table[k],
+//                backward k = (table[k].mb, V-1-table[k].chunk).
+// The simulator (sim/) times this IR and the engine (engine/) executes it;
+// neither invents its own order.
+//
+// Dependencies: `deps` lists indices of earlier ops on the same rank that must
+// finish before the op starts. Cross-rank dependencies are expressed by p2p
+// pairs: a Recv op names its matching Send by (peer rank, index in the peer's
+// list). Ops on one stream of one rank run in list order.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/layer_program.h"
+
+namespace megascale::model {
+
+enum class OpKind {
+  kDataLoad,         // read + preprocess this rank's micro-batches (when not async)
+  kForward,          // forward of (microbatch, chunk): all layers of the chunk
+  kBackward,         // backward of (microbatch, chunk)
+  kSendActivation,   // to the next pipeline stage (or rank 0 of the next chunk)
+  kRecvActivation,   // from the previous stage
+  kSendGradient,     // to the previous stage
+  kRecvGradient,     // from the next stage
+  kDpAllGather,      // parameters of one chunk (ZeRO >= 1) across the DP group
+  kDpReduceScatter,  // gradients of one chunk across the DP group (ZeRO >= 1)
+  kDpAllReduce,      // gradients of one chunk (ZeRO 0)
+  kOptimizerStep,    // update this rank's (shard of the) parameters
+};
+
+enum class Stream {
+  kCompute,  // kernels; blocking communication is placed here too
+  kTpComm,   // TP/SP collectives that overlap compute (inside layer programs)
+  kPpSend,   // asynchronous sends (pp_overlap)
+  kPpRecv,   // asynchronous receives (pp_overlap)
+  kDpComm,   // data-parallel collectives
+};
+
+const char* to_string(OpKind k);
+const char* to_string(Stream s);
+
+struct Op {
+  OpKind kind = OpKind::kForward;
+  Stream stream = Stream::kCompute;
+  int microbatch = -1;     // -1 when not about one micro-batch
+  int chunk = -1;          // model chunk (virtual stage) on this rank, -1 if none
+  int peer = -1;           // p2p: the other pipeline rank
+  int match = -1;          // Recv: index of the matching Send in peer's op list
+  int64_t bytes = 0;       // bytes moved per GPU (p2p message, DP shard traffic)
+  std::vector<int> deps;   // indices of earlier ops on this rank
+};
+
+struct RankSchedule {
+  int pp_rank = 0;
+  std::vector<Op> ops;
+};
+
+// Inputs of the schedule builder.
+struct ScheduleOptions {
+  int pp = 1;               // P
+  int vpp = 1;              // V
+  int microbatches = 1;     // M per data-parallel replica
+  int layers = 1;           // total transformer layers L (L % (P*V) == 0)
+  int zero_stage = 1;       // 0: DP all-reduce; 1,2: RS + AG per chunk; 3: AG per use
+  int dp = 1;               // no DP ops when dp == 1
+  bool pp_overlap = false;  // false: p2p blocking on the compute stream (Megatron
+                            // batched isend/irecv + wait); true: async streams
+  bool dp_overlap = false;  // false: all RS after the last backward, AG after the
+                            // optimizer step; true: per-chunk RS as soon as the
+                            // chunk's last backward ends, AG prefetched in need order
+  bool data_pipeline = false;  // false: a DataLoad op opens each rank's list
+  int64_t activation_bytes = 0;    // p2p message per (micro-batch, chunk boundary)
+  int64_t dp_bytes_per_chunk = 0;  // DP collective payload per chunk per GPU
+};
+
+struct Schedule {
+  ScheduleOptions options;
+  std::vector<RankSchedule> ranks;  // indexed by pipeline rank, size P
+  LayerProgram layer_forward;       // run once per layer inside every Forward
+  LayerProgram layer_backward;      // run once per layer inside every Backward
+
+  int layers_per_chunk() const { return options.layers / (options.pp * options.vpp); }
+  // First global layer index held by chunk c of pipeline rank r:
+  // c*L/V + r*L/(P*V) (Megatron-LM's interleaved layer assignment).
+  int first_layer(int pp_rank, int chunk) const;
+};
+
+// The (microbatch, chunk) of the k-th forward of pipeline rank r (k in 0..M*V-1).
+struct MicroChunk {
+  int microbatch;
+  int chunk;
+};
+MicroChunk forward_item(int k, const ScheduleOptions& o);
+MicroChunk backward_item(int k, const ScheduleOptions& o);
+// Warm-up forwards of rank r.
+int warmup_forwards(int pp_rank, const ScheduleOptions& o);
+
+// Builds the per-rank op lists. REQUIRES: options valid (see check_layout);
+// throws std::invalid_argument otherwise.
+Schedule build_schedule(const ScheduleOptions& options);
+
+// "F0.0 F1.0 ... B7.0": the compute order of one rank (Forward/Backward only),
+// as "F<mb>.<chunk>" / "B<mb>.<chunk>" separated by spaces.
+std::string compute_order(const RankSchedule& rank);
+
+}  // namespace megascale::model
