@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/op_cost.h"
 
 namespace megascale::model {
 
@@ -38,11 +39,24 @@ struct LayerStep {
   std::string name;         // e.g. "attn_in", "mlp", "ag_mlp"
   std::vector<int> ops;     // compute: indices into the layer's OperatorCost list
   int64_t bytes = 0;        // collectives: size of the full (unsharded) tensor, bytes
-  // Collectives: index of the compute step it can be fused with under tp_overlap
-  // (the GEMM that consumes an all-gather or produces a reduce-scatter), or -1.
+  // Collectives: index (into the layer's operator list) of the GEMM it can be
+  // fused with under tp_overlap (MegaScale section 3.2: the all-gather feeding a
+  // column-parallel GEMM, the reduce-scatter fed by a row-parallel one), or -1.
   int fused_with = -1;
+  bool recompute = false;   // part of the re-run forward before a backward
 };
 
 using LayerProgram = std::vector<LayerStep>;
+
+// The forward program of one layer over `ops` (from layer_operators(m, p, ...)).
+LayerProgram layer_forward_program(const ModelConfig& m, const ParallelConfig& p,
+                                   const std::vector<OperatorCost>& ops);
+
+// The backward program: recomputation first (full: the whole forward program;
+// selective: the attention core), then the mirrored forward with AG <-> RS.
+// Compute steps of the backward refer to the same operator indices; their time is
+// the operators' backward time (recompute steps: forward time).
+LayerProgram layer_backward_program(const ModelConfig& m, const ParallelConfig& p,
+                                    const std::vector<OperatorCost>& ops);
 
 }  // namespace megascale::model

@@ -1,0 +1,282 @@
+// cli/commands.cc: parse -> call model/ -> print.
+#include "cli/commands.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "cli/json.h"
+#include "cli/report.h"
+#include "cli/validate.h"
+#include "model/estimator.h"
+#include "model/scenario.h"
+#include "model/search.h"
+
+namespace megascale::cli {
+namespace {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Flags of one command: boolean switches and options taking a value.
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::set<std::string> switches;
+  std::map<std::string, std::string> values;
+};
+
+ParsedArgs parse_args(const Args& args, const std::set<std::string>& switches,
+                      const std::set<std::string>& valued) {
+  ParsedArgs p;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      p.positional.push_back(a);
+      continue;
+    }
+    std::string name = a, value;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    }
+    if (switches.count(name)) {
+      if (eq != std::string::npos) throw UsageError(name + " takes no value");
+      p.switches.insert(name);
+    } else if (valued.count(name)) {
+      if (eq == std::string::npos) {
+        if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
+        value = args[++i];
+      }
+      p.values[name] = value;
+    } else {
+      throw UsageError("unknown option '" + a + "'");
+    }
+  }
+  return p;
+}
+
+int positive_int(const ParsedArgs& p, const std::string& name, int fallback) {
+  auto it = p.values.find(name);
+  if (it == p.values.end()) return fallback;
+  try {
+    size_t used = 0;
+    const int v = std::stoi(it->second, &used);
+    if (used != it->second.size() || v <= 0) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw UsageError(name + " expects a positive integer, got '" + it->second + "'");
+  }
+}
+
+std::string source_dir() {
+  if (const char* env = std::getenv("MEGASCALE_ROOT")) return env;
+  return MEGASCALE_SOURCE_DIR;
+}
+
+// Runs `body`, turning the error kinds into exit codes and messages.
+template <typename F>
+int guarded(std::ostream& err, const char* command, F body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    err << "megascale " << command << ": " << e.what() << "\n\n" << usage();
+    return 2;
+  } catch (const model::ScenarioError& e) {
+    err << "megascale " << command << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    err << "megascale " << command << ": " << e.what() << "\n";
+    return 2;
+  }
+}
+
+model::Scenario one_scenario(const ParsedArgs& p, const char* command) {
+  if (p.positional.size() != 1) {
+    throw UsageError(std::string(command) + " expects exactly one scenario FILE");
+  }
+  return model::load_scenario(p.positional[0]);
+}
+
+}  // namespace
+
+std::string usage() {
+  return "usage: megascale <command> [options]\n"
+         "\n"
+         "  compare [FILE] [--json]        Megatron-LM vs MegaScale side by side (default:\n"
+         "                                 built-in 175B on 12,288 A100s)\n"
+         "  simulate FILE [--json] [--fidelity analytical]\n"
+         "                                 predict MFU, iteration time, bubble, memory and\n"
+         "                                 where the time goes\n"
+         "  search FILE [--gpus N] [--top K] [--json]\n"
+         "                                 rank every valid parallel layout by predicted MFU\n"
+         "  validate [--json] [--write] [--dir DIR]\n"
+         "                                 predicted vs published MegaScale figures; --write\n"
+         "                                 regenerates results/validation.md\n"
+         "\n"
+         "Scenario format: scenarios/README.md. Exit codes: 0 ok, 1 no answer (nothing fits),\n"
+         "2 bad input.\n";
+}
+
+int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
+  return guarded(err, "simulate", [&] {
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity"});
+    if (p.values.count("--fidelity") && p.values.at("--fidelity") != "analytical") {
+      throw UsageError("--fidelity: only 'analytical' exists in this version (the event-level "
+                       "simulator is a later issue), got '" + p.values.at("--fidelity") + "'");
+    }
+    const model::Scenario s = one_scenario(p, "simulate");
+    const auto t0 = std::chrono::steady_clock::now();
+    const model::Estimate e = model::estimate(s);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (p.switches.count("--json")) {
+      out << estimate_json(s, e).add("wall_time_s", wall_s).str() << "\n";
+    } else {
+      out << estimate_text(s, e);
+    }
+    return 0;
+  });
+}
+
+int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
+  return guarded(err, "compare", [&] {
+    const ParsedArgs p = parse_args(args, {"--json"}, {});
+    if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
+    model::Scenario base, fast;
+    if (p.positional.empty()) {
+      base = model::default_scenario("megatron");
+      fast = model::default_scenario("megascale");
+    } else {
+      base = model::load_scenario(p.positional[0]);
+      fast = base;
+      model::apply_preset("megatron", &base.optimizations);
+      base.model.block = model::BlockKind::kSequential;
+      base.model.attention_window = 0;
+      model::apply_preset("megascale", &fast.optimizations);
+      fast.model.block = model::BlockKind::kParallel;
+    }
+    const model::Estimate eb = model::estimate(base);
+    const model::Estimate ef = model::estimate(fast);
+    if (p.switches.count("--json")) {
+      JsonObject j;
+      j.add("megatron", estimate_json(base, eb)).add("megascale", estimate_json(fast, ef));
+      j.add("speedup", eb.iteration_time_s / ef.iteration_time_s);
+      out << j.str() << "\n";
+    } else {
+      out << compare_text(base, eb, fast, ef);
+    }
+    return 0;
+  });
+}
+
+int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
+  return guarded(err, "search", [&] {
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top"});
+    const model::Scenario s = one_scenario(p, "search");
+    model::SearchOptions o;
+    o.gpus = positive_int(p, "--gpus", s.cluster.gpus);
+    o.top_k = positive_int(p, "--top", 10);
+    const bool json = p.switches.count("--json") > 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    o.progress = [&](int64_t done, int64_t total) {
+      if (total < 2 * o.progress_every) return;  // short searches stay quiet
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "\rsearch: %lld / %lld layouts (%.0f%%)", static_cast<long long>(done),
+                    static_cast<long long>(total), 100.0 * done / total);
+      err << buf << (done == total ? "\n" : "") << std::flush;
+    };
+    const model::SearchResult r = model::search(s, o);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (json) {
+      std::vector<std::string> items;
+      for (size_t i = 0; i < r.top.size(); ++i) {
+        model::Scenario c = s;
+        c.cluster.gpus = o.gpus;
+        c.parallel = r.top[i].parallel;
+        JsonObject item = estimate_json(c, r.top[i].estimate);
+        item.add("rank", static_cast<int64_t>(i + 1)).add("why", model::explain(r.top[i], r.top[0]));
+        items.push_back(item.str());
+      }
+      JsonObject j;
+      j.add("gpus", o.gpus).add("enumerated", r.enumerated).add("valid", r.valid).add("fit", r.fit);
+      j.add("wall_time_s", wall_s).add_raw("top", json_array(items));
+      out << j.str() << "\n";
+    } else {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "%s on %d x %s: %lld layouts enumerated, %lld valid, %lld fit in memory (%.2f s)\n",
+                    s.model.name.c_str(), o.gpus, s.hardware.gpu.c_str(),
+                    static_cast<long long>(r.enumerated), static_cast<long long>(r.valid),
+                    static_cast<long long>(r.fit), wall_s);
+      out << buf;
+      out << " #   MFU%   iter s  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
+      for (size_t i = 0; i < r.top.size(); ++i) {
+        const model::ParallelConfig& c = r.top[i].parallel;
+        std::snprintf(buf, sizeof buf, "%2zu %6.2f %8.3f %3d %2d %3d %5d %3d %3s %4d %-9s  ", i + 1,
+                      100 * r.top[i].estimate.mfu, r.top[i].estimate.iteration_time_s, c.tp, c.pp,
+                      c.vpp, c.dp, c.micro_batch, c.sequence_parallel ? "yes" : "no", c.zero_stage,
+                      model::to_string(c.recompute));
+        out << buf << model::explain(r.top[i], r.top[0]) << "\n";
+      }
+    }
+    if (r.top.empty()) {
+      err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x "
+          << s.hardware.gpu << "\n";
+      return 1;
+    }
+    return 0;
+  });
+}
+
+int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
+  return guarded(err, "validate", [&] {
+    const ParsedArgs p = parse_args(args, {"--json", "--write"}, {"--dir"});
+    if (!p.positional.empty()) throw UsageError("validate takes no positional arguments");
+    const std::string dir =
+        p.values.count("--dir") ? p.values.at("--dir") : source_dir() + "/scenarios/paper";
+    const ValidationReport r = run_validation(dir);
+    if (p.switches.count("--write")) {
+      const std::string path = source_dir() + "/results/validation.md";
+      std::ofstream f(path);
+      if (!f) throw std::invalid_argument("cannot write " + path);
+      f << validation_markdown(r);
+      err << "wrote " << path << "\n";
+    }
+    if (p.switches.count("--json")) {
+      std::vector<std::string> items;
+      for (const ValidationRow& row : r.rows) {
+        JsonObject j;
+        j.add("case", row.case_name).add("table", row.table).add("metric", row.metric);
+        j.add("published", row.published).add("predicted", row.predicted).add("error", row.error);
+        items.push_back(j.str());
+      }
+      out << json_array(items) << "\n";
+    } else {
+      out << validation_markdown(r);
+    }
+    return 0;
+  });
+}
+
+int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
+  if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {
+    (argv.empty() ? err : out) << usage();
+    return argv.empty() ? 2 : 0;
+  }
+  const std::string command = argv[0];
+  const Args rest(argv.begin() + 1, argv.end());
+  if (command == "simulate") return cmd_simulate(rest, out, err);
+  if (command == "compare") return cmd_compare(rest, out, err);
+  if (command == "search") return cmd_search(rest, out, err);
+  if (command == "validate") return cmd_validate(rest, out, err);
+  err << "megascale: unknown command '" << command << "'\n\n" << usage();
+  return 2;
+}
+
+}  // namespace megascale::cli

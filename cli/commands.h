@@ -1,0 +1,25 @@
+// cli/commands.h: the `megascale` subcommands. Each takes its arguments (after the
+// subcommand name) and the output streams, and returns the process exit code:
+// 0 success, 1 a prediction that cannot be made (e.g. nothing fits), 2 bad input
+// (usage, scenario errors; the message names file, line, key and reason).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace megascale::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err);
+int cmd_compare(const Args& args, std::ostream& out, std::ostream& err);
+int cmd_search(const Args& args, std::ostream& out, std::ostream& err);
+int cmd_validate(const Args& args, std::ostream& out, std::ostream& err);
+
+// Dispatches argv[1] to a command; prints usage for --help or an unknown command.
+int run_cli(const Args& argv, std::ostream& out, std::ostream& err);
+
+std::string usage();
+
+}  // namespace megascale::cli

@@ -1,0 +1,116 @@
+// cli/report.cc: estimate -> JSON / text.
+#include "cli/report.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <vector>
+
+namespace megascale::cli {
+namespace {
+
+struct Row {
+  const char* name;
+  double s;
+};
+
+std::vector<Row> breakdown_rows(const model::TimeBreakdown& b) {
+  return {{"data", b.data_s},           {"compute", b.compute_s},
+          {"recompute", b.recompute_s}, {"tp_exposed", b.tp_exposed_s},
+          {"bubble", b.bubble_s},       {"pp_exposed", b.pp_exposed_s},
+          {"dp_exposed", b.dp_exposed_s}, {"optimizer", b.optimizer_s}};
+}
+
+std::string line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string line(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return std::string(buf) + "\n";
+}
+
+std::string layout(const model::ParallelConfig& p) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "TP %d  PP %d  VPP %d  DP %d  micro-batch %d  global batch %d%s  ZeRO-%d  recompute %s",
+                p.tp, p.pp, p.vpp, p.dp, p.micro_batch, p.global_batch,
+                p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
+  return buf;
+}
+
+}  // namespace
+
+JsonObject parallel_json(const model::ParallelConfig& p) {
+  JsonObject j;
+  j.add("tp", p.tp).add("pp", p.pp).add("vpp", p.vpp).add("dp", p.dp);
+  j.add("micro_batch", p.micro_batch).add("global_batch", p.global_batch);
+  j.add("microbatches", p.microbatches()).add("sequence_parallel", p.sequence_parallel);
+  j.add("zero_stage", p.zero_stage).add("recompute", model::to_string(p.recompute));
+  return j;
+}
+
+JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e) {
+  JsonObject breakdown;
+  for (const Row& r : breakdown_rows(e.breakdown)) breakdown.add(r.name, r.s);
+  JsonObject memory;
+  memory.add("parameters", e.memory.parameters_bytes).add("gradients", e.memory.gradients_bytes);
+  memory.add("optimizer", e.memory.optimizer_bytes).add("activations", e.memory.activations_bytes);
+  memory.add("other", e.memory.other_bytes);
+  const model::Optimizations& o = s.optimizations;
+  JsonObject opt;
+  opt.add("preset", o.preset).add("tp_overlap", o.tp_overlap).add("pp_overlap", o.pp_overlap);
+  opt.add("dp_overlap", o.dp_overlap).add("efficient_operators", o.efficient_operators);
+  opt.add("data_pipeline", o.data_pipeline).add("optimizer", model::to_string(o.optimizer));
+
+  JsonObject j;
+  j.add("scenario", s.name).add("source", s.source).add("fidelity", "analytical");
+  j.add("gpu", s.hardware.gpu).add("gpus", s.cluster.gpus);
+  j.add("mfu", e.mfu).add("iteration_time_s", e.iteration_time_s);
+  j.add("tokens_per_s", e.tokens_per_s).add("bubble_fraction", e.bubble_fraction);
+  j.add("memory_per_gpu_bytes", e.memory.total_bytes);
+  j.add("memory_capacity_bytes", e.memory.capacity_bytes);
+  j.add("fits_in_memory", e.memory.fits());
+  j.add("model_flops_per_iteration", e.model_flops);
+  j.add("breakdown_s", breakdown).add("memory_bytes", memory);
+  j.add("parallel", parallel_json(s.parallel)).add("optimizations", opt);
+  return j;
+}
+
+std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
+  std::string out;
+  out += line("%s (%s)", s.name.c_str(), s.source.c_str());
+  out += line("  %d x %s, %s", s.cluster.gpus, s.hardware.gpu.c_str(), layout(s.parallel).c_str());
+  out += line("  MFU %.1f%%   iteration %.3f s   %.0f tokens/s   bubble %.2f%%", 100 * e.mfu,
+              e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
+  out += line("  memory %s%s", e.memory.describe().c_str(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
+  out += line("  where the time goes (critical path):");
+  for (const Row& r : breakdown_rows(e.breakdown)) {
+    out += line("    %-11s %9.3f s  %5.1f%%", r.name, r.s, 100 * r.s / e.iteration_time_s);
+  }
+  return out;
+}
+
+std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
+                         const model::Scenario& b, const model::Estimate& eb) {
+  std::string out;
+  out += line("%d x %s, model %s (%d layers, hidden %d), global batch %d", a.cluster.gpus,
+              a.hardware.gpu.c_str(), a.model.name.c_str(), a.model.layers, a.model.hidden,
+              a.parallel.global_batch);
+  out += line("  layout: %s", layout(a.parallel).c_str());
+  out += line("%-22s %14s %14s", "", "Megatron-LM", "MegaScale");
+  out += line("%-22s %13.1f%% %13.1f%%", "MFU", 100 * ea.mfu, 100 * eb.mfu);
+  out += line("%-22s %14.3f %14.3f", "iteration time (s)", ea.iteration_time_s, eb.iteration_time_s);
+  out += line("%-22s %14.0f %14.0f", "tokens/s", ea.tokens_per_s, eb.tokens_per_s);
+  out += line("%-22s %13.2f%% %13.2f%%", "bubble", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
+  out += line("%-22s %14.1f %14.1f", "memory/GPU (GB)", ea.memory.total_bytes / 1e9, eb.memory.total_bytes / 1e9);
+  const std::vector<Row> ra = breakdown_rows(ea.breakdown);
+  const std::vector<Row> rb = breakdown_rows(eb.breakdown);
+  for (size_t i = 0; i < ra.size(); ++i) {
+    out += line("  %-20s %14.3f %14.3f", (std::string(ra[i].name) + " (s)").c_str(), ra[i].s, rb[i].s);
+  }
+  out += line("%-22s %29.2fx", "speedup", ea.iteration_time_s / eb.iteration_time_s);
+  out += line("(analytical fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)");
+  return out;
+}
+
+}  // namespace megascale::cli

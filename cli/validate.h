@@ -1,0 +1,59 @@
+// cli/validate.h: predicted vs published figures for the MegaScale paper's runs.
+//
+// The published figures (../shared/REFERENCE.md, MegaScale NSDI'24 Tables 2 and 3,
+// Figure 9) are paired here with the scenario files in scenarios/paper/ that
+// describe those runs. `megascale validate` runs each scenario, compares, and can
+// write results/validation.md.
+//
+// Thread-safety: pure functions (they read files).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace megascale::cli {
+
+struct PaperCase {
+  std::string file;          // under scenarios/paper/
+  std::string table;         // "table2", "table3", "fig9"
+  std::string label;         // e.g. "Megatron-LM 256 GPUs"
+  double published_mfu = 0;  // fraction
+  double published_iteration_s = 0;  // 0 when the paper gives none
+};
+
+const std::vector<PaperCase>& paper_cases();
+
+struct ValidationRow {
+  std::string case_name;  // file stem
+  std::string table;
+  std::string label;
+  std::string metric;     // "mfu" | "iteration_time_s" | "speedup"
+  double published = 0;
+  double predicted = 0;
+  double error = 0;       // predicted - published (MFU in fraction units)
+};
+
+struct ValidationSummary {
+  double table2_mean_abs_mfu_error = 0;  // fraction
+  double table2_max_abs_mfu_error = 0;
+  double table3_mean_abs_mfu_error = 0;
+  double table3_max_abs_mfu_error = 0;
+  double fig9_mean_abs_mfu_error = 0;
+  double fig9_max_abs_mfu_error = 0;
+  double table2_max_abs_speedup_error = 0;
+  int table3_wrong_sign_increments = 0;
+};
+
+struct ValidationReport {
+  std::vector<ValidationRow> rows;
+  ValidationSummary summary;
+};
+
+// Runs every paper case from `scenario_dir`. Throws model::ScenarioError for a
+// broken scenario file.
+ValidationReport run_validation(const std::string& scenario_dir);
+
+// results/validation.md contents: tables, summary, and the known causes of error.
+std::string validation_markdown(const ValidationReport& r);
+
+}  // namespace megascale::cli

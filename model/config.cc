@@ -1,0 +1,111 @@
+// model/config.cc: names of the config enums, the optimization presets, and the
+// parameter / attention-span arithmetic of ModelConfig.
+//
+// Parameter counts follow Megatron-LM's GPT (megatron/core/models/gpt): fused QKV
+// and output projections with biases, a two-GEMM GeLU MLP with biases (or a
+// bias-free SwiGLU MLP), pre-LayerNorms, learned position embeddings and an input
+// embedding tied with the output layer. The parallel block is MegaScale's
+// (NSDI'24 section 3.1, after PaLM): attention and MLP read one shared LayerNorm.
+#include "model/config.h"
+
+#include <algorithm>
+
+namespace megascale::model {
+
+const char* to_string(MlpKind v) {
+  switch (v) {
+    case MlpKind::kGelu: return "gelu";
+    case MlpKind::kSwiGlu: return "swiglu";
+  }
+  return "?";
+}
+
+const char* to_string(BlockKind v) {
+  switch (v) {
+    case BlockKind::kSequential: return "sequential";
+    case BlockKind::kParallel: return "parallel";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute v) {
+  switch (v) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(OptimizerKind v) {
+  switch (v) {
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kLamb: return "lamb";
+  }
+  return "?";
+}
+
+// The paper's Megatron-LM baseline: none of MegaScale's techniques, Adam.
+Optimizations Optimizations::megatron() {
+  Optimizations o;
+  o.preset = "megatron";
+  o.tp_overlap = false;
+  o.pp_overlap = false;
+  o.dp_overlap = false;
+  o.efficient_operators = false;
+  o.data_pipeline = false;
+  o.optimizer = OptimizerKind::kAdam;
+  return o;
+}
+
+// All of MegaScale's section 3 techniques. LAMB is a separate choice (section
+// 3.1 uses it to quadruple the batch), so the optimizer stays Adam here.
+Optimizations Optimizations::megascale() {
+  Optimizations o;
+  o.preset = "megascale";
+  o.tp_overlap = true;
+  o.pp_overlap = true;
+  o.dp_overlap = true;
+  o.efficient_operators = true;
+  o.data_pipeline = true;
+  o.optimizer = OptimizerKind::kAdam;
+  return o;
+}
+
+double ModelConfig::mean_keys_per_query() const {
+  if (seq_len <= 0) return 0.0;
+  const double s = seq_len;
+  // Full causal mask: query i sees keys 0..i, i.e. i+1 of them; mean (s+1)/2.
+  if (attention_window == 0) return (s + 1.0) / 2.0;
+  // Sliding window W: query i sees min(i, W) + 1 keys. The first k = min(s, W+1)
+  // queries see 1..k keys (sum k(k+1)/2); every later one sees W+1.
+  const double w = attention_window;
+  const double k = std::min(s, w + 1.0);
+  return (k * (k + 1.0) / 2.0 + (s - k) * (w + 1.0)) / s;
+}
+
+int64_t ModelConfig::parameters_per_layer() const {
+  const int64_t h = hidden;
+  const int64_t f = ffn_hidden;
+  const int64_t kv_dim = static_cast<int64_t>(kv_heads) * head_dim();
+  // Fused QKV projection (Megatron-LM GPT): weight (h, h + 2*kv_dim) + bias.
+  const int64_t qkv = h * (h + 2 * kv_dim) + (h + 2 * kv_dim);
+  // Attention output projection (Megatron-LM GPT): weight (h, h) + bias.
+  const int64_t attention_out = h * h + h;
+  // MLP (Megatron-LM GPT): GeLU h->f->h with biases; SwiGLU gate, up, down without.
+  const int64_t mlp_params = mlp == MlpKind::kGelu ? 2 * h * f + f + h : 3 * h * f;
+  // LayerNorms, scale + shift: two per sequential block (Megatron-LM GPT), one
+  // shared by attention and MLP in the parallel block (MegaScale section 3.1).
+  const int64_t layer_norms = block == BlockKind::kSequential ? 2 * (2 * h) : 2 * h;
+  return qkv + attention_out + mlp_params + layer_norms;
+}
+
+int64_t ModelConfig::parameters() const {
+  const int64_t h = hidden;
+  // Megatron-LM GPT: layers, word embedding (tied with the output layer),
+  // learned position embedding, final LayerNorm.
+  return layers * parameters_per_layer() + static_cast<int64_t>(vocab) * h +
+         static_cast<int64_t>(seq_len) * h + 2 * h;
+}
+
+}  // namespace megascale::model

@@ -1,0 +1,288 @@
+// model/estimator.cc: closed-form iteration time of a 3D-parallel configuration.
+#include "model/estimator.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "model/collective_cost.h"
+#include "model/layer_program.h"
+#include "model/op_cost.h"
+
+namespace megascale::model {
+namespace {
+
+constexpr double kParamBytes = 2.0;  // bf16 parameters all-gathered
+constexpr double kGradBytes = 4.0;   // fp32 gradients reduced (Megatron default for bf16)
+
+// Optimizer step traffic per parameter of the local shard (fp32 master, grad, two
+// moments read; master and moments written; bf16 copy written): 30 B for Adam.
+// LAMB also reads the master weight and the update again for the two per-tensor
+// norms (+8 B). Gradient clipping reads the gradient once more (+4 B).
+constexpr double kAdamBytesPerParam = 30.0;
+constexpr double kLambBytesPerParam = 38.0;
+constexpr double kClipBytesPerParam = 4.0;
+
+struct Links {
+  Link tp;
+  Link pp;
+  Link dp;
+  bool pp_inside_node = false;
+};
+
+Links links(const Scenario& s, const GpuProfile& gpu) {
+  const ParallelConfig& p = s.parallel;
+  const HardwareConfig& hw = s.hardware;
+  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
+  const Link network = network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
+  const Link nvlink = nvlink_link(gpu.nvlink_busbw_gbs);
+  Links l;
+  // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
+  l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
+  l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
+  l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
+  l.pp = l.pp_inside_node ? nvlink : network;
+  return l;
+}
+
+CollectiveKind collective_kind(LayerStepKind k) {
+  switch (k) {
+    case LayerStepKind::kTpAllGather:
+      return CollectiveKind::kAllGather;
+    case LayerStepKind::kTpReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    default:
+      return CollectiveKind::kAllReduce;
+  }
+}
+
+struct ProgramTime {
+  double compute_s = 0;
+  double recompute_s = 0;
+  double tp_exposed_s = 0;
+};
+
+// Extra time a TP collective adds when fused with GEMM `op` (MegaScale section
+// 3.2): the GEMM is split into `chunks` pieces along the sequence and each piece's
+// communication overlaps the neighbouring piece's compute, so the pair takes
+// max(gemm, comm) plus one piece of the smaller; splitting lowers the GEMM's own
+// efficiency (computed from the smaller shape). The implementation picks the
+// chunk count (2, 4 or tp) that is fastest, or runs unfused when that is faster.
+double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s, int tp,
+                     const GpuProfile& gpu) {
+  auto gemm_s = [&](int64_t rows) {
+    return backward_dgrad ? gemm_time_s(gpu, rows, op.k, op.n) : gemm_time_s(gpu, rows, op.n, op.k);
+  };
+  const double whole_s = gemm_s(op.m);
+  double best_extra_s = comm_s;  // unfused: the collective runs alone
+  for (int chunks : {2, 4, tp}) {
+    if (chunks < 2 || chunks > tp || op.m % chunks != 0) continue;
+    const double split_s = chunks * gemm_s(op.m / chunks);
+    const double pair_s = std::max(split_s, comm_s) + std::min(split_s, comm_s) / chunks;
+    best_extra_s = std::min(best_extra_s, pair_s - whole_s);
+  }
+  return best_extra_s;
+}
+
+ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
+                         bool backward, const Scenario& s, const Link& tp_link,
+                         const GpuProfile& gpu) {
+  ProgramTime t;
+  const bool overlap = s.optimizations.tp_overlap;
+  for (const LayerStep& step : program) {
+    const bool as_forward = !backward || step.recompute;
+    if (step.kind == LayerStepKind::kCompute) {
+      double sum = 0;
+      for (int i : step.ops) sum += as_forward ? forward_time_s(ops[i], gpu) : backward_time_s(ops[i], gpu);
+      (step.recompute ? t.recompute_s : t.compute_s) += sum;
+      continue;
+    }
+    const double comm_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
+                                            static_cast<double>(step.bytes), tp_link);
+    if (overlap && step.fused_with >= 0) {
+      t.tp_exposed_s += std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, comm_s,
+                                                    s.parallel.tp, gpu));
+    } else {
+      t.tp_exposed_s += comm_s;
+    }
+  }
+  return t;
+}
+
+// Head (embedding / output) work per micro-batch: kernels plus the TP collectives
+// around them (SP: RS of the embedding output, AG before the logits; vocab-parallel
+// cross-entropy: three small all-reduces of per-token statistics).
+struct HeadTime {
+  double forward_s = 0;
+  double backward_s = 0;
+  double tp_s = 0;  // both passes
+};
+
+HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, const Link& tp_link,
+                   const GpuProfile& gpu, bool output_head) {
+  HeadTime h;
+  h.forward_s = forward_time_s(ops, gpu);
+  h.backward_s = backward_time_s(ops, gpu);
+  const ParallelConfig& p = s.parallel;
+  if (p.tp > 1) {
+    const double act = static_cast<double>(p.micro_batch) * s.model.seq_len * s.model.hidden * 2;
+    const CollectiveKind fwd = p.sequence_parallel ? (output_head ? CollectiveKind::kAllGather
+                                                                  : CollectiveKind::kReduceScatter)
+                                                   : CollectiveKind::kAllReduce;
+    const CollectiveKind bwd = p.sequence_parallel ? (output_head ? CollectiveKind::kReduceScatter
+                                                                  : CollectiveKind::kAllGather)
+                                                   : CollectiveKind::kAllReduce;
+    h.tp_s = collective_time_s(fwd, p.tp, act, tp_link) + collective_time_s(bwd, p.tp, act, tp_link);
+    if (output_head) {
+      const double stats = static_cast<double>(p.micro_batch) * s.model.seq_len * 4.0;
+      h.tp_s += 3 * collective_time_s(CollectiveKind::kAllReduce, p.tp, stats, tp_link);
+    }
+  }
+  return h;
+}
+
+// Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
+// c may start at ready_s[c] and the compute it overlaps ends at end_s.
+double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<double>& dur_s,
+                       double end_s) {
+  double t = 0;
+  for (size_t i = 0; i < ready_s.size(); ++i) t = std::max(t, ready_s[i]) + dur_s[i];
+  return std::max(0.0, t - end_s);
+}
+
+}  // namespace
+
+Estimate estimate(const Scenario& s, const HostModel& host) {
+  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  const ModelConfig& m = s.model;
+  const ParallelConfig& p = s.parallel;
+  const Optimizations& o = s.optimizations;
+  const Links link = links(s, gpu);
+  const int M = p.microbatches();
+  const int P = p.pp;
+  const int V = p.vpp;
+  const int layers_per_chunk = m.layers / (P * V);
+
+  Estimate e;
+  // --- one layer, one micro-batch -------------------------------------------------
+  const std::vector<OperatorCost> ops = layer_operators(m, p, o.efficient_operators);
+  const ProgramTime fwd = program_time(layer_forward_program(m, p, ops), ops, false, s, link.tp, gpu);
+  const ProgramTime bwd = program_time(layer_backward_program(m, p, ops), ops, true, s, link.tp, gpu);
+  e.chunk_forward_s = layers_per_chunk * (fwd.compute_s + fwd.tp_exposed_s);
+  e.chunk_backward_s = layers_per_chunk * (bwd.compute_s + bwd.recompute_s + bwd.tp_exposed_s);
+
+  const HeadTime emb = head_time(embedding_operators(m, p), s, link.tp, gpu, false);
+  const HeadTime out = head_time(output_operators(m, p, o.efficient_operators), s, link.tp, gpu, true);
+
+  // --- the busiest pipeline rank -----------------------------------------------------
+  const double chunks = static_cast<double>(M) * V;
+  const double layer_compute = chunks * layers_per_chunk * (fwd.compute_s + bwd.compute_s);
+  const double layer_recompute = chunks * layers_per_chunk * bwd.recompute_s;
+  const double layer_tp = chunks * layers_per_chunk * (fwd.tp_exposed_s + bwd.tp_exposed_s);
+  const double first_head = M * (emb.forward_s + emb.backward_s + emb.tp_s);
+  const double last_head = M * (out.forward_s + out.backward_s + out.tp_s);
+  const bool first_is_busiest = P == 1 || first_head >= last_head;
+  const double head_compute =
+      P == 1 ? M * (emb.forward_s + emb.backward_s + out.forward_s + out.backward_s)
+             : (first_is_busiest ? M * (emb.forward_s + emb.backward_s)
+                                 : M * (out.forward_s + out.backward_s));
+  const double head_tp = P == 1 ? M * (emb.tp_s + out.tp_s) : (first_is_busiest ? M * emb.tp_s : M * out.tp_s);
+
+  TimeBreakdown& b = e.breakdown;
+  b.compute_s = layer_compute + head_compute;
+  b.recompute_s = layer_recompute;
+  b.tp_exposed_s = layer_tp + head_tp;
+  const double busy_s = b.compute_s + b.recompute_s + b.tp_exposed_s;
+  b.bubble_s = (P - 1) * (e.chunk_forward_s + e.chunk_backward_s);
+  e.bubble_fraction = busy_s > 0 ? b.bubble_s / busy_s : 0.0;
+
+  // --- data ------------------------------------------------------------------------
+  const double data_window_s = static_cast<double>(M) * p.micro_batch * host.data_load_s_per_sample;
+  b.data_s = o.data_pipeline ? 0.0 : data_window_s;
+
+  // --- pipeline p2p (Megatron scatter-gather: each TP rank sends 1/t) ----------------
+  if (P > 1) {
+    const double msg = static_cast<double>(p.micro_batch) * m.seq_len * m.hidden * 2 / p.tp;
+    e.p2p_s = p2p_time_s(msg, link.pp);
+    // Blocking (Megatron): two batched exchanges per forward/backward pair plus the
+    // fill/drain hops; decoupled async (MegaScale): only the fill/drain hops.
+    const double exchanges = o.pp_overlap ? 2.0 * (P - 1) : 2.0 * chunks + 2.0 * (P - 1);
+    b.pp_exposed_s = exchanges * e.p2p_s;
+    // Tied input/output embedding: all-reduce of its gradient between the first and
+    // last stage before the optimizer (Megatron-LM), fp32.
+    const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradBytes;
+    const Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
+    b.pp_exposed_s += collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
+  }
+
+  // --- data parallel ---------------------------------------------------------------
+  const double chunk_params = static_cast<double>(layers_per_chunk) * m.parameters_per_layer() / p.tp;
+  const double embed_params = static_cast<double>(m.vocab) * m.hidden / p.tp;
+  if (p.dp > 1) {
+    std::vector<double> rs(V), ag(V);
+    for (int c = 0; c < V; ++c) {
+      const double params = chunk_params + (c == 0 ? embed_params : 0.0);
+      const CollectiveKind reduce =
+          p.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
+      rs[c] = collective_time_s(reduce, p.dp, params * kGradBytes, link.dp);
+      ag[c] = p.zero_stage == 0 ? 0.0
+                                : collective_time_s(CollectiveKind::kAllGather, p.dp,
+                                                    params * kParamBytes, link.dp);
+    }
+    e.dp_reduce_scatter_chunk_s = rs[V > 1 ? 1 : 0];
+    e.dp_all_gather_chunk_s = ag[V > 1 ? 1 : 0];
+    double rs_total = 0, ag_total = 0;
+    for (int c = 0; c < V; ++c) {
+      rs_total += rs[c];
+      ag_total += ag[c];
+    }
+    if (p.zero_stage == 3) {
+      // Parameters re-gathered before every forward and backward of a chunk.
+      const double per_use = ag[V > 1 ? 1 : 0];
+      const double hidden_by = o.dp_overlap ? std::min(e.chunk_forward_s, e.chunk_backward_s) : 0.0;
+      b.dp_exposed_s = 2.0 * chunks * std::max(0.0, per_use - hidden_by);
+      ag_total = 0;  // no separate post-step all-gather
+    }
+    if (!o.dp_overlap) {
+      b.dp_exposed_s += rs_total + ag_total;
+    } else {
+      // Reduce-scatter of chunk c starts when its last backward ends: in the
+      // cool-down of (interleaved) 1F1B the chunks finish in order V-1 .. 0, one
+      // group of P backwards apart; chunk 0 finishes last.
+      const double end_s = busy_s;
+      std::vector<double> ready, dur;
+      for (int c = V - 1; c >= 0; --c) {
+        ready.push_back(end_s - c * P * e.chunk_backward_s);
+        dur.push_back(rs[c]);
+      }
+      b.dp_exposed_s += chain_exposed_s(ready, dur, end_s);
+      // All-gathers prefetched in need order; the first overlaps data loading.
+      double delay = 0, t = -data_window_s;
+      for (int c = 0; c < V; ++c) {
+        t += ag[c];
+        delay = std::max(delay, t - c * P * e.chunk_forward_s);
+      }
+      b.dp_exposed_s += std::max(0.0, delay);
+    }
+  }
+
+  // --- optimizer -------------------------------------------------------------------
+  const double local_params = chunk_params * V + embed_params;
+  const double shard = p.zero_stage >= 1 ? local_params / p.dp : local_params;
+  const double per_param = (o.optimizer == OptimizerKind::kLamb ? kLambBytesPerParam
+                                                                : kAdamBytesPerParam) +
+                           kClipBytesPerParam;
+  b.optimizer_s = memory_time_s(gpu, shard * per_param);
+  // Global gradient norm (and LAMB's per-tensor norms when sharded): small
+  // all-reduces over the whole job, latency-bound.
+  const Link& norm_link = p.dp > 1 ? link.dp : link.tp;
+  b.optimizer_s += small_allreduce_time_s(p.gpus(), norm_link);
+
+  e.iteration_time_s = b.data_s + busy_s + b.bubble_s + b.pp_exposed_s + b.dp_exposed_s + b.optimizer_s;
+  e.model_flops = model_flops_per_iteration(m, p.global_batch);
+  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_bf16_tflops * 1e12);
+  e.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / e.iteration_time_s;
+  e.memory = memory_per_gpu(m, p, o, gpu);
+  return e;
+}
+
+}  // namespace megascale::model

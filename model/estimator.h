@@ -1,0 +1,73 @@
+// model/estimator.h: the analytical fidelity: iteration time, bubble, exposed
+// communication per parallelism dimension and MFU of one configuration, in
+// microseconds of CPU time (used by `search`, and by `simulate` until sim/ lands).
+//
+// The iteration is the busiest pipeline rank's critical path:
+//   data (synchronous loading when the data pipeline is off)
+//   + compute: M*V chunks of forward + backward kernels (model/op_cost.h),
+//     including recomputation and the embedding / output head on the first /
+//     last stage
+//   + TP/SP collectives not hidden by tp_overlap (model/layer_program.h)
+//   + pipeline bubble (P-1) x (one chunk's forward + backward)
+//   + pipeline p2p not hidden by pp_overlap
+//   + data-parallel reduce-scatter / all-gather not hidden by dp_overlap
+//   + optimizer step.
+// MFU = model_flops_per_iteration() / (iteration_time x GPUs x peak bf16); the
+// FLOPs formula is stated in model/op_cost.h (72 B s L h^2 (1 + s/6h + V/12Lh)
+// for the standard GPT, no causal halving, SWA and the parallel block counted as
+// the full sequential model).
+//
+// Thread-safety: pure functions; Estimator caches nothing.
+#pragma once
+
+#include <string>
+
+#include "model/config.h"
+#include "model/hardware.h"
+#include "model/memory.h"
+
+namespace megascale::model {
+
+// Seconds per iteration on the critical path, by category. They add up to
+// iteration_time_s.
+struct TimeBreakdown {
+  double data_s = 0;          // synchronous data loading / preprocessing
+  double compute_s = 0;       // forward + backward kernels (no recomputation)
+  double recompute_s = 0;     // re-run forward work
+  double tp_exposed_s = 0;    // TP/SP collectives on the critical path
+  double bubble_s = 0;        // pipeline fill / drain
+  double pp_exposed_s = 0;    // p2p on the critical path (+ tied-embedding sync)
+  double dp_exposed_s = 0;    // DP reduce-scatter / all-gather on the critical path
+  double optimizer_s = 0;     // optimizer step (+ gradient-norm)
+};
+
+// Inputs of the cost model that are not in the scenario (host side).
+struct HostModel {
+  // Synchronous per-sample data loading + preprocessing when the data pipeline
+  // is off (Megatron GPTDataset indexing, collation, pinned host-to-device copy of
+  // a 2048-token sample). Assumed order of magnitude (1 ms), not measured here and
+  // not fitted to MegaScale; the calibrate command replaces it.
+  double data_load_s_per_sample = 1e-3;
+};
+
+struct Estimate {
+  double iteration_time_s = 0;
+  double mfu = 0;                 // fraction of peak bf16
+  double tokens_per_s = 0;
+  double bubble_fraction = 0;     // bubble_s / per-rank compute busy time; (P-1)/(V*M) ideal
+  double model_flops = 0;         // per iteration, the MFU numerator
+  TimeBreakdown breakdown;
+  MemoryBreakdown memory;
+  // Per (micro-batch, chunk) durations on a middle stage, for reports and tests.
+  double chunk_forward_s = 0;     // incl. exposed TP
+  double chunk_backward_s = 0;    // incl. recompute and exposed TP
+  double p2p_s = 0;               // one activation / gradient message
+  double dp_reduce_scatter_chunk_s = 0;
+  double dp_all_gather_chunk_s = 0;
+};
+
+// Estimates one configuration. REQUIRES: the layout is valid (check_layout()) and
+// hardware.gpu names a profile (throws std::invalid_argument otherwise).
+Estimate estimate(const Scenario& s, const HostModel& host = {});
+
+}  // namespace megascale::model

@@ -1,0 +1,175 @@
+// model/hardware.cc: built-in GPU profiles (with sources) and kernel-time models.
+#include "model/hardware.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <stdexcept>
+
+namespace megascale::model {
+namespace {
+
+constexpr double kGB = 1e9;
+
+// Achievable fraction of HBM bandwidth for streaming kernels. Source: public
+// BabelStream / STREAM-copy results on A100 and H100 reach 85-92% of the spec
+// bandwidth; we use the low end because training kernels are not pure copies.
+constexpr double kHbmEfficiency = 0.85;
+
+// Minimum duration of one kernel: CUDA launch latency plus the drain of a tiny
+// grid, ~3-5 us on Ampere/Hopper (NVIDIA "CUDA C++ Best Practices Guide",
+// kernel launch overhead; PyTorch profiler traces of small kernels).
+constexpr double kKernelLaunchUs = 4.0;
+
+// Large bf16 GEMM efficiency (cuBLAS, square-ish shapes >= 4096): public
+// microbenchmarks (e.g. Stas Bekman's "maximum achievable matmul FLOPS" finder in
+// ml-engineering, cuBLASLt sweeps) measure ~265 TFLOP/s on A100-SXM (85% of 312)
+// and ~750 TFLOP/s on H100-SXM (76% of 989; H200 the same SMs and clocks).
+constexpr double kA100GemmEfficiency = 0.85;
+constexpr double kHopperGemmEfficiency = 0.76;
+
+// FlashAttention-2 (Dao, 2023, arXiv 2307.08691, sections 4.1-4.2): 50-73% of
+// peak on A100 forward, lower backward; on H100 (not Hopper-specialised) ~35%
+// forward. We take values inside the published ranges for head dim 64-128 with
+// causal masking.
+constexpr double kA100FlashFwd = 0.60;
+constexpr double kA100FlashBwd = 0.50;
+constexpr double kHopperFlashFwd = 0.36;
+constexpr double kHopperFlashBwd = 0.30;
+
+// NCCL ring bus bandwidth inside one node of 8 GPUs, large messages
+// (../shared/REFERENCE.md: ~230 GB/s 8xA100 NVLink3, nccl-tests issues #149, #175;
+// ~370 GB/s ring on 8xH100 NVLink4).
+constexpr double kA100NvlinkBusbwGbs = 230.0;
+constexpr double kHopperNvlinkBusbwGbs = 370.0;
+
+// NCCL bus bandwidth over one NIC as a fraction of its line rate: 24 GB/s of
+// 25 GB/s for 200G HDR, 46-49 of 50 for 400G NDR (REFERENCE.md).
+constexpr double kNicProtocolEfficiency = 0.96;
+
+const std::array<GpuProfile, 4>& profiles() {
+  // Spec sheets: NVIDIA A100 Tensor Core GPU datasheet (2021), H100 datasheet
+  // (2023), H200 product brief (2024); capacities in decimal GB as printed.
+  static const std::array<GpuProfile, 4> kProfiles = {{
+      {"A100-SXM4-40GB", 312.0, 40 * kGB, 1555.0, kHbmEfficiency, 600.0,
+       kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
+       kKernelLaunchUs, 8, 200.0},
+      {"A100-SXM4-80GB", 312.0, 80 * kGB, 2039.0, kHbmEfficiency, 600.0,
+       kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
+       kKernelLaunchUs, 8, 200.0},
+      {"H100-SXM5-80GB", 989.0, 80 * kGB, 3350.0, kHbmEfficiency, 900.0,
+       kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
+       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0},
+      {"H200-SXM-141GB", 989.0, 141 * kGB, 4800.0, kHbmEfficiency, 900.0,
+       kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
+       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0},
+  }};
+  return kProfiles;
+}
+
+// CTA tile shapes cuBLAS/CUTLASS choose among for bf16 tensor-core GEMMs on
+// Ampere/Hopper, with the relative peak each reaches (smaller tiles reuse less
+// data per load; CUTLASS profiler sweeps on A100 show 128x128 ~5% and 64x128
+// ~15% below the 256x128 tiles on large problems).
+struct Tile {
+  int m;
+  int n;
+  double relative_peak;
+};
+constexpr std::array<Tile, 5> kTiles = {{
+    {256, 128, 1.00}, {128, 256, 1.00}, {128, 128, 0.95}, {64, 128, 0.85}, {64, 64, 0.70}}};
+
+// Main-loop prologue/epilogue of a CTA costs about this many K elements of work
+// (two pipeline stages of 32), so short-K GEMMs (e.g. attention BMMs with head
+// dim 64-128) lose efficiency: factor k / (k + kShortKPenalty).
+constexpr double kShortKPenalty = 64.0;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Split-K (cuBLAS heuristics, CUTLASS split-K / stream-K): when a problem has
+// too few output tiles to fill the SMs, the K loop is divided among up to
+// kMaxSplitK CTAs per tile, each slice at least kMinSliceK long, and the fp32
+// partial tiles are reduced through HBM afterwards.
+constexpr int kMaxSplitK = 4;
+constexpr int64_t kMinSliceK = 256;
+
+// Time of the compute part of `batch` GEMMs (m, n, k): best over tile shapes and
+// split-K factors of (quantised compute time + split-K reduction traffic).
+double gemm_compute_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n,
+                           int64_t k) {
+  const double flops = 2.0 * batch * m * n * k;
+  double best_s = 0;
+  for (const Tile& t : kTiles) {
+    for (int split = 1; split <= kMaxSplitK; ++split) {
+      if (split > 1 && k / split < kMinSliceK) break;
+      const int64_t ctas = batch * ceil_div(m, t.m) * ceil_div(n, t.n) * split;
+      const int64_t waves = ceil_div(ctas, gpu.sm_count);
+      // Useful work over the work the SMs are occupied for: tile + wave quantisation.
+      const double occupancy = static_cast<double>(batch) * m * n * split /
+                               (static_cast<double>(waves) * gpu.sm_count * t.m * t.n);
+      const double slice_k = static_cast<double>(k) / split;
+      const double short_k = slice_k / (slice_k + kShortKPenalty);
+      const double eff = gpu.max_gemm_efficiency * t.relative_peak * occupancy * short_k;
+      double s = flops / (gpu.peak_bf16_tflops * 1e12 * eff);
+      if (split > 1) {
+        // Partial fp32 tiles written by every slice, read back by the reduction.
+        const double partial_bytes = 2.0 * 4.0 * batch * m * n * split;
+        s += partial_bytes / (gpu.hbm_gbs * kGB * gpu.hbm_efficiency);
+      }
+      if (best_s == 0 || s < best_s) best_s = s;
+    }
+  }
+  return best_s;
+}
+
+}  // namespace
+
+const GpuProfile& gpu_profile(const std::string& name) {
+  for (const GpuProfile& p : profiles()) {
+    if (p.name == name) return p;
+  }
+  std::string known;
+  for (const GpuProfile& p : profiles()) known += (known.empty() ? "" : ", ") + p.name;
+  throw std::invalid_argument("unknown GPU profile '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> gpu_profile_names() {
+  std::vector<std::string> names;
+  for (const GpuProfile& p : profiles()) names.push_back(p.name);
+  return names;
+}
+
+double nic_busbw_gbs(double nic_gbps) { return nic_gbps / 8.0 * kNicProtocolEfficiency; }
+
+double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n,
+                           int64_t k) {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0.0;
+  const double compute_s = gemm_compute_time_s(gpu, batch, m, n, k);
+  const double bytes = 2.0 * batch * (static_cast<double>(m) * k + static_cast<double>(k) * n +
+                                      static_cast<double>(m) * n);
+  const double memory_s = memory_time_s(gpu, bytes);
+  return std::max({compute_s, memory_s, gpu.kernel_launch_us * 1e-6});
+}
+
+double gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k,
+                   double* efficiency) {
+  const double t = batched_gemm_time_s(gpu, 1, m, n, k);
+  if (efficiency != nullptr) {
+    *efficiency = t > 0 ? 2.0 * m * n * k / (t * gpu.peak_bf16_tflops * 1e12) : 0.0;
+  }
+  return t;
+}
+
+double memory_time_s(const GpuProfile& gpu, double bytes) {
+  if (bytes <= 0) return 0.0;
+  const double s = bytes / (gpu.hbm_gbs * kGB * gpu.hbm_efficiency);
+  return std::max(s, gpu.kernel_launch_us * 1e-6);
+}
+
+double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward) {
+  if (flops <= 0) return 0.0;
+  const double eff = backward ? gpu.flash_bwd_efficiency : gpu.flash_fwd_efficiency;
+  return std::max(flops / (gpu.peak_bf16_tflops * 1e12 * eff), gpu.kernel_launch_us * 1e-6);
+}
+
+}  // namespace megascale::model

@@ -1,0 +1,131 @@
+// model/layer_program.cc: compute segments and TP/SP collectives of one layer.
+#include "model/layer_program.h"
+
+namespace megascale::model {
+namespace {
+
+// Column-parallel GEMMs open a TP region (their input must be whole on every
+// rank: SP all-gathers it; backward reduces its gradient). Row-parallel GEMMs
+// close one (their partial outputs are summed: SP reduce-scatters them).
+bool opens_tp_region(const std::string& name) {
+  return name == "qkv" || name == "fc1" || name == "qkv_fc1";
+}
+bool closes_tp_region(const std::string& name) {
+  return name == "proj" || name == "fc2" || name == "proj_fc2";
+}
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(bool recompute) : recompute_(recompute) {}
+
+  void add_compute(int op) { pending_.push_back(op); }
+
+  void flush() {
+    if (pending_.empty()) return;
+    LayerStep step;
+    step.kind = LayerStepKind::kCompute;
+    step.name = "compute";
+    step.ops = pending_;
+    step.recompute = recompute_;
+    program_.push_back(step);
+    pending_.clear();
+  }
+
+  void add_collective(LayerStepKind kind, const std::string& name, int64_t bytes, int fused) {
+    flush();
+    LayerStep step;
+    step.kind = kind;
+    step.name = name;
+    step.bytes = bytes;
+    step.fused_with = fused;
+    step.recompute = recompute_;
+    program_.push_back(step);
+  }
+
+  LayerProgram take() {
+    flush();
+    return std::move(program_);
+  }
+
+ private:
+  bool recompute_;
+  std::vector<int> pending_;
+  LayerProgram program_;
+};
+
+int64_t activation_bytes(const ModelConfig& m, const ParallelConfig& p) {
+  // The full (b, s, h) bf16 activation: what an AG produces / an RS consumes.
+  return static_cast<int64_t>(p.micro_batch) * m.seq_len * m.hidden * 2;
+}
+
+LayerProgram forward_program(const ModelConfig& m, const ParallelConfig& p,
+                             const std::vector<OperatorCost>& ops, bool recompute) {
+  ProgramBuilder b(recompute);
+  const bool tp = p.tp > 1;
+  const bool sp = p.sequence_parallel;
+  const int64_t bytes = activation_bytes(m, p);
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const std::string& name = ops[i].name;
+    if (tp && sp && opens_tp_region(name)) {
+      b.add_collective(LayerStepKind::kTpAllGather, "ag_" + name, bytes, i);
+    }
+    b.add_compute(i);
+    if (tp && closes_tp_region(name)) {
+      if (sp) {
+        b.add_collective(LayerStepKind::kTpReduceScatter, "rs_" + name, bytes, i);
+      } else {
+        b.add_collective(LayerStepKind::kTpAllReduce, "ar_" + name, bytes, -1);
+      }
+    }
+  }
+  return b.take();
+}
+
+}  // namespace
+
+LayerProgram layer_forward_program(const ModelConfig& m, const ParallelConfig& p,
+                                   const std::vector<OperatorCost>& ops) {
+  return forward_program(m, p, ops, /*recompute=*/false);
+}
+
+LayerProgram layer_backward_program(const ModelConfig& m, const ParallelConfig& p,
+                                    const std::vector<OperatorCost>& ops) {
+  LayerProgram program;
+  if (p.recompute == Recompute::kFull) {
+    program = forward_program(m, p, ops, /*recompute=*/true);
+  } else if (p.recompute == Recompute::kSelective) {
+    LayerStep step;
+    step.kind = LayerStepKind::kCompute;
+    step.name = "recompute_attention";
+    step.recompute = true;
+    for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      if (ops[i].attention_core) step.ops.push_back(i);
+    }
+    if (!step.ops.empty()) program.push_back(step);
+  }
+
+  ProgramBuilder b(/*recompute=*/false);
+  const bool tp = p.tp > 1;
+  const bool sp = p.sequence_parallel;
+  const int64_t bytes = activation_bytes(m, p);
+  for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) {
+    const std::string& name = ops[i].name;
+    if (tp && sp && closes_tp_region(name)) {
+      // The gradient of a reduce-scatter is an all-gather.
+      b.add_collective(LayerStepKind::kTpAllGather, "ag_d" + name, bytes, i);
+    }
+    b.add_compute(i);
+    if (tp && opens_tp_region(name)) {
+      if (sp) {
+        b.add_collective(LayerStepKind::kTpReduceScatter, "rs_d" + name, bytes, i);
+      } else {
+        b.add_collective(LayerStepKind::kTpAllReduce, "ar_d" + name, bytes, -1);
+      }
+    }
+  }
+  LayerProgram mirrored = b.take();
+  program.insert(program.end(), mirrored.begin(), mirrored.end());
+  return program;
+}
+
+}  // namespace megascale::model

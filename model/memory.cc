@@ -1,0 +1,107 @@
+// model/memory.cc: per-GPU HBM model.
+#include "model/memory.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace megascale::model {
+namespace {
+
+constexpr double kParamBytes = 2.0;       // bf16 working weights
+constexpr double kGradBytes = 4.0;        // fp32 main-grad buffer (Megatron default for bf16)
+constexpr double kOptimizerBytes = 12.0;  // fp32 master weight + 2 fp32 moments (Adam, LAMB)
+
+// Fixed per-GPU overhead: CUDA context and cuBLAS workspace (~0.5-1 GB) plus NCCL
+// communicator buffers (NCCL_BUFFSIZE 4 MB x channels x peers, ~0.5-1 GB for a
+// 3D-parallel job). Assumed, not measured here; `calibrate` can replace it.
+constexpr double kFixedOverheadBytes = 1.5e9;
+
+// Megatron-LM's distributed-optimizer bucket: max(40M, 1M * dp) parameters
+// (REFERENCE.md), fp32, one in flight.
+double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradBytes; }
+
+int inflight_chunks(const ParallelConfig& p) {
+  const int m = p.microbatches();
+  if (p.vpp == 1) return std::min(p.pp, m);
+  const int warmup = std::min(m * p.vpp, 2 * (p.pp - 1) + (p.vpp - 1) * p.pp);
+  return std::min(warmup + 1, m * p.vpp);
+}
+
+}  // namespace
+
+double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
+                                  bool flash_attention) {
+  const double sbh = static_cast<double>(m.seq_len) * p.micro_batch * m.hidden;
+  const double t = p.tp;
+  const double f_over_h = static_cast<double>(m.ffn_hidden) / m.hidden;
+  // Korthikanti et al. Table 2, per-term: attention linear parts 11 sbh, MLP
+  // 3 sbh + (4 or 6) sbf (fc1 input, activation input(s), fc2 input, mask),
+  // LayerNorms 4 sbh; the parallel block saves one LayerNorm input and one
+  // dropout (3 sbh).
+  const double mlp = 3.0 + (m.mlp == MlpKind::kSwiGlu ? 6.0 : 4.0) * f_over_h;
+  double linear = 11.0 + mlp + 4.0;
+  if (m.block == BlockKind::kParallel) linear -= 3.0;
+  // Parts kept whole on every TP rank without SP: LayerNorm inputs, dropout
+  // masks and outputs outside the TP region (10 sbh in the paper).
+  const double replicated = std::min(10.0, linear);
+  const double sharded = linear - replicated;
+  // Score matrix (2 as^2 b softmax out, a s^2 b mask, 2 a s^2 b dropout out).
+  const double keys = m.attention_window > 0
+                          ? std::min<double>(m.seq_len, m.attention_window + 1)
+                          : m.seq_len;
+  const double scores = flash_attention ? 0.0 : 5.0 * m.heads * keys / (m.hidden * t);
+
+  switch (p.recompute) {
+    case Recompute::kFull:
+      return sbh * 2.0 / (p.sequence_parallel ? t : 1.0);
+    case Recompute::kSelective:
+      return p.sequence_parallel ? sbh * linear / t : sbh * (replicated + sharded / t);
+    case Recompute::kNone:
+      break;
+  }
+  if (p.sequence_parallel) return sbh * (linear / t + scores);
+  return sbh * (replicated + sharded / t + scores);
+}
+
+MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
+                               const Optimizations& o, const GpuProfile& gpu) {
+  MemoryBreakdown r;
+  // Rank 0 holds L/P layers and the embedding (vocab-parallel, plus positions).
+  const double layer_params = static_cast<double>(m.parameters_per_layer()) / p.tp;
+  const double embed_params =
+      static_cast<double>(m.vocab) * m.hidden / p.tp + static_cast<double>(m.seq_len) * m.hidden;
+  const double params = layer_params * (m.layers / p.pp) + embed_params;
+  const double dp = p.dp;
+  r.parameters_bytes = params * kParamBytes / (p.zero_stage >= 3 ? dp : 1.0);
+  r.gradients_bytes = params * kGradBytes / (p.zero_stage >= 2 ? dp : 1.0);
+  r.optimizer_bytes = params * kOptimizerBytes / (p.zero_stage >= 1 ? dp : 1.0);
+
+  r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators);
+  r.inflight_chunks = inflight_chunks(p);
+  const int layers_per_chunk = m.layers / (p.pp * p.vpp);
+  r.activations_bytes = r.activation_bytes_per_layer * layers_per_chunk * r.inflight_chunks;
+
+  r.other_bytes = kFixedOverheadBytes;
+  if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp);
+  if (p.zero_stage >= 3) {
+    // Gathered bf16 weights of the chunk being computed (and the prefetched next).
+    r.other_bytes += 2.0 * layer_params * layers_per_chunk * kParamBytes;
+  }
+  r.total_bytes =
+      r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes + r.other_bytes;
+  r.capacity_bytes = gpu.hbm_bytes;
+  return r;
+}
+
+std::string MemoryBreakdown::describe() const {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "needs %.1f GB of %.1f GB: parameters %.1f, gradients %.1f, optimizer %.1f, "
+                "activations %.1f (%d in-flight chunks x %.2f GB/layer), other %.1f",
+                total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9,
+                gradients_bytes / 1e9, optimizer_bytes / 1e9, activations_bytes / 1e9,
+                inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9);
+  return buf;
+}
+
+}  // namespace megascale::model

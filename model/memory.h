@@ -1,0 +1,50 @@
+// model/memory.h: HBM needed per GPU by a parallel configuration.
+//
+// Mixed-precision training as Megatron-LM does it (bf16 parameters, fp32 gradient
+// buffer, fp32 master weights and two fp32 optimizer moments for Adam and LAMB),
+// with ZeRO stages 0-3 sharding optimizer state (1), gradients (2) and parameters
+// (3) over the data-parallel group. Activations per layer per micro-batch follow
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+// Models", Table 2): s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes without sequence
+// parallelism, s*b*h*(34/t + 5*a*s/(h*t)) with it, 34/t (selective recomputation:
+// the attention score term disappears), 2/t (full recomputation: the layer input
+// only), generalised to other MLP widths, SwiGLU, the parallel block, sliding-
+// window attention, and FlashAttention (which never stores the score matrix).
+// The pipeline stage that holds the most is the first: with 1F1B it keeps
+// min(P, M) micro-batches in flight, with interleaved 1F1B its warm-up + 1 chunks
+// (model/schedule.h warmup_forwards()).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+
+#include "model/config.h"
+#include "model/hardware.h"
+
+namespace megascale::model {
+
+struct MemoryBreakdown {
+  double parameters_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;
+  double other_bytes = 0;           // CUDA context, NCCL buffers, DP bucket, logits
+  double total_bytes = 0;
+  double capacity_bytes = 0;        // the profile's HBM
+  int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by rank 0
+  double activation_bytes_per_layer = 0;  // one micro-batch, one layer
+  bool fits() const { return total_bytes <= capacity_bytes; }
+  // "needs 93.1 GB of 80.0 GB: parameters 5.5, gradients 10.9, ..." (GB = 1e9 B).
+  std::string describe() const;
+};
+
+// Per-GPU memory of the most loaded pipeline stage.
+MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
+                               const Optimizations& o, const GpuProfile& gpu);
+
+// Activation bytes of one layer for one micro-batch on one TP rank.
+double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
+                                  bool flash_attention);
+
+}  // namespace megascale::model

@@ -1,0 +1,283 @@
+// model/op_cost.cc: per-operator FLOPs / bytes / shapes of a GPT layer on one TP rank.
+#include "model/op_cost.h"
+
+#include <algorithm>
+
+namespace megascale::model {
+namespace {
+
+constexpr double kBf16Bytes = 2.0;
+constexpr double kFp32Bytes = 4.0;
+constexpr double kMaskBytes = 1.0;  // dropout mask, one byte per element (Megatron uint8)
+
+// Backward of FlashAttention-2 executes 5 matmuls against the forward's 2
+// (recomputing QK^T), i.e. 2.5x the forward FLOPs (Dao 2023, section 3.1.2).
+constexpr double kFlashBackwardFlopsRatio = 2.5;
+
+// Band of keys an unfused block-banded sliding-window kernel computes beyond W:
+// one 128-wide block (the tile size of the banded BMM).
+constexpr int kBandBlockKeys = 128;
+
+struct Dims {
+  double b, s, h, a, kv, d, f, t, v;
+  double tokens;     // b*s: rows of every GEMM (the full sequence after AG)
+  double sp_tokens;  // tokens held by this rank outside the TP region (b*s/t with SP)
+};
+
+Dims dims(const ModelConfig& m, const ParallelConfig& p) {
+  Dims x{};
+  x.b = p.micro_batch;
+  x.s = m.seq_len;
+  x.h = m.hidden;
+  x.a = m.heads;
+  x.kv = m.kv_heads;
+  x.d = m.head_dim();
+  x.f = m.ffn_hidden;
+  x.t = p.tp;
+  x.v = m.vocab;
+  x.tokens = x.b * x.s;
+  x.sp_tokens = p.sequence_parallel ? x.tokens / x.t : x.tokens;
+  return x;
+}
+
+OperatorCost gemm(const std::string& name, double m, double n, double k) {
+  OperatorCost op;
+  op.name = name;
+  op.cls = OpClass::kGemm;
+  op.m = static_cast<int64_t>(m);
+  op.n = static_cast<int64_t>(n);
+  op.k = static_cast<int64_t>(k);
+  op.fwd_flops = 2.0 * m * n * k;
+  op.bwd_flops = 2.0 * op.fwd_flops;  // dgrad + wgrad
+  op.fwd_kernels = 1;
+  op.bwd_kernels = 2;
+  return op;
+}
+
+OperatorCost memory(const std::string& name, double fwd_bytes, double bwd_bytes,
+                    int fwd_kernels, int bwd_kernels) {
+  OperatorCost op;
+  op.name = name;
+  op.cls = OpClass::kMemory;
+  op.fwd_bytes = fwd_bytes;
+  op.bwd_bytes = bwd_bytes;
+  op.fwd_kernels = fwd_kernels;
+  op.bwd_kernels = bwd_kernels;
+  return op;
+}
+
+// LayerNorm over `tokens` x h: read x, write y (bf16); backward reads x, dy and
+// writes dx, plus the gamma/beta reduction. Apex/Megatron FusedLayerNorm: one kernel.
+OperatorCost layer_norm(const std::string& name, double tokens, double h) {
+  const double elems = tokens * h;
+  return memory(name, 2 * kBf16Bytes * elems, 3 * kBf16Bytes * elems, 1, 2);
+}
+
+// Bias + dropout + residual add on `tokens` x h. Fused (one kernel): read x and
+// residual, write out and the mask. Unfused: bias add, dropout, add as three
+// kernels each reading and writing the whole tensor.
+OperatorCost bias_dropout_add(const std::string& name, double tokens, double h, bool fused) {
+  const double elems = tokens * h;
+  if (fused) {
+    return memory(name, (3 * kBf16Bytes + kMaskBytes) * elems,
+                  (2 * kBf16Bytes + kMaskBytes) * elems, 1, 1);
+  }
+  const double fwd = (2 * kBf16Bytes + (2 * kBf16Bytes + kMaskBytes) + 3 * kBf16Bytes) * elems;
+  const double bwd = (2 * kBf16Bytes + kMaskBytes) * elems * 2;
+  return memory(name, fwd, bwd, 3, 2);
+}
+
+// Activation of the MLP on `elems` inner elements (per rank).
+OperatorCost activation(MlpKind mlp, double elems, bool fused) {
+  if (mlp == MlpKind::kSwiGlu) {
+    // silu(gate) * up: read 2, write 1; backward reads 3, writes 2.
+    return memory("swiglu", 3 * kBf16Bytes * elems, 5 * kBf16Bytes * elems, fused ? 1 : 3,
+                  fused ? 1 : 3);
+  }
+  // bias + GeLU: fused one pass (read, write); unfused a bias kernel then GeLU.
+  const int passes = fused ? 1 : 2;
+  return memory("gelu", passes * 2 * kBf16Bytes * elems, passes * 3 * kBf16Bytes * elems,
+                passes, passes);
+}
+
+void append_attention_core(const ModelConfig& m, const Dims& x, bool efficient,
+                           std::vector<OperatorCost>* ops) {
+  const double heads = x.a / x.t;
+  if (efficient) {
+    OperatorCost fa;
+    fa.name = "flash_attention";
+    fa.cls = OpClass::kFlashAttention;
+    fa.fwd_flops = 4.0 * x.b * heads * x.s * m.mean_keys_per_query() * x.d;
+    fa.bwd_flops = kFlashBackwardFlopsRatio * fa.fwd_flops;
+    // q, k, v, o read/written once; the score matrix never touches HBM.
+    fa.fwd_bytes = 4 * kBf16Bytes * x.tokens * heads * x.d;
+    fa.bwd_bytes = 2 * fa.fwd_bytes;
+    fa.attention_core = true;
+    ops->push_back(fa);
+    return;
+  }
+  const double keys = m.attention_window > 0
+                          ? std::min<double>(x.s, m.attention_window + kBandBlockKeys)
+                          : x.s;
+  const double score_elems = x.b * heads * x.s * keys;
+
+  OperatorCost scores;
+  scores.name = "attn_scores";
+  scores.cls = OpClass::kBatchedGemm;
+  scores.batch = static_cast<int64_t>(x.b * heads);
+  scores.m = static_cast<int64_t>(x.s);
+  scores.n = static_cast<int64_t>(keys);
+  scores.k = static_cast<int64_t>(x.d);
+  scores.fwd_flops = 2.0 * score_elems * x.d;
+  scores.bwd_flops = 2.0 * scores.fwd_flops;
+  scores.attention_core = true;
+  ops->push_back(scores);
+
+  // Megatron's FusedScaleMaskSoftmax: read scores, write probabilities; backward
+  // reads probabilities and their gradient, writes the score gradient.
+  OperatorCost softmax =
+      memory("softmax", 2 * kBf16Bytes * score_elems, 3 * kBf16Bytes * score_elems, 1, 1);
+  softmax.attention_core = true;
+  ops->push_back(softmax);
+
+  OperatorCost dropout = memory("attn_dropout", (2 * kBf16Bytes + kMaskBytes) * score_elems,
+                                (2 * kBf16Bytes + kMaskBytes) * score_elems, 1, 1);
+  dropout.attention_core = true;
+  ops->push_back(dropout);
+
+  OperatorCost context;
+  context.name = "attn_context";
+  context.cls = OpClass::kBatchedGemm;
+  context.batch = scores.batch;
+  context.m = static_cast<int64_t>(x.s);
+  context.n = static_cast<int64_t>(x.d);
+  context.k = static_cast<int64_t>(keys);
+  context.fwd_flops = 2.0 * score_elems * x.d;
+  context.bwd_flops = 2.0 * context.fwd_flops;
+  context.attention_core = true;
+  ops->push_back(context);
+}
+
+double gemm_weight_elems_per_layer(const ModelConfig& m) {
+  const double h = m.hidden;
+  const double kv_dim = static_cast<double>(m.kv_heads) * m.head_dim();
+  const double mlp_in = m.mlp == MlpKind::kSwiGlu ? 2.0 * m.ffn_hidden : m.ffn_hidden;
+  return h * (h + 2 * kv_dim) + h * h + h * mlp_in + static_cast<double>(m.ffn_hidden) * h;
+}
+
+}  // namespace
+
+std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelConfig& p,
+                                          bool efficient_operators) {
+  const Dims x = dims(m, p);
+  const double qkv_out = (x.h + 2 * x.kv * x.d) / x.t;
+  const double fc1_out = (m.mlp == MlpKind::kSwiGlu ? 2 * x.f : x.f) / x.t;
+  const bool fused = efficient_operators;
+  std::vector<OperatorCost> ops;
+  if (m.block == BlockKind::kParallel) {
+    ops.push_back(layer_norm("ln", x.sp_tokens, x.h));
+    ops.push_back(gemm("qkv_fc1", x.tokens, qkv_out + fc1_out, x.h));
+    append_attention_core(m, x, efficient_operators, &ops);
+    ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused));
+    ops.push_back(gemm("proj_fc2", x.tokens, x.h, (x.h + x.f) / x.t));
+    ops.push_back(bias_dropout_add("bias_dropout_add", x.sp_tokens, x.h, fused));
+    return ops;
+  }
+  ops.push_back(layer_norm("ln1", x.sp_tokens, x.h));
+  ops.push_back(gemm("qkv", x.tokens, qkv_out, x.h));
+  append_attention_core(m, x, efficient_operators, &ops);
+  ops.push_back(gemm("proj", x.tokens, x.h, x.h / x.t));
+  ops.push_back(bias_dropout_add("bias_dropout_add1", x.sp_tokens, x.h, fused));
+  ops.push_back(layer_norm("ln2", x.sp_tokens, x.h));
+  ops.push_back(gemm("fc1", x.tokens, fc1_out, x.h));
+  ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused));
+  ops.push_back(gemm("fc2", x.tokens, x.h, x.f / x.t));
+  ops.push_back(bias_dropout_add("bias_dropout_add2", x.sp_tokens, x.h, fused));
+  return ops;
+}
+
+std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p) {
+  const Dims x = dims(m, p);
+  // Vocab-parallel lookup: read the rows, write the (sequence-sharded after the
+  // reduce) output; backward scatters the gradient into the table shard.
+  return {memory("embedding", 2 * kBf16Bytes * x.tokens * x.h,
+                 2 * kFp32Bytes * x.tokens * x.h, 2, 2)};
+}
+
+std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
+                                           bool efficient_operators) {
+  const Dims x = dims(m, p);
+  std::vector<OperatorCost> ops;
+  ops.push_back(layer_norm("final_ln", x.sp_tokens, x.h));
+  ops.push_back(gemm("logits", x.tokens, x.v / x.t, x.h));
+  // Vocab-parallel cross-entropy in fp32: max, exp-sum, loss (three passes over
+  // the logits shard when unfused, one when fused); backward writes the softmax
+  // gradient once.
+  const double elems = x.tokens * x.v / x.t;
+  const int passes = efficient_operators ? 1 : 3;
+  ops.push_back(memory("cross_entropy", passes * (kBf16Bytes + kFp32Bytes) * elems,
+                       (kFp32Bytes + kBf16Bytes) * elems, passes, 1));
+  return ops;
+}
+
+double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
+  switch (op.cls) {
+    case OpClass::kGemm:
+      return gemm_time_s(gpu, op.m, op.n, op.k);
+    case OpClass::kBatchedGemm:
+      return batched_gemm_time_s(gpu, op.batch, op.m, op.n, op.k);
+    case OpClass::kFlashAttention:
+      return flash_attention_time_s(gpu, op.fwd_flops, /*backward=*/false);
+    case OpClass::kMemory:
+      return std::max(memory_time_s(gpu, op.fwd_bytes),
+                      op.fwd_kernels * gpu.kernel_launch_us * 1e-6);
+  }
+  return 0.0;
+}
+
+double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
+  switch (op.cls) {
+    case OpClass::kGemm:
+      // dgrad: (m x n) * (n x k); wgrad: (k x m) * (m x n).
+      return gemm_time_s(gpu, op.m, op.k, op.n) + gemm_time_s(gpu, op.k, op.n, op.m);
+    case OpClass::kBatchedGemm:
+      return batched_gemm_time_s(gpu, op.batch, op.m, op.k, op.n) +
+             batched_gemm_time_s(gpu, op.batch, op.k, op.n, op.m);
+    case OpClass::kFlashAttention:
+      return flash_attention_time_s(gpu, op.bwd_flops, /*backward=*/true);
+    case OpClass::kMemory:
+      return std::max(memory_time_s(gpu, op.bwd_bytes),
+                      op.bwd_kernels * gpu.kernel_launch_us * 1e-6);
+  }
+  return 0.0;
+}
+
+double forward_time_s(const std::vector<OperatorCost>& ops, const GpuProfile& gpu) {
+  double total = 0;
+  for (const OperatorCost& op : ops) total += forward_time_s(op, gpu);
+  return total;
+}
+
+double backward_time_s(const std::vector<OperatorCost>& ops, const GpuProfile& gpu) {
+  double total = 0;
+  for (const OperatorCost& op : ops) total += backward_time_s(op, gpu);
+  return total;
+}
+
+int find_operator(const std::vector<OperatorCost>& ops, const std::string& name) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+double model_flops_per_iteration(const ModelConfig& m, int64_t global_batch) {
+  const double tokens = static_cast<double>(global_batch) * m.seq_len;
+  const double per_layer_fwd = 2.0 * tokens * gemm_weight_elems_per_layer(m) +
+                               2.0 * 2.0 * tokens * m.seq_len * m.hidden;
+  const double logits_fwd = 2.0 * tokens * m.hidden * m.vocab;
+  constexpr double kPasses = 3.0;  // forward + backward (2x forward)
+  return kPasses * (m.layers * per_layer_fwd + logits_fwd);
+}
+
+}  // namespace megascale::model

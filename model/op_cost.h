@@ -1,0 +1,89 @@
+// model/op_cost.h: FLOPs, bytes and kernel shapes of every operator of a GPT
+// layer (and of the embedding / output head) on one tensor-parallel rank, for one
+// micro-batch.
+//
+// Operators follow Megatron-LM's GPT (megatron/core/transformer): LayerNorm, QKV
+// (column-parallel, GQA-aware), core attention (unfused: scores BMM, fused
+// scale-mask-softmax, dropout, context BMM; or FlashAttention-2 when
+// efficient_operators is on), output projection (row-parallel), bias-dropout-add,
+// MLP (GeLU: fc1 + gelu + fc2; SwiGLU: fc1 producing gate and up, silu*mul, fc2).
+// The parallel block (MegaScale section 3.1, GPT-J style) shares one LayerNorm and
+// fuses QKV with fc1 and proj with fc2 into single GEMMs.
+// Head operators: embedding lookup, final LayerNorm, logits GEMM, vocab-parallel
+// cross-entropy.
+//
+// Causal mask and sliding window (key j visible to query i iff i-W <= j <= i):
+// FlashAttention-2 skips fully masked blocks, so it executes
+// s * mean_keys_per_query() key positions per head; the unfused path computes the
+// full s x s score matrix, or a band of W+128 keys when a window is set (a
+// block-banded kernel, as MegaScale's sliding-window implementation must be to gain
+// speed before FlashAttention-2 is introduced in their Table 3).
+//
+// Units: FLOPs are floating point operations executed on this GPU (multiply-add
+// = 2); bytes are HBM bytes read + written; activations are bf16 (2 bytes).
+//
+// Thread-safety: pure functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/hardware.h"
+
+namespace megascale::model {
+
+enum class OpClass {
+  kGemm,            // one GEMM (m x k) * (k x n); backward: dgrad + wgrad GEMMs
+  kBatchedGemm,     // `batch` GEMMs of one shape (attention BMMs); backward: 2 per
+  kFlashAttention,  // FlashAttention-2 forward / backward kernels
+  kMemory,          // bandwidth-bound elementwise / normalisation / softmax
+};
+
+struct OperatorCost {
+  std::string name;
+  OpClass cls = OpClass::kMemory;
+  int64_t batch = 1, m = 0, n = 0, k = 0;  // GEMM shapes (forward)
+  double fwd_flops = 0;
+  double bwd_flops = 0;
+  double fwd_bytes = 0;                     // memory ops (GEMM bytes come from shape)
+  double bwd_bytes = 0;
+  int fwd_kernels = 1;                      // kernels launched (memory ops)
+  int bwd_kernels = 1;
+  bool attention_core = false;              // re-run by selective recomputation
+};
+
+// All operators of one transformer layer in execution order.
+std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelConfig& p,
+                                          bool efficient_operators);
+
+// Operators outside the layers: the first stage's embedding and the last stage's
+// final LayerNorm, logits GEMM and loss.
+std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p);
+std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
+                                           bool efficient_operators);
+
+// Time of one operator on `gpu`, seconds.
+double forward_time_s(const OperatorCost& op, const GpuProfile& gpu);
+double backward_time_s(const OperatorCost& op, const GpuProfile& gpu);
+
+// Sum over a list.
+double forward_time_s(const std::vector<OperatorCost>& ops, const GpuProfile& gpu);
+double backward_time_s(const std::vector<OperatorCost>& ops, const GpuProfile& gpu);
+
+// Index of the operator with this name, or -1.
+int find_operator(const std::vector<OperatorCost>& ops, const std::string& name);
+
+// Model FLOPs of one iteration as counted for MFU: the standard GPT count
+// (Narayanan et al. 2021; REFERENCE.md "Model FLOPs per iteration"),
+//   3 passes x [ per layer: 2 x tokens x (GEMM weights) + 2 x 2 x tokens x s x h
+//   (scores and context over the full s x s square, no causal halving) ]
+//   + 3 x 2 x tokens x h x V (logits),
+// which for a 4h GeLU MHA model is exactly 72 B s L h^2 (1 + s/(6h) + V/(12 L h)).
+// Recomputation is not counted; sliding-window attention is counted as full
+// attention and the parallel block the same as the sequential one (both execute
+// the same model), so they raise MFU by saving time, as in MegaScale's Table 3.
+double model_flops_per_iteration(const ModelConfig& m, int64_t global_batch);
+
+}  // namespace megascale::model

@@ -1,0 +1,609 @@
+// model/scenario.cc: reads scenario TOML with TOML++ and validates it.
+//
+// Each table of the file is read by one function (read_model, read_parallel,
+// ...) through a Section, which knows the table's dotted name and file so that
+// every error carries file, line, column and key. The keys each table accepts
+// are listed next to the function that reads them; scenarios/README.md
+// documents them.
+#include "model/scenario.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <span>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace megascale::model {
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Error messages
+
+std::string format_message(const std::string& file, int line, int column, const std::string& key,
+                           const std::string& reason) {
+  std::string message = file;
+  if (line > 0) message += ":" + std::to_string(line);
+  if (line > 0 && column > 0) message += ":" + std::to_string(column);
+  message += ": ";
+  if (!key.empty()) message += key + ": ";
+  return message + reason;
+}
+
+std::string_view type_name(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::none: return "nothing";
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+  }
+  return "unknown type";
+}
+
+// Levenshtein distance: insertions, deletions and substitutions.
+int edit_distance(std::string_view a, std::string_view b) {
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j < row.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diagonal = row[0];
+    row[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row.back();
+}
+
+// "unknown key 'hiden' (did you mean 'hidden'?)": suggests the closest known
+// name within edit distance 2, the first listed on a tie.
+std::string unknown_name_reason(std::string_view kind, std::string_view name,
+                                std::span<const std::string_view> known) {
+  constexpr int kMaxSuggestionDistance = 2;
+  std::string reason = "unknown " + std::string(kind) + " '" + std::string(name) + "'";
+  std::string_view closest;
+  int closest_distance = kMaxSuggestionDistance + 1;
+  for (std::string_view candidate : known) {
+    const int distance = edit_distance(name, candidate);
+    if (distance < closest_distance) {
+      closest = candidate;
+      closest_distance = distance;
+    }
+  }
+  if (!closest.empty()) reason += " (did you mean '" + std::string(closest) + "'?)";
+  return reason;
+}
+
+// "value "geluu" not allowed (allowed: "gelu", "swiglu")"
+std::string not_allowed_reason(std::string_view value, std::span<const std::string_view> allowed) {
+  std::string reason = "value \"" + std::string(value) + "\" not allowed (allowed: ";
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    if (i > 0) reason += ", ";
+    reason += "\"" + std::string(allowed[i]) + "\"";
+  }
+  return reason + ")";
+}
+
+std::string range_reason(int64_t value, int min_value, int max_value) {
+  const std::string got = ", got " + std::to_string(value);
+  if (max_value != INT_MAX) {
+    return "must be in " + std::to_string(min_value) + ".." + std::to_string(max_value) + got;
+  }
+  if (value < min_value) return "must be >= " + std::to_string(min_value) + got;
+  return "must be <= " + std::to_string(INT_MAX) + got;
+}
+
+// ---------------------------------------------------------------------------
+// Reading one table
+
+struct Position {
+  int line = 0;
+  int column = 0;
+};
+
+Position position_of(const toml::node& node) {
+  const toml::source_position& begin = node.source().begin;
+  return {static_cast<int>(begin.line), static_cast<int>(begin.column)};
+}
+
+// One table of the scenario being read: its dotted name (empty for the root)
+// and the file it came from, so that every error names file, line, column and
+// key. Readers return nullopt for an absent key and throw ScenarioError for a
+// present one of the wrong type or out of range.
+class Section {
+ public:
+  Section(const toml::table& table, std::string name, const std::string& file)
+      : table_(table), name_(std::move(name)), file_(file) {}
+
+  // The dotted key of `key` inside this table, e.g. "parallel.tp".
+  std::string dotted(std::string_view key) const {
+    return name_.empty() ? std::string(key) : name_ + "." + std::string(key);
+  }
+
+  // Fails at the position of `key` (a dotted path relative to this table), or
+  // of its nearest enclosing table present in the file when it is absent.
+  [[noreturn]] void fail(std::string_view key, std::string reason) const {
+    const Position at = position_of_path(key);
+    throw ScenarioError(file_, at.line, at.column, dotted(key), std::move(reason));
+  }
+
+  // Fails at the position of `node`, the value of `key` in this table.
+  [[noreturn]] void fail_at(const toml::node& node, std::string_view key,
+                            std::string reason) const {
+    const Position at = position_of(node);
+    throw ScenarioError(file_, at.line, at.column, dotted(key), std::move(reason));
+  }
+
+  [[noreturn]] void fail_missing(std::string_view key, std::string_view detail = {}) const {
+    std::string reason = "required key missing";
+    if (!detail.empty()) reason += ": " + std::string(detail);
+    fail(key, std::move(reason));
+  }
+
+  void reject_unknown_keys(std::span<const std::string_view> known) const {
+    for (auto&& [key, node] : table_) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      fail_at(node, key.str(),
+              unknown_name_reason(node.is_table() ? "table" : "key", key.str(), known));
+    }
+  }
+
+  // For the tables later versions will define: present is fine, any key is not.
+  void reject_every_key() const {
+    for (auto&& [key, node] : table_) {
+      fail_at(node, key.str(), "key not supported yet by this version");
+    }
+  }
+
+  std::optional<Section> subsection(std::string_view key) const {
+    const toml::node* node = find(key, toml::node_type::table, "a table");
+    if (node == nullptr) return std::nullopt;
+    return Section(*node->as_table(), dotted(key), file_);
+  }
+
+  Section required_subsection(std::string_view key) const {
+    std::optional<Section> section = subsection(key);
+    if (!section) fail_missing(key);
+    return *section;
+  }
+
+  std::optional<int> integer(std::string_view key, int min_value, int max_value = INT_MAX) const {
+    const toml::node* node = find(key, toml::node_type::integer, "an integer");
+    if (node == nullptr) return std::nullopt;
+    const int64_t value = node->as_integer()->get();
+    if (value < min_value || value > max_value) {
+      fail_at(*node, key, range_reason(value, min_value, max_value));
+    }
+    return static_cast<int>(value);
+  }
+
+  int required_integer(std::string_view key, int min_value, int max_value = INT_MAX) const {
+    std::optional<int> value = integer(key, min_value, max_value);
+    if (!value) fail_missing(key);
+    return *value;
+  }
+
+  // A float or an integer, finite and > 0.
+  std::optional<double> positive_number(std::string_view key) const {
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return std::nullopt;
+    if (!node->is_number()) fail_at(*node, key, expected("a number", *node));
+    const double value = node->is_integer() ? static_cast<double>(node->as_integer()->get())
+                                            : node->as_floating_point()->get();
+    if (!(value > 0.0 && std::isfinite(value))) {
+      fail_at(*node, key, "must be a finite number > 0, got " + std::to_string(value));
+    }
+    return value;
+  }
+
+  std::optional<bool> boolean(std::string_view key) const {
+    const toml::node* node = find(key, toml::node_type::boolean, "a boolean");
+    if (node == nullptr) return std::nullopt;
+    return node->as_boolean()->get();
+  }
+
+  std::optional<std::string> string(std::string_view key) const {
+    const toml::node* node = find(key, toml::node_type::string, "a string");
+    if (node == nullptr) return std::nullopt;
+    return node->as_string()->get();
+  }
+
+  // A string that must be one of `allowed`.
+  std::optional<std::string> choice(std::string_view key,
+                                    std::span<const std::string_view> allowed) const {
+    std::optional<std::string> value = string(key);
+    if (value && std::find(allowed.begin(), allowed.end(), *value) == allowed.end()) {
+      fail(key, not_allowed_reason(*value, allowed));
+    }
+    return value;
+  }
+
+  // An enum written as its to_string() name; `values` are the ones allowed.
+  template <class Enum>
+  std::optional<Enum> enum_choice(std::string_view key, std::initializer_list<Enum> values) const {
+    std::vector<std::string_view> names;
+    for (Enum value : values) names.push_back(to_string(value));
+    const std::optional<std::string> name = choice(key, names);
+    if (!name) return std::nullopt;
+    return *(values.begin() + (std::find(names.begin(), names.end(), *name) - names.begin()));
+  }
+
+ private:
+  // The node at `key` or nullptr; throws when it is not of type `type`.
+  const toml::node* find(std::string_view key, toml::node_type type,
+                         std::string_view type_with_article) const {
+    const toml::node* node = table_.get(key);
+    if (node != nullptr && node->type() != type) {
+      fail_at(*node, key, expected(type_with_article, *node));
+    }
+    return node;
+  }
+
+  static std::string expected(std::string_view type_with_article, const toml::node& got) {
+    return "expected " + std::string(type_with_article) + ", got " +
+           std::string(type_name(got.type()));
+  }
+
+  Position position_of_path(std::string_view path) const {
+    while (true) {
+      if (toml::node_view<const toml::node> node = table_.at_path(path)) {
+        return position_of(*node.node());
+      }
+      const size_t dot = path.rfind('.');
+      if (dot == std::string_view::npos) break;
+      path = path.substr(0, dot);
+    }
+    const Position own = position_of(table_);
+    return own.line > 0 ? own : Position{1, 0};
+  }
+
+  const toml::table& table_;
+  std::string name_;
+  const std::string& file_;
+};
+
+// ---------------------------------------------------------------------------
+// The tables
+
+std::string divisibility(std::string_view what, int64_t value, std::string_view by,
+                         int64_t divisor) {
+  return std::string(what) + " (" + std::to_string(value) + ") not divisible by " +
+         std::string(by) + " (" + std::to_string(divisor) + ")";
+}
+
+constexpr std::string_view kModelKeys[] = {"name",     "layers",  "hidden",          "heads",
+                                           "kv_heads", "seq_len", "vocab",           "ffn_hidden",
+                                           "mlp",      "block",   "attention_window"};
+
+ModelConfig read_model(const Section& s) {
+  s.reject_unknown_keys(kModelKeys);
+  ModelConfig m;
+  m.name = s.string("name").value_or(m.name);
+  m.layers = s.required_integer("layers", 1);
+  // Bounded so that the default ffn_hidden, 4*hidden, fits an int.
+  m.hidden = s.required_integer("hidden", 1, INT_MAX / 4);
+  m.heads = s.required_integer("heads", 1);
+  m.kv_heads = s.integer("kv_heads", 1).value_or(m.heads);
+  m.seq_len = s.required_integer("seq_len", 1);
+  m.vocab = s.required_integer("vocab", 1);
+  m.ffn_hidden = s.integer("ffn_hidden", 1).value_or(4 * m.hidden);
+  m.mlp = s.enum_choice("mlp", {MlpKind::kGelu, MlpKind::kSwiGlu}).value_or(m.mlp);
+  m.block =
+      s.enum_choice("block", {BlockKind::kSequential, BlockKind::kParallel}).value_or(m.block);
+  m.attention_window = s.integer("attention_window", 0).value_or(m.attention_window);
+  if (m.hidden % m.heads != 0) s.fail("heads", divisibility("hidden", m.hidden, "heads", m.heads));
+  if (m.heads % m.kv_heads != 0) {
+    s.fail("kv_heads", divisibility("heads", m.heads, "kv_heads", m.kv_heads));
+  }
+  return m;
+}
+
+constexpr std::string_view kParallelKeys[] = {
+    "tp",         "pp",       "vpp", "dp", "micro_batch", "global_batch", "sequence_parallel",
+    "zero_stage", "recompute"};
+
+// dp defaults to the GPUs left once tp and pp are placed, when that is exact.
+int read_dp(const Section& s, int tp, int pp, int cluster_gpus) {
+  if (std::optional<int> dp = s.integer("dp", 1)) return *dp;
+  const int64_t tp_pp = static_cast<int64_t>(tp) * pp;
+  if (cluster_gpus % tp_pp != 0) {
+    s.fail_missing("dp", "cluster.gpus (" + std::to_string(cluster_gpus) +
+                             ") is not a multiple of tp*pp (" + std::to_string(tp_pp) + ")");
+  }
+  return static_cast<int>(cluster_gpus / tp_pp);
+}
+
+ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
+  s.reject_unknown_keys(kParallelKeys);
+  ParallelConfig p;
+  p.tp = s.required_integer("tp", 1);
+  p.pp = s.required_integer("pp", 1);
+  p.vpp = s.integer("vpp", 1).value_or(1);
+  p.dp = read_dp(s, p.tp, p.pp, cluster_gpus);
+  p.micro_batch = s.integer("micro_batch", 1).value_or(1);
+  p.global_batch = s.required_integer("global_batch", 1);
+  p.sequence_parallel = s.boolean("sequence_parallel").value_or(false);
+  p.zero_stage = s.integer("zero_stage", 0, 3).value_or(1);
+  p.recompute =
+      s.enum_choice("recompute", {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+          .value_or(Recompute::kNone);
+  return p;
+}
+
+constexpr std::string_view kHardwareKeys[] = {"gpu", "gpus_per_node", "nics_per_node", "nic_gbps"};
+
+HardwareConfig read_hardware(const Section& s) {
+  s.reject_unknown_keys(kHardwareKeys);
+  HardwareConfig hw;
+  // The name is checked against the known profiles by model/hardware.h at use.
+  hw.gpu = s.string("gpu").value_or(hw.gpu);
+  hw.gpus_per_node = s.integer("gpus_per_node", 1).value_or(hw.gpus_per_node);
+  hw.nics_per_node = s.integer("nics_per_node", 1).value_or(hw.nics_per_node);
+  hw.nic_gbps = s.positive_number("nic_gbps").value_or(hw.nic_gbps);
+  return hw;
+}
+
+constexpr std::string_view kClusterKeys[] = {"gpus", "topology"};
+constexpr std::string_view kTopologies[] = {"megascale-clos", "rail-2tier", "fat-tree"};
+
+ClusterConfig read_cluster(const Section& s) {
+  s.reject_unknown_keys(kClusterKeys);
+  ClusterConfig c;
+  c.gpus = s.required_integer("gpus", 1);
+  c.topology = s.choice("topology", kTopologies).value_or(c.topology);
+  return c;
+}
+
+constexpr std::string_view kOptimizationKeys[] = {
+    "preset",        "tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
+    "data_pipeline", "optimizer"};
+constexpr std::string_view kPresets[] = {"megatron", "megascale"};
+
+// The preset first, then each switch given explicitly overrides it.
+Optimizations read_optimizations(const Section& s) {
+  s.reject_unknown_keys(kOptimizationKeys);
+  Optimizations o;
+  apply_preset(s.choice("preset", kPresets).value_or("megatron"), &o);
+  o.tp_overlap = s.boolean("tp_overlap").value_or(o.tp_overlap);
+  o.pp_overlap = s.boolean("pp_overlap").value_or(o.pp_overlap);
+  o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
+  o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
+  o.data_pipeline = s.boolean("data_pipeline").value_or(o.data_pipeline);
+  o.optimizer = s.enum_choice("optimizer", {OptimizerKind::kAdam, OptimizerKind::kLamb})
+                    .value_or(o.optimizer);
+  return o;
+}
+
+constexpr std::string_view kTopLevelKeys[] = {"name",     "model",         "parallel", "hardware",
+                                              "cluster",  "optimizations", "network",  "failures",
+                                              "recovery", "run",           "train"};
+// Tables later versions define (DESIGN.md contract 1); accepted but still empty.
+constexpr std::string_view kReservedTables[] = {"network", "failures", "recovery", "run", "train"};
+
+Scenario read_scenario(const toml::table& root, const std::string& source) {
+  const Section top(root, "", source);
+  top.reject_unknown_keys(kTopLevelKeys);
+  for (std::string_view reserved : kReservedTables) {
+    if (std::optional<Section> s = top.subsection(reserved)) s->reject_every_key();
+  }
+  Scenario sc;
+  sc.source = source;
+  sc.name = top.string("name").value_or(std::filesystem::path(source).stem().string());
+  sc.model = read_model(top.required_subsection("model"));
+  if (std::optional<Section> s = top.subsection("hardware")) sc.hardware = read_hardware(*s);
+  sc.cluster = read_cluster(top.required_subsection("cluster"));
+  sc.parallel = read_parallel(top.required_subsection("parallel"), sc.cluster.gpus);
+  if (std::optional<Section> s = top.subsection("optimizations")) {
+    sc.optimizations = read_optimizations(*s);
+  }
+  std::string key;
+  if (std::optional<std::string> reason =
+          check_layout(sc.model, sc.parallel, sc.cluster.gpus, &key)) {
+    top.fail(key, *reason);
+  }
+  return sc;
+}
+
+// ---------------------------------------------------------------------------
+// Layout checks (check_layout), in the order the header lists them
+
+struct Violation {
+  std::string key;  // dotted
+  std::string reason;
+};
+
+std::optional<Violation> check_positive_sizes(const ModelConfig& m, const ParallelConfig& p,
+                                              int cluster_gpus) {
+  const std::pair<std::string_view, int> sizes[] = {{"model.layers", m.layers},
+                                                    {"model.heads", m.heads},
+                                                    {"model.kv_heads", m.kv_heads},
+                                                    {"parallel.tp", p.tp},
+                                                    {"parallel.pp", p.pp},
+                                                    {"parallel.vpp", p.vpp},
+                                                    {"parallel.dp", p.dp},
+                                                    {"parallel.micro_batch", p.micro_batch},
+                                                    {"parallel.global_batch", p.global_batch},
+                                                    {"cluster.gpus", cluster_gpus}};
+  for (const auto& [key, value] : sizes) {
+    if (value > 0) continue;
+    const std::string_view name = key.substr(key.find('.') + 1);
+    return Violation{std::string(key),
+                     std::string(name) + " (" + std::to_string(value) + ") must be > 0"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Violation> check_tensor_split(const ModelConfig& m, const ParallelConfig& p) {
+  if (m.heads % p.tp != 0) {
+    return Violation{"parallel.tp", divisibility("heads", m.heads, "tp", p.tp)};
+  }
+  if (m.kv_heads % p.tp != 0) {
+    return Violation{"parallel.tp", divisibility("kv_heads", m.kv_heads, "tp", p.tp)};
+  }
+  return std::nullopt;
+}
+
+// Names vpp as the culprit when pp alone would divide the layers.
+std::optional<Violation> check_pipeline_split(const ModelConfig& m, const ParallelConfig& p) {
+  const int64_t chunks = static_cast<int64_t>(p.pp) * p.vpp;
+  if (m.layers % chunks == 0) return std::nullopt;
+  return Violation{m.layers % p.pp == 0 ? "parallel.vpp" : "parallel.pp",
+                   "layers (" + std::to_string(m.layers) + ") not divisible by pp*vpp (" +
+                       std::to_string(p.pp) + "*" + std::to_string(p.vpp) + "=" +
+                       std::to_string(chunks) + ")"};
+}
+
+std::optional<Violation> check_gpu_count(const ParallelConfig& p, int cluster_gpus) {
+  const int64_t layout_gpus = static_cast<int64_t>(p.tp) * p.pp * p.dp;
+  if (layout_gpus == cluster_gpus) return std::nullopt;
+  return Violation{"cluster.gpus", "gpus (" + std::to_string(cluster_gpus) + ") != tp*pp*dp (" +
+                                       std::to_string(p.tp) + "*" + std::to_string(p.pp) + "*" +
+                                       std::to_string(p.dp) + "=" + std::to_string(layout_gpus) +
+                                       ")"};
+}
+
+std::optional<Violation> check_batch_split(const ParallelConfig& p) {
+  const int64_t samples_per_step = static_cast<int64_t>(p.dp) * p.micro_batch;
+  if (p.global_batch % samples_per_step == 0) return std::nullopt;
+  return Violation{"parallel.global_batch", "global_batch (" + std::to_string(p.global_batch) +
+                                                ") not divisible by dp*micro_batch (" +
+                                                std::to_string(p.dp) + "*" +
+                                                std::to_string(p.micro_batch) + "=" +
+                                                std::to_string(samples_per_step) + ")"};
+}
+
+// Megatron-LM's interleaved 1F1B needs several stages and whole rounds of pp
+// micro-batches.
+std::optional<Violation> check_interleaving(const ParallelConfig& p) {
+  if (p.vpp == 1) return std::nullopt;
+  if (p.pp == 1) return Violation{"parallel.vpp", "vpp > 1 requires pp > 1"};
+  if (p.microbatches() % p.pp == 0) return std::nullopt;
+  return Violation{"parallel.vpp", "microbatches per replica (" + std::to_string(p.microbatches()) +
+                                       ") not a multiple of pp (" + std::to_string(p.pp) +
+                                       "), required when vpp > 1"};
+}
+
+std::optional<Violation> check_zero_stage(const ParallelConfig& p) {
+  if (p.zero_stage >= 0 && p.zero_stage <= 3) return std::nullopt;
+  return Violation{"parallel.zero_stage",
+                   "zero_stage (" + std::to_string(p.zero_stage) + ") not in 0..3"};
+}
+
+}  // namespace
+
+ScenarioError::ScenarioError(std::string file, int line, int column, std::string key,
+                             std::string reason)
+    : std::runtime_error(format_message(file, line, column, key, reason)),
+      file_(std::move(file)),
+      line_(line),
+      column_(column),
+      key_(std::move(key)),
+      reason_(std::move(reason)) {}
+
+Scenario load_scenario(const std::string& path) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    throw ScenarioError(path, 0, 0, "", "cannot open file: is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ScenarioError(path, 0, 0, "", std::string("cannot open file: ") + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_scenario(text.str(), path);
+}
+
+Scenario parse_scenario(std::string_view toml_text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, std::string_view(source));
+  } catch (const toml::parse_error& e) {
+    const toml::source_position& at = e.source().begin;
+    throw ScenarioError(source, static_cast<int>(at.line), static_cast<int>(at.column), "",
+                        std::string(e.description()));
+  }
+  return read_scenario(root, source);
+}
+
+std::optional<std::string> check_layout(const ModelConfig& m, const ParallelConfig& p,
+                                        int cluster_gpus, std::string* key) {
+  std::optional<Violation> violation = check_positive_sizes(m, p, cluster_gpus);
+  if (!violation) violation = check_tensor_split(m, p);
+  if (!violation) violation = check_pipeline_split(m, p);
+  if (!violation) violation = check_gpu_count(p, cluster_gpus);
+  if (!violation) violation = check_batch_split(p);
+  if (!violation) violation = check_interleaving(p);
+  if (!violation) violation = check_zero_stage(p);
+  if (!violation) return std::nullopt;
+  if (key != nullptr) *key = violation->key;
+  return violation->reason;
+}
+
+// MegaScale (NSDI'24) Table 1: the 175B model, TP 8, PP 8 with 6 model chunks
+// per stage, DP 192 on 12,288 GPUs, global batch 6144 of 2048-token samples.
+Scenario default_scenario(const std::string& preset) {
+  Scenario sc;
+  sc.source = "<built-in>";
+  sc.name = "gpt-175b-12288-" + preset;
+
+  sc.model.name = "gpt-175b";
+  sc.model.layers = 96;
+  sc.model.hidden = 12288;
+  sc.model.heads = 128;
+  sc.model.kv_heads = 128;
+  sc.model.seq_len = 2048;
+  sc.model.vocab = 64000;
+  sc.model.ffn_hidden = 4 * sc.model.hidden;
+  sc.model.mlp = MlpKind::kGelu;
+  sc.model.block = BlockKind::kSequential;
+  sc.model.attention_window = 0;
+
+  sc.parallel.tp = 8;
+  sc.parallel.pp = 8;
+  sc.parallel.vpp = 6;
+  sc.parallel.dp = 192;
+  sc.parallel.micro_batch = 1;
+  sc.parallel.global_batch = 6144;
+  sc.parallel.sequence_parallel = true;
+  sc.parallel.zero_stage = 1;
+  sc.parallel.recompute = Recompute::kNone;
+
+  sc.hardware = HardwareConfig{};  // A100-SXM4-80GB, 8 GPUs and 8 x 200 Gb/s NICs per node
+  sc.cluster.gpus = 12288;
+  sc.cluster.topology = "megascale-clos";
+
+  apply_preset(preset, &sc.optimizations);
+  // MegaScale runs the parallel transformer block (section 3.1).
+  if (preset == "megascale") sc.model.block = BlockKind::kParallel;
+  return sc;
+}
+
+void apply_preset(const std::string& preset, Optimizations* o) {
+  if (preset == "megatron") {
+    *o = Optimizations::megatron();
+  } else if (preset == "megascale") {
+    *o = Optimizations::megascale();
+  } else {
+    throw std::invalid_argument("unknown optimizations preset '" + preset +
+                                "' (allowed: megatron, megascale)");
+  }
+}
+
+}  // namespace megascale::model
