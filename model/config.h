@@ -3,9 +3,8 @@
 // A Scenario is one training job: the transformer (ModelConfig), how it is split
 // over GPUs (ParallelConfig), the GPUs and NICs (HardwareConfig), the cluster
 // (ClusterConfig) and which of MegaScale's techniques are on (Optimizations).
-// It is read from TOML by model/scenario.h and validated there; these structs
-// are plain values with no invariants of their own beyond what validate()
-// in scenario.h enforces.
+// It is read from TOML by model/scenario.h and validated there (the parser and
+// check_layout()); these structs are plain values with no invariants of their own.
 //
 // Thread-safety: plain values; copy freely.
 #pragma once

@@ -115,8 +115,10 @@ MicroChunk backward_item(int k, const ScheduleOptions& o);
 // Warm-up forwards of rank r.
 int warmup_forwards(int pp_rank, const ScheduleOptions& o);
 
-// Builds the per-rank op lists. REQUIRES: options valid (see check_layout);
-// throws std::invalid_argument otherwise.
+// Builds the per-rank op lists. Throws std::invalid_argument for invalid options
+// (sizes < 1, layers % (P*V) != 0, V > 1 with P == 1 or M % P != 0, ZeRO stage
+// outside 0..3, negative byte counts). Layer programs are left empty; see
+// model/job_schedule.h for the scenario-level builder that fills them.
 Schedule build_schedule(const ScheduleOptions& options);
 
 // "F0.0 F1.0 ... B7.0": the compute order of one rank (Forward/Backward only),

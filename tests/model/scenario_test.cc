@@ -448,7 +448,6 @@ TEST(ScenarioTest, DefaultScenarioIsTable1) {
     EXPECT_EQ(sc.model.seq_len, 2048);
     EXPECT_EQ(sc.model.vocab, 64000);
     EXPECT_EQ(sc.model.ffn_hidden, 4 * 12288);
-    EXPECT_EQ(sc.model.attention_window, 0);
     EXPECT_EQ(sc.parallel.tp, 8);
     EXPECT_EQ(sc.parallel.pp, 8);
     EXPECT_EQ(sc.parallel.vpp, 6);
@@ -460,7 +459,11 @@ TEST(ScenarioTest, DefaultScenarioIsTable1) {
     EXPECT_EQ(check_layout(sc.model, sc.parallel, sc.cluster.gpus), std::nullopt);
   }
   EXPECT_EQ(default_scenario("megatron").model.block, BlockKind::kSequential);
+  EXPECT_EQ(default_scenario("megatron").model.attention_window, 0);
+  EXPECT_EQ(default_scenario("megatron").optimizations.optimizer, OptimizerKind::kAdam);
   EXPECT_EQ(default_scenario("megascale").model.block, BlockKind::kParallel);
+  EXPECT_EQ(default_scenario("megascale").model.attention_window, 1024);
+  EXPECT_EQ(default_scenario("megascale").optimizations.optimizer, OptimizerKind::kLamb);
   EXPECT_TRUE(default_scenario("megascale").optimizations.tp_overlap);
   EXPECT_THROW(default_scenario("fast"), std::invalid_argument);
 }

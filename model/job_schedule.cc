@@ -1,0 +1,70 @@
+// model/job_schedule.cc: scenario -> Schedule IR, estimate -> op durations.
+#include "model/job_schedule.h"
+
+#include "model/layer_program.h"
+#include "model/op_cost.h"
+
+namespace megascale::model {
+
+int64_t p2p_message_bytes(const Scenario& s) {
+  return static_cast<int64_t>(s.parallel.micro_batch) * s.model.seq_len * s.model.hidden * 2 /
+         s.parallel.tp;
+}
+
+int64_t dp_chunk_bytes(const Scenario& s) {
+  const int layers_per_chunk = s.model.layers / (s.parallel.pp * s.parallel.vpp);
+  return static_cast<int64_t>(layers_per_chunk) * s.model.parameters_per_layer() / s.parallel.tp * 4;
+}
+
+ScheduleOptions schedule_options(const Scenario& s) {
+  ScheduleOptions o;
+  o.pp = s.parallel.pp;
+  o.vpp = s.parallel.vpp;
+  o.microbatches = s.parallel.microbatches();
+  o.layers = s.model.layers;
+  o.zero_stage = s.parallel.zero_stage;
+  o.dp = s.parallel.dp;
+  o.pp_overlap = s.optimizations.pp_overlap;
+  o.dp_overlap = s.optimizations.dp_overlap;
+  o.data_pipeline = s.optimizations.data_pipeline;
+  o.activation_bytes = p2p_message_bytes(s);
+  o.dp_bytes_per_chunk = dp_chunk_bytes(s);
+  return o;
+}
+
+Schedule build_job_schedule(const Scenario& s) {
+  Schedule sch = build_schedule(schedule_options(s));
+  const std::vector<OperatorCost> ops =
+      layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+  sch.layer_forward = layer_forward_program(s.model, s.parallel, ops);
+  sch.layer_backward = layer_backward_program(s.model, s.parallel, ops);
+  return sch;
+}
+
+DurationFn estimated_durations(const Scenario& s, const Estimate& e) {
+  const double optimizer_s = e.breakdown.optimizer_s;
+  const double data_s = s.optimizations.data_pipeline ? 0.0 : e.breakdown.data_s;
+  const double fwd_s = e.chunk_forward_s;
+  const double bwd_s = e.chunk_backward_s;
+  const double p2p_s = e.p2p_s;
+  const double rs_s = e.dp_reduce_scatter_chunk_s;
+  const double ag_s = e.dp_all_gather_chunk_s;
+  return [=](int /*pp_rank*/, const Op& op) -> double {
+    switch (op.kind) {
+      case OpKind::kDataLoad: return data_s;
+      case OpKind::kForward: return fwd_s;
+      case OpKind::kBackward: return bwd_s;
+      case OpKind::kSendActivation:
+      case OpKind::kSendGradient: return p2p_s;
+      case OpKind::kRecvActivation:
+      case OpKind::kRecvGradient: return 0.0;
+      case OpKind::kDpReduceScatter:
+      case OpKind::kDpAllReduce: return rs_s;
+      case OpKind::kDpAllGather: return ag_s;
+      case OpKind::kOptimizerStep: return optimizer_s;
+    }
+    return 0.0;
+  };
+}
+
+}  // namespace megascale::model

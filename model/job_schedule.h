@@ -1,0 +1,41 @@
+// model/job_schedule.h: the Schedule IR of a whole scenario, and op durations
+// taken from the analytical estimate.
+//
+// build_job_schedule() fills ScheduleOptions from the scenario (P, V, M, layers,
+// ZeRO stage, overlap switches, p2p message and DP payload sizes) and attaches the
+// layer programs, so sim/ and engine/ start from one call. estimated_durations()
+// times every op with the analytical estimator's per-op costs; replaying the IR
+// with it (model/replay.h) is the dependency-exact counterpart of the closed form
+// in model/estimator.cc, and the two must agree (tests/model/estimator_test.cc).
+//
+// Thread-safety: pure functions; the returned DurationFn owns copies of its inputs.
+#pragma once
+
+#include <cstdint>
+
+#include "model/config.h"
+#include "model/estimator.h"
+#include "model/replay.h"
+#include "model/schedule.h"
+
+namespace megascale::model {
+
+// p2p message per (micro-batch, chunk boundary) per GPU: the (b, s, h) bf16
+// activation divided over TP ranks (sequence parallel, or Megatron-LM's
+// scatter-gather optimisation without it).
+int64_t p2p_message_bytes(const Scenario& s);
+
+// DP payload per chunk per GPU: the chunk's gradients (fp32) for the
+// reduce-scatter / all-reduce.
+int64_t dp_chunk_bytes(const Scenario& s);
+
+ScheduleOptions schedule_options(const Scenario& s);
+Schedule build_job_schedule(const Scenario& s);
+
+// Durations for replay(): Forward/Backward = the estimate's per-chunk times on a
+// middle stage (the head work of the first/last stage is not added), p2p = e.p2p_s,
+// DP collectives = per-chunk RS / AG / AR, optimizer step and data loading from
+// the breakdown.
+DurationFn estimated_durations(const Scenario& s, const Estimate& e);
+
+}  // namespace megascale::model

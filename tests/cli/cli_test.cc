@@ -1,0 +1,382 @@
+// tests/cli/cli_test.cc: integration tests of the `megascale` executable.
+//
+// Each test runs the real binary (MEGASCALE_BINARY) in a child process whose
+// working directory is the source tree (MEGASCALE_SOURCE_DIR), capturing stdout,
+// stderr and the exit status separately, and checks the contracts of DESIGN.md:
+// JSON reports with the contract-4 keys (cli/report.h), exit codes 0 / 1 (no
+// answer) / 2 (bad input), and error messages that name file, line, key and
+// reason (model/scenario.h). Scenario files for the error cases are written by
+// the test into a fresh temporary directory.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSourceDir = MEGASCALE_SOURCE_DIR;
+const std::string kBinary = MEGASCALE_BINARY;
+const std::string kSmall = kSourceDir + "/scenarios/example-small.toml";
+
+struct RunResult {
+  int exit_code = -1;  // -1: did not exit normally (signal)
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+std::string read_all(int fd) {
+  std::string s;
+  lseek(fd, 0, SEEK_SET);
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+// An unlinked temporary file, for capturing one stream of the child (files, not
+// pipes, so that a child writing much to both streams cannot deadlock).
+int capture_file() {
+  std::string tmpl = fs::temp_directory_path() / "megascale-cli-XXXXXX";
+  const int fd = mkstemp(tmpl.data());
+  if (fd >= 0) unlink(tmpl.c_str());
+  return fd;
+}
+
+// Runs `megascale args...` in the source directory and waits for it.
+RunResult run_megascale(const std::vector<std::string>& args) {
+  RunResult r;
+  const int out_fd = capture_file();
+  const int err_fd = capture_file();
+  if (out_fd < 0 || err_fd < 0) {
+    ADD_FAILURE() << "cannot create capture files";
+    return r;
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(kBinary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    if (chdir(kSourceDir.c_str()) != 0) _exit(126);
+    if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed";
+  } else {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+    }
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  }
+  r.out = read_all(out_fd);
+  r.err = read_all(err_fd);
+  close(out_fd);
+  close(err_fd);
+  return r;
+}
+
+// For failure messages: what the command printed.
+std::string dump(const RunResult& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) +
+         "\n--- stdout:\n" + r.out.substr(0, 4000) + "\n--- stderr:\n" + r.err.substr(0, 4000);
+}
+
+size_t count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// The number after `"key": ` at or after `from`; NaN when the key is absent or
+// not followed by a number.
+double number_after(const std::string& json, const std::string& key, size_t from = 0) {
+  const std::string pattern = "\"" + key + "\": ";
+  const size_t at = json.find(pattern, from);
+  if (at == std::string::npos) return std::nan("");
+  const char* begin = json.c_str() + at + pattern.size();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end == begin ? std::nan("") : v;
+}
+
+// The elements of the JSON array that follows `"key": `, as raw text, split at
+// top-level commas (brace/bracket depth and strings respected).
+std::vector<std::string> array_items(const std::string& json, const std::string& key) {
+  std::vector<std::string> items;
+  const std::string pattern = "\"" + key + "\": [";
+  const size_t at = json.find(pattern);
+  if (at == std::string::npos) return items;
+  int depth = 0;
+  bool in_string = false;
+  std::string cur;
+  for (size_t i = at + pattern.size(); i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      cur += c;
+      if (c == '\\' && i + 1 < json.size()) {
+        cur += json[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') {
+      if (depth == 0) {  // the array's closing bracket
+        if (!cur.empty()) items.push_back(cur);
+        return items;
+      }
+      --depth;
+    }
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    if (!(cur.empty() && c == ' ')) cur += c;
+  }
+  return {};  // unterminated
+}
+
+// Each test gets its own directory for scenario files it writes.
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = fs::temp_directory_path() / "megascale-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Writes `text` to <dir>/<name> and returns the absolute path.
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+// 1-based line of the first line of `text` that starts with `prefix`; 0 if none.
+int line_of(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.rfind(prefix, 0) == 0) return n;
+  }
+  return 0;
+}
+
+// ---- predictions ----------------------------------------------------------
+
+TEST_F(CliTest, SimulateJsonHasContractKeys) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.front(), '{') << dump(r);
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << dump(r);
+  for (const char* key : {"mfu", "iteration_time_s", "tokens_per_s", "bubble_fraction",
+                          "memory_per_gpu_bytes", "breakdown_s"}) {
+    EXPECT_NE(r.out.find("\"" + std::string(key) + "\": "), std::string::npos)
+        << "missing key " << key << "\n" << dump(r);
+  }
+  const double mfu = number_after(r.out, "mfu");
+  EXPECT_GT(mfu, 0.0) << dump(r);
+  EXPECT_LT(mfu, 1.0) << dump(r);
+  EXPECT_GT(number_after(r.out, "iteration_time_s"), 0.0);
+  EXPECT_GT(number_after(r.out, "tokens_per_s"), 0.0);
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CliTest, SimulateTextPrintsMfu) {
+  const RunResult r = run_megascale({"simulate", kSmall});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("MFU"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out.find("\"mfu\""), std::string::npos) << "text mode printed JSON\n" << dump(r);
+}
+
+TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
+  const RunResult r = run_megascale({"compare", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"megatron\": {"), std::string::npos) << dump(r);
+  EXPECT_NE(r.out.find("\"megascale\": {"), std::string::npos) << dump(r);
+  const size_t at = r.out.rfind("\"speedup\": ");
+  ASSERT_NE(at, std::string::npos) << dump(r);
+  const double speedup = number_after(r.out, "speedup", at);
+  EXPECT_GT(speedup, 1.0) << dump(r);
+}
+
+TEST_F(CliTest, SearchTopThreeRankedByMfu) {
+  const RunResult r = run_megascale({"search", kSmall, "--top", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_GT(number_after(r.out, "enumerated"), 0.0) << dump(r);
+  const std::vector<std::string> top = array_items(r.out, "top");
+  ASSERT_EQ(top.size(), 3u) << dump(r);
+  double previous_mfu = 1.0;
+  for (size_t i = 0; i < top.size(); ++i) {
+    EXPECT_EQ(number_after(top[i], "rank"), static_cast<double>(i + 1)) << top[i];
+    const double mfu = number_after(top[i], "mfu");
+    EXPECT_GT(mfu, 0.0) << top[i];
+    EXPECT_LE(mfu, previous_mfu) << "rank " << i + 1 << " beats rank " << i;
+    previous_mfu = mfu;
+  }
+}
+
+TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
+  const RunResult r = run_megascale({"validate", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  // cli/commands.cc writes each row as {"case": ..., "table": T, "metric": M, ...}.
+  EXPECT_EQ(count(r.out, "\"table\": \"table2\", \"metric\": \"mfu\""), 16u) << dump(r);
+  EXPECT_EQ(count(r.out, "\"table\": \"table3\", \"metric\": \"mfu\""), 9u) << dump(r);
+  EXPECT_EQ(count(r.out, "\"table\": \"fig9\", \"metric\": \"mfu\""), 6u) << dump(r);
+  EXPECT_EQ(count(r.out, "\"metric\": \"speedup\""), 8u) << dump(r);
+}
+
+// ---- no answer (exit 1) ---------------------------------------------------
+
+TEST_F(CliTest, SearchWhereNothingFitsExitsOne) {
+  // ~1T parameters (128 layers, hidden 25600) on 8 x 40 GB: even the weights of a
+  // TP-8 shard (~125B parameters in bf16) are far beyond one GPU.
+  const std::string path = write("one-trillion.toml",
+                                 "name = \"one-trillion-on-8\"\n"
+                                 "\n"
+                                 "[model]\n"
+                                 "name = \"gpt-1t\"\n"
+                                 "layers = 128\n"
+                                 "hidden = 25600\n"
+                                 "heads = 160\n"
+                                 "seq_len = 2048\n"
+                                 "vocab = 51200\n"
+                                 "\n"
+                                 "[parallel]\n"
+                                 "tp = 8\n"
+                                 "pp = 1\n"
+                                 "global_batch = 8\n"
+                                 "\n"
+                                 "[hardware]\n"
+                                 "gpu = \"A100-SXM4-40GB\"\n"
+                                 "gpus_per_node = 8\n"
+                                 "\n"
+                                 "[cluster]\n"
+                                 "gpus = 8\n");
+  const RunResult r = run_megascale({"search", path, "--json"});
+  EXPECT_EQ(r.exit_code, 1) << dump(r);
+  EXPECT_NE(r.err.find("no layout"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("fits"), std::string::npos) << dump(r);
+  EXPECT_NE(r.out.find("\"fit\": 0"), std::string::npos) << dump(r);
+  EXPECT_TRUE(array_items(r.out, "top").empty()) << dump(r);
+}
+
+// ---- bad input (exit 2) ---------------------------------------------------
+
+TEST_F(CliTest, IndivisibleTpNamesFileLineKeyReason) {
+  const std::string text =
+      "name = \"bad-tp\"\n"
+      "\n"
+      "[model]\n"
+      "layers = 96\n"
+      "hidden = 12288\n"
+      "heads = 128\n"
+      "seq_len = 2048\n"
+      "vocab = 51200\n"
+      "\n"
+      "[parallel]\n"
+      "tp = 3\n"
+      "pp = 8\n"
+      "global_batch = 64\n"
+      "\n"
+      "[cluster]\n"
+      "gpus = 24\n";
+  const std::string path = write("bad-tp.toml", text);
+  const int line = line_of(text, "tp = 3");
+  ASSERT_GT(line, 0);
+  const RunResult r = run_megascale({"simulate", path});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find(path + ":" + std::to_string(line) + ":"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("parallel.tp"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("not divisible"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, MissingFileNamesThePath) {
+  const std::string path = (dir_ / "does-not-exist.toml").string();
+  const RunResult r = run_megascale({"simulate", path, "--json"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find(path), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, SyntaxErrorNamesTheLine) {
+  const std::string path = write("syntax.toml",
+                                 "[model]\n"
+                                 "layers = 24\n"
+                                 "hidden = = 2048\n");
+  const RunResult r = run_megascale({"simulate", path});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find(path + ":3:"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, UnknownOptionPrintsUsage) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--jsn"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--jsn"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("usage: megascale"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, UnknownCommandPrintsUsage) {
+  const RunResult r = run_megascale({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("usage: megascale"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, NoCommandPrintsUsage) {
+  const RunResult r = run_megascale({});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("usage: megascale"), std::string::npos) << dump(r);
+}
+
+TEST_F(CliTest, SearchTopZeroIsRejected) {
+  const RunResult r = run_megascale({"search", kSmall, "--top", "0"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--top"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("positive integer"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, EventFidelityExplainsOnlyAnalyticalExists) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--fidelity", "event"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--fidelity"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("only 'analytical'"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("'event'"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace

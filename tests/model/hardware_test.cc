@@ -1,0 +1,95 @@
+// tests/model/hardware_test.cc: GPU profiles and kernel-time models.
+#include "model/hardware.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace megascale::model {
+namespace {
+
+TEST(Hardware, ProfilesCarrySpecSheetFigures) {
+  const GpuProfile& a40 = gpu_profile("A100-SXM4-40GB");
+  EXPECT_EQ(a40.peak_bf16_tflops, 312.0);
+  EXPECT_EQ(a40.hbm_bytes, 40e9);
+  EXPECT_EQ(a40.hbm_gbs, 1555.0);
+  const GpuProfile& a80 = gpu_profile("A100-SXM4-80GB");
+  EXPECT_EQ(a80.hbm_gbs, 2039.0);
+  EXPECT_EQ(a80.nvlink_gbs, 600.0);
+  EXPECT_EQ(a80.sm_count, 108);
+  const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
+  EXPECT_EQ(h100.peak_bf16_tflops, 989.0);
+  EXPECT_EQ(h100.hbm_gbs, 3350.0);
+  EXPECT_EQ(h100.nvlink_gbs, 900.0);
+  const GpuProfile& h200 = gpu_profile("H200-SXM-141GB");
+  EXPECT_EQ(h200.hbm_bytes, 141e9);
+  EXPECT_EQ(h200.hbm_gbs, 4800.0);
+  EXPECT_EQ(gpu_profile_names().size(), 4u);
+}
+
+TEST(Hardware, UnknownProfileNamesTheKnownOnes) {
+  try {
+    gpu_profile("V100");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("V100"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("H200-SXM-141GB"), std::string::npos);
+  }
+}
+
+TEST(Hardware, LargeGemmReachesTheMeasuredEfficiencyAndNoMore) {
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  double eff = 0;
+  gemm_time_s(gpu, 8192, 8192, 8192, &eff);
+  EXPECT_LE(eff, gpu.max_gemm_efficiency + 1e-12);
+  EXPECT_GT(eff, 0.75);
+}
+
+TEST(Hardware, WaveQuantisationCostsAPartialWave) {
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  // 108 tiles of 256x128 fill the 108 SMs exactly; one more column of tiles
+  // (108 -> 109 tiles wide) leaves most SMs idle in a second wave.
+  double full = 0, spill = 0;
+  gemm_time_s(gpu, 256, 128 * 108, 1024, &full);
+  gemm_time_s(gpu, 256, 128 * 108 + 128, 1024, &spill);
+  EXPECT_GT(full, spill + 0.05);
+}
+
+TEST(Hardware, ShortKIsLessEfficient) {
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  double short_k = 0, long_k = 0;
+  gemm_time_s(gpu, 8192, 8192, 64, &short_k);
+  gemm_time_s(gpu, 8192, 8192, 8192, &long_k);
+  EXPECT_LT(short_k, 0.6 * long_k);
+}
+
+TEST(Hardware, GemvIsBandwidthBound) {
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  const double t = gemm_time_s(gpu, 1, 16384, 16384);
+  const double weights_s = 2.0 * 16384 * 16384 / (gpu.hbm_gbs * 1e9 * gpu.hbm_efficiency);
+  EXPECT_NEAR(t, weights_s, 0.01 * weights_s);
+}
+
+TEST(Hardware, MemoryTimeIsBytesOverAchievableBandwidthWithALaunchFloor) {
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  EXPECT_NEAR(memory_time_s(gpu, 1e9), 1e9 / (2039e9 * gpu.hbm_efficiency), 1e-12);
+  EXPECT_DOUBLE_EQ(memory_time_s(gpu, 10.0), gpu.kernel_launch_us * 1e-6);
+  EXPECT_EQ(memory_time_s(gpu, 0.0), 0.0);
+}
+
+TEST(Hardware, NicBusBandwidthMatchesNcclTests) {
+  // REFERENCE.md: ~24 GB/s per 200G HDR NIC, 46-49 GB/s per 400G NDR NIC.
+  EXPECT_NEAR(nic_busbw_gbs(200), 24.0, 0.5);
+  EXPECT_GE(nic_busbw_gbs(400), 46.0);
+  EXPECT_LE(nic_busbw_gbs(400), 49.0);
+}
+
+TEST(Hardware, FlashAttentionUsesThePublishedFraction) {
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  const double flops = 1e13;
+  EXPECT_NEAR(flash_attention_time_s(gpu, flops, false), flops / (312e12 * gpu.flash_fwd_efficiency), 1e-12);
+  EXPECT_GT(flash_attention_time_s(gpu, flops, true), flash_attention_time_s(gpu, flops, false));
+}
+
+}  // namespace
+}  // namespace megascale::model

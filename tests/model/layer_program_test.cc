@@ -1,0 +1,104 @@
+// tests/model/layer_program_test.cc: TP/SP collectives placed in a layer.
+#include "model/layer_program.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "model/scenario.h"
+
+namespace megascale::model {
+namespace {
+
+std::map<LayerStepKind, int> count(const LayerProgram& p) {
+  std::map<LayerStepKind, int> c;
+  for (const LayerStep& s : p) ++c[s.kind];
+  return c;
+}
+
+struct Built {
+  std::vector<OperatorCost> ops;
+  LayerProgram fwd, bwd;
+};
+
+Built build(BlockKind block, bool sp, int tp, Recompute rc = Recompute::kNone) {
+  Scenario s = default_scenario("megatron");
+  s.model.block = block;
+  s.parallel.sequence_parallel = sp;
+  s.parallel.tp = tp;
+  s.parallel.recompute = rc;
+  Built b;
+  b.ops = layer_operators(s.model, s.parallel, false);
+  b.fwd = layer_forward_program(s.model, s.parallel, b.ops);
+  b.bwd = layer_backward_program(s.model, s.parallel, b.ops);
+  return b;
+}
+
+TEST(LayerProgram, SequentialBlockWithSpHasTwoAllGathersAndTwoReduceScatters) {
+  const Built b = build(BlockKind::kSequential, true, 8);
+  for (const LayerProgram* p : {&b.fwd, &b.bwd}) {
+    auto c = count(*p);
+    EXPECT_EQ(c[LayerStepKind::kTpAllGather], 2);
+    EXPECT_EQ(c[LayerStepKind::kTpReduceScatter], 2);
+    EXPECT_EQ(c[LayerStepKind::kTpAllReduce], 0);
+  }
+  // Forward: the AG feeds qkv, the RS follows proj.
+  EXPECT_EQ(b.fwd[1].kind, LayerStepKind::kTpAllGather);
+  EXPECT_EQ(b.ops[b.fwd[1].fused_with].name, "qkv");
+  EXPECT_EQ(b.fwd[1].bytes, int64_t{1} * 2048 * 12288 * 2);
+}
+
+TEST(LayerProgram, ParallelBlockHasOneAllGatherAndOneReduceScatter) {
+  const Built b = build(BlockKind::kParallel, true, 8);
+  for (const LayerProgram* p : {&b.fwd, &b.bwd}) {
+    auto c = count(*p);
+    EXPECT_EQ(c[LayerStepKind::kTpAllGather], 1);
+    EXPECT_EQ(c[LayerStepKind::kTpReduceScatter], 1);
+  }
+}
+
+TEST(LayerProgram, WithoutSpEachRegionEndsInAnAllReduce) {
+  const Built b = build(BlockKind::kSequential, false, 8);
+  EXPECT_EQ(count(b.fwd)[LayerStepKind::kTpAllReduce], 2);
+  EXPECT_EQ(count(b.bwd)[LayerStepKind::kTpAllReduce], 2);
+  EXPECT_EQ(count(b.fwd)[LayerStepKind::kTpAllGather], 0);
+}
+
+TEST(LayerProgram, NoTensorParallelismNoCollectives) {
+  const Built b = build(BlockKind::kSequential, true, 1);
+  EXPECT_EQ(b.fwd.size(), 1u);
+  EXPECT_EQ(b.fwd[0].kind, LayerStepKind::kCompute);
+}
+
+TEST(LayerProgram, EveryOperatorRunsOnceForwardAndOnceBackward) {
+  const Built b = build(BlockKind::kSequential, true, 8);
+  std::vector<int> seen_f(b.ops.size()), seen_b(b.ops.size());
+  for (const LayerStep& s : b.fwd) for (int i : s.ops) ++seen_f[i];
+  for (const LayerStep& s : b.bwd) for (int i : s.ops) ++seen_b[i];
+  for (size_t i = 0; i < b.ops.size(); ++i) {
+    EXPECT_EQ(seen_f[i], 1) << b.ops[i].name;
+    EXPECT_EQ(seen_b[i], 1) << b.ops[i].name;
+  }
+}
+
+TEST(LayerProgram, FullRecomputationReplaysTheForwardFirst) {
+  const Built b = build(BlockKind::kSequential, true, 8, Recompute::kFull);
+  const Built plain = build(BlockKind::kSequential, true, 8);
+  ASSERT_EQ(b.bwd.size(), plain.fwd.size() + plain.bwd.size());
+  for (size_t i = 0; i < plain.fwd.size(); ++i) {
+    EXPECT_TRUE(b.bwd[i].recompute);
+    EXPECT_EQ(b.bwd[i].kind, plain.fwd[i].kind);
+  }
+  EXPECT_FALSE(b.bwd.back().recompute);
+}
+
+TEST(LayerProgram, SelectiveRecomputationReplaysOnlyTheAttentionCore) {
+  const Built b = build(BlockKind::kSequential, true, 8, Recompute::kSelective);
+  ASSERT_TRUE(b.bwd[0].recompute);
+  for (int i : b.bwd[0].ops) EXPECT_TRUE(b.ops[i].attention_core) << b.ops[i].name;
+  EXPECT_EQ(b.bwd[0].ops.size(), 4u);  // scores, softmax, dropout, context
+  EXPECT_FALSE(b.bwd[1].recompute);
+}
+
+}  // namespace
+}  // namespace megascale::model

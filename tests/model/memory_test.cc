@@ -1,0 +1,91 @@
+// tests/model/memory_test.cc: per-GPU HBM model.
+#include "model/memory.h"
+
+#include <gtest/gtest.h>
+
+#include "model/scenario.h"
+
+namespace megascale::model {
+namespace {
+
+Scenario base() {
+  Scenario s = default_scenario("megatron");  // 175B, 4h GeLU, MHA
+  return s;
+}
+
+TEST(Memory, ActivationsFollowKorthikantiTable2) {
+  Scenario s = base();
+  const double sbh = 2048.0 * 1 * 12288, t = 8, a = 128, sq = 2048, h = 12288;
+  s.parallel.sequence_parallel = false;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, false),
+              sbh * (10 + 24 / t + 5 * a * sq / (h * t)), 1.0);
+  s.parallel.sequence_parallel = true;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, false),
+              sbh * (34 / t + 5 * a * sq / (h * t)), 1.0);
+  s.parallel.recompute = Recompute::kSelective;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, false), sbh * 34 / t, 1.0);
+  s.parallel.recompute = Recompute::kFull;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, false), sbh * 2 / t, 1.0);
+}
+
+TEST(Memory, FlashAttentionDropsTheScoreMatrix) {
+  Scenario s = base();
+  const double sbh = 2048.0 * 12288;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, true), sbh * 34 / 8, 1.0);
+}
+
+TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
+  Scenario s = base();
+  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  s.parallel.zero_stage = 0;
+  const MemoryBreakdown z0 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.parallel.zero_stage = 1;
+  const MemoryBreakdown z1 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.parallel.zero_stage = 2;
+  const MemoryBreakdown z2 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.parallel.zero_stage = 3;
+  const MemoryBreakdown z3 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  const double dp = s.parallel.dp;
+  EXPECT_NEAR(z1.optimizer_bytes, z0.optimizer_bytes / dp, 1.0);
+  EXPECT_EQ(z1.gradients_bytes, z0.gradients_bytes);
+  EXPECT_NEAR(z2.gradients_bytes, z0.gradients_bytes / dp, 1.0);
+  EXPECT_EQ(z2.parameters_bytes, z0.parameters_bytes);
+  EXPECT_NEAR(z3.parameters_bytes, z0.parameters_bytes / dp, 1.0);
+  // bf16 params 2 B, fp32 grads 4 B, Adam state 12 B per parameter.
+  EXPECT_NEAR(z0.gradients_bytes, 2 * z0.parameters_bytes, 1.0);
+  EXPECT_NEAR(z0.optimizer_bytes, 6 * z0.parameters_bytes, 1.0);
+}
+
+TEST(Memory, InFlightMicrobatchesOfOneFOneBAndInterleaved) {
+  Scenario s = base();
+  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  s.parallel.vpp = 1;
+  EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).inflight_chunks, 8);
+  s.parallel.vpp = 6;  // warm-up 2*(P-1) + (V-1)*P = 54, plus the one in flight
+  EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).inflight_chunks, 55);
+  s.parallel.global_batch = 192 * 8;  // M = 8: every chunk of every micro-batch
+  EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).inflight_chunks, 48);
+}
+
+TEST(Memory, A175BModelOnOneGpuDoesNotFitAndSaysWhy) {
+  Scenario s = base();
+  s.parallel.tp = 1;
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  s.parallel.dp = 1;
+  s.parallel.global_batch = 1;
+  const MemoryBreakdown m = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu_profile(s.hardware.gpu));
+  EXPECT_FALSE(m.fits());
+  EXPECT_GT(m.total_bytes, 175e9 * 18);
+  const std::string d = m.describe();
+  EXPECT_NE(d.find("needs"), std::string::npos);
+  EXPECT_NE(d.find("of 80.0 GB"), std::string::npos);
+}
+
+TEST(Memory, ThePapersLayoutFitsOnA100_80GB) {
+  const Scenario s = base();
+  EXPECT_TRUE(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu_profile(s.hardware.gpu)).fits());
+}
+
+}  // namespace
+}  // namespace megascale::model

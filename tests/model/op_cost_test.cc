@@ -1,0 +1,120 @@
+// tests/model/op_cost_test.cc: FLOPs and shapes of the layer operators.
+#include "model/op_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "model/scenario.h"
+
+namespace megascale::model {
+namespace {
+
+Scenario gpt175(int tp) {
+  Scenario s = default_scenario("megatron");
+  s.parallel.tp = tp;
+  return s;
+}
+
+double gemm_fwd_flops(const std::vector<OperatorCost>& ops) {
+  double f = 0;
+  for (const OperatorCost& op : ops) {
+    if (op.cls == OpClass::kGemm) f += op.fwd_flops;
+  }
+  return f;
+}
+
+TEST(OpCost, MfuFlopsFormulaIsMegatronsFor175B) {
+  const ModelConfig m = default_scenario("megatron").model;
+  const double B = 6144, s = m.seq_len, L = m.layers, h = m.hidden, V = m.vocab;
+  const double expected = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  EXPECT_NEAR(model_flops_per_iteration(m, 6144), expected, 1e-9 * expected);
+}
+
+TEST(OpCost, MfuFlopsIgnoreWindowAndBlockKind) {
+  ModelConfig m = default_scenario("megatron").model;
+  const double full = model_flops_per_iteration(m, 8);
+  m.attention_window = 256;
+  m.block = BlockKind::kParallel;
+  EXPECT_EQ(model_flops_per_iteration(m, 8), full);
+}
+
+TEST(OpCost, LayerGemmFlopsAre24bsh2AndSplitOverTp) {
+  const Scenario s1 = gpt175(1);
+  const double b = 1, sq = s1.model.seq_len, h = s1.model.hidden;
+  const double one = gemm_fwd_flops(layer_operators(s1.model, s1.parallel, false));
+  EXPECT_NEAR(one, 24 * b * sq * h * h, 1e-9 * one);
+  const Scenario s8 = gpt175(8);
+  EXPECT_NEAR(gemm_fwd_flops(layer_operators(s8.model, s8.parallel, false)) * 8, one, 1e-9 * one);
+}
+
+TEST(OpCost, BackwardGemmsDoTwiceTheForwardWork) {
+  const Scenario s = gpt175(8);
+  for (const OperatorCost& op : layer_operators(s.model, s.parallel, false)) {
+    if (op.cls == OpClass::kGemm) EXPECT_EQ(op.bwd_flops, 2 * op.fwd_flops) << op.name;
+  }
+}
+
+TEST(OpCost, UnfusedAttentionComputesTheWholeSquare) {
+  const Scenario s = gpt175(8);
+  const auto ops = layer_operators(s.model, s.parallel, false);
+  const OperatorCost& scores = ops[find_operator(ops, "attn_scores")];
+  const double heads = 128 / 8, sq = 2048, d = 96;
+  EXPECT_EQ(scores.fwd_flops, 2 * heads * sq * sq * d);
+  EXPECT_EQ(scores.batch, 16);
+  EXPECT_EQ(scores.k, 96);
+}
+
+TEST(OpCost, FlashAttentionSkipsMaskedBlocksAndTheWindow) {
+  Scenario s = gpt175(8);
+  auto full = layer_operators(s.model, s.parallel, true);
+  const double full_flops = full[find_operator(full, "flash_attention")].fwd_flops;
+  EXPECT_NEAR(full_flops, 4.0 * 16 * 2048 * (2049.0 / 2) * 96, 1.0);
+  s.model.attention_window = 512;
+  auto win = layer_operators(s.model, s.parallel, true);
+  const double win_flops = win[find_operator(win, "flash_attention")].fwd_flops;
+  EXPECT_NEAR(win_flops / full_flops, s.model.mean_keys_per_query() / (2049.0 / 2), 1e-12);
+  EXPECT_LT(win_flops, 0.5 * full_flops);
+}
+
+TEST(OpCost, ParallelBlockFusesGemmsWithoutChangingTheirWork) {
+  Scenario s = gpt175(8);
+  const double seq = gemm_fwd_flops(layer_operators(s.model, s.parallel, false));
+  s.model.block = BlockKind::kParallel;
+  const auto ops = layer_operators(s.model, s.parallel, false);
+  EXPECT_NEAR(gemm_fwd_flops(ops), seq, 1e-9 * seq);
+  EXPECT_GE(find_operator(ops, "qkv_fc1"), 0);
+  EXPECT_GE(find_operator(ops, "proj_fc2"), 0);
+  EXPECT_EQ(find_operator(ops, "ln2"), -1);
+}
+
+TEST(OpCost, SwigluAndGqaShapes) {
+  Scenario s = gpt175(8);
+  s.model.mlp = MlpKind::kSwiGlu;
+  s.model.kv_heads = 8;
+  const auto ops = layer_operators(s.model, s.parallel, false);
+  EXPECT_EQ(ops[find_operator(ops, "fc1")].n, 2 * 4 * 12288 / 8);
+  EXPECT_EQ(ops[find_operator(ops, "qkv")].n, (12288 + 2 * 8 * 96) / 8);
+  EXPECT_GE(find_operator(ops, "swiglu"), 0);
+}
+
+TEST(OpCost, EfficientOperatorsMakeTheLayerFaster) {
+  const Scenario s = gpt175(8);
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  const double slow = forward_time_s(layer_operators(s.model, s.parallel, false), gpu) +
+                      backward_time_s(layer_operators(s.model, s.parallel, false), gpu);
+  const double fast = forward_time_s(layer_operators(s.model, s.parallel, true), gpu) +
+                      backward_time_s(layer_operators(s.model, s.parallel, true), gpu);
+  EXPECT_LT(fast, slow);
+}
+
+TEST(OpCost, SequenceParallelShardsTheNormsAcrossTp) {
+  Scenario s = gpt175(8);
+  s.parallel.sequence_parallel = false;
+  const auto plain = layer_operators(s.model, s.parallel, false);
+  s.parallel.sequence_parallel = true;
+  const auto sp = layer_operators(s.model, s.parallel, false);
+  const int ln = find_operator(sp, "ln1");
+  EXPECT_DOUBLE_EQ(plain[ln].fwd_bytes, 8 * sp[ln].fwd_bytes);
+}
+
+}  // namespace
+}  // namespace megascale::model
