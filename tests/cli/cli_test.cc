@@ -106,10 +106,18 @@ size_t count(const std::string& haystack, const std::string& needle) {
   return n;
 }
 
+// `"key": ` as cli/json.cc writes it.
+std::string json_key(const std::string& key) {
+  std::string s = "\"";
+  s += key;
+  s += "\": ";
+  return s;
+}
+
 // The number after `"key": ` at or after `from`; NaN when the key is absent or
 // not followed by a number.
 double number_after(const std::string& json, const std::string& key, size_t from = 0) {
-  const std::string pattern = "\"" + key + "\": ";
+  const std::string pattern = json_key(key);
   const size_t at = json.find(pattern, from);
   if (at == std::string::npos) return std::nan("");
   const char* begin = json.c_str() + at + pattern.size();
@@ -122,7 +130,7 @@ double number_after(const std::string& json, const std::string& key, size_t from
 // top-level commas (brace/bracket depth and strings respected).
 std::vector<std::string> array_items(const std::string& json, const std::string& key) {
   std::vector<std::string> items;
-  const std::string pattern = "\"" + key + "\": [";
+  const std::string pattern = json_key(key) + "[";
   const size_t at = json.find(pattern);
   if (at == std::string::npos) return items;
   int depth = 0;
@@ -200,7 +208,7 @@ TEST_F(CliTest, SimulateJsonHasContractKeys) {
   EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << dump(r);
   for (const char* key : {"mfu", "iteration_time_s", "tokens_per_s", "bubble_fraction",
                           "memory_per_gpu_bytes", "breakdown_s"}) {
-    EXPECT_NE(r.out.find("\"" + std::string(key) + "\": "), std::string::npos)
+    EXPECT_NE(r.out.find(json_key(key)), std::string::npos)
         << "missing key " << key << "\n" << dump(r);
   }
   const double mfu = number_after(r.out, "mfu");
