@@ -97,6 +97,10 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
               a.hardware.gpu.c_str(), a.model.name.c_str(), a.model.layers, a.model.hidden,
               a.parallel.global_batch);
   out += line("  layout: %s", layout(a.parallel).c_str());
+  if (b.model.block != a.model.block || b.model.attention_window != a.model.attention_window) {
+    out += line("  MegaScale model: %s block, attention window %d (0 = full)",
+                model::to_string(b.model.block), b.model.attention_window);
+  }
   out += line("%-22s %14s %14s", "", "Megatron-LM", "MegaScale");
   out += line("%-22s %13.1f%% %13.1f%%", "MFU", 100 * ea.mfu, 100 * eb.mfu);
   out += line("%-22s %14.3f %14.3f", "iteration time (s)", ea.iteration_time_s, eb.iteration_time_s);

@@ -2,7 +2,8 @@
 //
 // A Scenario is one training job: the transformer (ModelConfig), how it is split
 // over GPUs (ParallelConfig), the GPUs and NICs (HardwareConfig), the cluster
-// (ClusterConfig) and which of MegaScale's techniques are on (Optimizations).
+// (ClusterConfig), its fabric (NetworkConfig) and which of MegaScale's techniques
+// are on (Optimizations).
 // It is read from TOML by model/scenario.h and validated there (the parser and
 // check_layout()); these structs are plain values with no invariants of their own.
 //
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace megascale::model {
 
@@ -77,6 +79,49 @@ struct ClusterConfig {
   std::string topology = "megascale-clos";
 };
 
+// The fabric, ECMP and congestion control ([network]). model/ only stores these
+// values; network/topology.h builds the fabric from them (its FabricSpec takes
+// the same names; the translation lives above both layers). Defaults: the
+// MegaScale fabric (REFERENCE.md "MegaScale fabric"). `preset` equals
+// cluster.topology; it sets tiers, split_ports and rail_optimized (for_preset),
+// and explicit keys override them.
+struct NetworkConfig {
+  std::string preset = "megascale-clos";  // "megascale-clos" | "rail-2tier" | "fat-tree"
+  int switch_radix = 64;                  // ports per switch; Tomahawk-4: 64 x 400G
+  double switch_port_gbps = 400.0;
+  bool split_ports = true;                // a 400G ToR port carries 2 x 200G NICs
+  int tiers = 3;                          // 2 or 3
+  // Downlink:uplink port ratio: one value for every tier with uplinks, or one
+  // per tier below the top (ToR first). 1.0 = non-blocking.
+  std::vector<double> oversubscription = {1.0};
+  bool rail_optimized = true;             // NIC r of each server of a group -> ToR r
+  // Tomahawk-4 port-to-port latency is unpublished; REFERENCE.md: ~0.6-0.9 us.
+  double switch_latency_us = 0.7;
+  double link_latency_us = 0.05;          // cable propagation per link (~10 m of fibre)
+  // NCCL_IB_QPS_PER_CONNECTION; NCCL's default is 1 (NCCL src/transport/net_ib.cc,
+  // NCCL_PARAM(IbQpsPerConn, "IB_QPS_PER_CONNECTION", 1)); at most 128 (NCCL_IB_MAX_QPS).
+  int qps_per_connection = 1;
+  std::string ecmp_hash = "crc32";        // "crc32" | "murmur3" (network/routing.h)
+  bool polarization = false;              // the same ECMP hash seed at every tier
+  std::string congestion_control = "hybrid";  // "dcqcn" | "swift" | "hybrid"
+  // NVLink per GPU per direction, Gb/s; 0 = from the GPU profile
+  // (GpuProfile::nvlink_gbs is bidirectional GB/s: nvlink_gbs / 2 * 8).
+  double nvlink_gbps = 0.0;
+
+  // The defaults of a preset: "rail-2tier" has 2 tiers; "fat-tree" splits no
+  // ports and is not rail-optimised; any other name gives the MegaScale values.
+  static NetworkConfig for_preset(const std::string& name) {
+    NetworkConfig n;
+    n.preset = name;
+    if (name == "rail-2tier") n.tiers = 2;
+    if (name == "fat-tree") {
+      n.split_ports = false;
+      n.rail_optimized = false;
+    }
+    return n;
+  }
+};
+
 // MegaScale's techniques (NSDI'24 section 3), each switchable. The presets:
 // "megatron" = all off, Adam (the paper's Megatron-LM baseline);
 // "megascale" = all on.
@@ -100,6 +145,7 @@ struct Scenario {
   ParallelConfig parallel;
   HardwareConfig hardware;
   ClusterConfig cluster;
+  NetworkConfig network;
   Optimizations optimizations;
 
   // Tokens processed per iteration: global_batch * seq_len.

@@ -203,13 +203,36 @@ class Section {
   std::optional<double> positive_number(std::string_view key) const {
     const toml::node* node = table_.get(key);
     if (node == nullptr) return std::nullopt;
-    if (!node->is_number()) fail_at(*node, key, expected("a number", *node));
-    const double value = node->is_integer() ? static_cast<double>(node->as_integer()->get())
-                                            : node->as_floating_point()->get();
-    if (!(value > 0.0 && std::isfinite(value))) {
-      fail_at(*node, key, "must be a finite number > 0, got " + std::to_string(value));
+    return number_value(*node, key, /*allow_zero=*/false);
+  }
+
+  // A float or an integer, finite and >= 0.
+  std::optional<double> non_negative_number(std::string_view key) const {
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return std::nullopt;
+    return number_value(*node, key, /*allow_zero=*/true);
+  }
+
+  // One finite number > 0, or a non-empty array of them; each value with its
+  // node, for errors about one element.
+  struct NumberAt {
+    double value;
+    const toml::node* node;
+  };
+  std::optional<std::vector<NumberAt>> positive_numbers(std::string_view key) const {
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return std::nullopt;
+    std::vector<NumberAt> values;
+    if (const toml::array* array = node->as_array()) {
+      if (array->empty()) fail_at(*node, key, "expected a number or a non-empty array, got []");
+      for (const toml::node& element : *array) {
+        values.push_back({number_value(element, key, /*allow_zero=*/false), &element});
+      }
+    } else {
+      if (!node->is_number()) fail_at(*node, key, expected("a number or an array", *node));
+      values.push_back({number_value(*node, key, /*allow_zero=*/false), node});
     }
-    return value;
+    return values;
   }
 
   std::optional<bool> boolean(std::string_view key) const {
@@ -253,6 +276,18 @@ class Section {
       fail_at(*node, key, expected(type_with_article, *node));
     }
     return node;
+  }
+
+  double number_value(const toml::node& node, std::string_view key, bool allow_zero) const {
+    if (!node.is_number()) fail_at(node, key, expected("a number", node));
+    const double value = node.is_integer() ? static_cast<double>(node.as_integer()->get())
+                                           : node.as_floating_point()->get();
+    if (!(std::isfinite(value) && (allow_zero ? value >= 0.0 : value > 0.0))) {
+      fail_at(node, key,
+              std::string("must be a finite number ") + (allow_zero ? ">= 0" : "> 0") + ", got " +
+                  std::to_string(value));
+    }
+    return value;
   }
 
   static std::string expected(std::string_view type_with_article, const toml::node& got) {
@@ -370,6 +405,151 @@ ClusterConfig read_cluster(const Section& s) {
   return c;
 }
 
+// A broken rule: the dotted key it is about and why.
+struct Violation {
+  std::string key;  // dotted
+  std::string reason;
+};
+
+constexpr std::string_view kNetworkKeys[] = {
+    "preset",          "switch_radix",      "switch_port_gbps", "split_ports",
+    "tiers",           "oversubscription",  "rail_optimized",   "switch_latency_us",
+    "link_latency_us", "qps_per_connection", "ecmp_hash",       "polarization",
+    "congestion_control", "nvlink_gbps"};
+constexpr std::string_view kEcmpHashes[] = {"crc32", "murmur3"};
+constexpr std::string_view kCongestionControls[] = {"dcqcn", "swift", "hybrid"};
+// NCCL_IB_MAX_QPS (NCCL src/transport/net_ib.cc).
+constexpr int kMaxQpsPerConnection = 128;
+
+std::string format_number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// Downlink ports of a switch of `radix` ports at downlink:uplink `ratio`, or
+// the reason the ratio does not split the ports into whole ones. Mirrors
+// network/topology.h (plan_fabric), which model/ cannot call.
+std::optional<std::string> downlink_ports(int radix, double ratio, std::string_view tier,
+                                          int* down) {
+  const double exact = radix * ratio / (1.0 + ratio);
+  const double whole = std::round(exact);
+  if (std::abs(exact - whole) > 1e-6 || whole < 1 || whole > radix - 1) {
+    return std::string(tier) + " ratio " + format_number(ratio) + ":1 splits " +
+           std::to_string(radix) + " ports into " + format_number(exact) + " down : " +
+           format_number(radix - exact) + " up, not whole ports";
+  }
+  *down = static_cast<int>(whole);
+  return std::nullopt;
+}
+
+// `cluster_topology` is cluster.topology, `topology_given` whether the file set
+// it: network.preset defaults to it and may not contradict it.
+NetworkConfig read_network(const Section& s, const std::string& cluster_topology,
+                           bool topology_given) {
+  s.reject_unknown_keys(kNetworkKeys);
+  const std::optional<std::string> preset = s.choice("preset", kTopologies);
+  if (preset && topology_given && *preset != cluster_topology) {
+    s.fail("preset", "\"" + *preset + "\" differs from cluster.topology (\"" + cluster_topology +
+                         "\"); give one of them, or the same value in both");
+  }
+  NetworkConfig n = NetworkConfig::for_preset(preset.value_or(cluster_topology));
+  n.switch_radix = s.integer("switch_radix", 2).value_or(n.switch_radix);
+  n.switch_port_gbps = s.positive_number("switch_port_gbps").value_or(n.switch_port_gbps);
+  n.split_ports = s.boolean("split_ports").value_or(n.split_ports);
+  n.tiers = s.integer("tiers", 2, 3).value_or(n.tiers);
+  n.rail_optimized = s.boolean("rail_optimized").value_or(n.rail_optimized);
+  n.switch_latency_us = s.non_negative_number("switch_latency_us").value_or(n.switch_latency_us);
+  n.link_latency_us = s.non_negative_number("link_latency_us").value_or(n.link_latency_us);
+  n.qps_per_connection =
+      s.integer("qps_per_connection", 1, kMaxQpsPerConnection).value_or(n.qps_per_connection);
+  n.ecmp_hash = s.choice("ecmp_hash", kEcmpHashes).value_or(n.ecmp_hash);
+  n.polarization = s.boolean("polarization").value_or(n.polarization);
+  n.congestion_control =
+      s.choice("congestion_control", kCongestionControls).value_or(n.congestion_control);
+  n.nvlink_gbps = s.non_negative_number("nvlink_gbps").value_or(n.nvlink_gbps);
+  if (const auto ratios = s.positive_numbers("oversubscription")) {
+    const size_t tiers_with_uplinks = static_cast<size_t>(n.tiers - 1);
+    if (ratios->size() != 1 && ratios->size() != tiers_with_uplinks) {
+      s.fail("oversubscription",
+             std::to_string(ratios->size()) + " ratios given for " + std::to_string(n.tiers) +
+                 " tiers; give one for all tiers or one per tier below the top (" +
+                 std::to_string(tiers_with_uplinks) + ")");
+    }
+    n.oversubscription.clear();
+    for (size_t i = 0; i < ratios->size(); ++i) {
+      const std::string_view tier = i == 0 ? "ToR" : (n.tiers == 2 ? "spine" : "aggregation");
+      int down = 0;
+      if (std::optional<std::string> reason =
+              downlink_ports(n.switch_radix, (*ratios)[i].value, tier, &down)) {
+        s.fail_at(*(*ratios)[i].node, "oversubscription", *reason);
+      }
+      n.oversubscription.push_back((*ratios)[i].value);
+    }
+  }
+  return n;
+}
+
+// Whether the GPUs fit the fabric the [network] and [hardware] values describe:
+// the same sizing rules and messages as network/topology.h (plan_fabric), which
+// model/ cannot call. Returns the dotted key at fault and the reason. Checks that
+// need no arithmetic across tables (a NIC faster than a switch port, a GPU count
+// that is not a multiple of gpus_per_node) are left to the fabric builder, so
+// that scenarios without a fabric (small CPU runs) stay valid.
+std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConfig& hw,
+                                      int cluster_gpus) {
+  auto ratio = [&](int tier) {
+    return n.oversubscription.size() == 1 ? n.oversubscription[0]
+                                          : n.oversubscription[static_cast<size_t>(tier)];
+  };
+  int tor_down = 0;
+  if (std::optional<std::string> reason = downlink_ports(n.switch_radix, ratio(0), "ToR", &tor_down)) {
+    return Violation{"network.oversubscription", *reason};
+  }
+  const int lanes = n.split_ports && hw.nic_gbps <= n.switch_port_gbps / 2 ? 2 : 1;
+  const int64_t nic_lanes = static_cast<int64_t>(tor_down) * lanes;
+  int64_t servers_per_group = nic_lanes;
+  int64_t tors_per_group = hw.nics_per_node;
+  if (!n.rail_optimized) {
+    if (hw.nics_per_node > nic_lanes) {
+      return Violation{"hardware.nics_per_node",
+                       "a server's " + std::to_string(hw.nics_per_node) +
+                           " NICs do not fit one ToR's " + std::to_string(nic_lanes) +
+                           " NIC ports (not rail-optimised: all NICs of a server share one ToR)"};
+    }
+    servers_per_group = nic_lanes / hw.nics_per_node;
+    tors_per_group = 1;
+  }
+  const int64_t servers = (cluster_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node;
+  const int64_t tors = (servers + servers_per_group - 1) / servers_per_group * tors_per_group;
+  const int64_t gpus_per_group = servers_per_group * hw.gpus_per_node;
+  const std::string radix = std::to_string(n.switch_radix);
+  if (n.tiers == 2) {
+    const int64_t max_gpus = n.switch_radix / tors_per_group * gpus_per_group;
+    if (tors <= n.switch_radix) return std::nullopt;
+    return Violation{"cluster.gpus", std::to_string(cluster_gpus) + " GPUs need " +
+                                         std::to_string(tors) +
+                                         " ToRs, more than a 2-tier fabric of radix-" + radix +
+                                         " switches connects (" + radix + " ToRs, at most " +
+                                         std::to_string(max_gpus) +
+                                         " GPUs); use network.tiers = 3"};
+  }
+  int agg_down = 0;
+  if (std::optional<std::string> reason =
+          downlink_ports(n.switch_radix, ratio(1), "aggregation", &agg_down)) {
+    return Violation{"network.oversubscription", *reason};
+  }
+  const int64_t pods = (tors + agg_down - 1) / agg_down;
+  const int64_t max_gpus =
+      static_cast<int64_t>(n.switch_radix) * agg_down / tors_per_group * gpus_per_group;
+  if (pods <= n.switch_radix) return std::nullopt;
+  return Violation{"cluster.gpus", std::to_string(cluster_gpus) + " GPUs need " +
+                                       std::to_string(pods) + " pods of " +
+                                       std::to_string(agg_down) + " ToRs, more than radix-" +
+                                       radix + " core switches connect (" + radix +
+                                       " pods, at most " + std::to_string(max_gpus) + " GPUs)"};
+}
+
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
     "data_pipeline", "optimizer"};
@@ -394,7 +574,7 @@ constexpr std::string_view kTopLevelKeys[] = {"name",     "model",         "para
                                               "cluster",  "optimizations", "network",  "failures",
                                               "recovery", "run",           "train"};
 // Tables later versions define (DESIGN.md contract 1); accepted but still empty.
-constexpr std::string_view kReservedTables[] = {"network", "failures", "recovery", "run", "train"};
+constexpr std::string_view kReservedTables[] = {"failures", "recovery", "run", "train"};
 
 Scenario read_scenario(const toml::table& root, const std::string& source) {
   const Section top(root, "", source);
@@ -407,7 +587,15 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   sc.name = top.string("name").value_or(std::filesystem::path(source).stem().string());
   sc.model = read_model(top.required_subsection("model"));
   if (std::optional<Section> s = top.subsection("hardware")) sc.hardware = read_hardware(*s);
-  sc.cluster = read_cluster(top.required_subsection("cluster"));
+  const Section cluster = top.required_subsection("cluster");
+  sc.cluster = read_cluster(cluster);
+  const bool topology_given = cluster.string("topology").has_value();
+  if (std::optional<Section> s = top.subsection("network")) {
+    sc.network = read_network(*s, sc.cluster.topology, topology_given);
+    sc.cluster.topology = sc.network.preset;  // the two name one fabric
+  } else {
+    sc.network = NetworkConfig::for_preset(sc.cluster.topology);
+  }
   sc.parallel = read_parallel(top.required_subsection("parallel"), sc.cluster.gpus);
   if (std::optional<Section> s = top.subsection("optimizations")) {
     sc.optimizations = read_optimizations(*s);
@@ -417,16 +605,14 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
           check_layout(sc.model, sc.parallel, sc.cluster.gpus, &key)) {
     top.fail(key, *reason);
   }
+  if (std::optional<Violation> v = check_fabric(sc.network, sc.hardware, sc.cluster.gpus)) {
+    top.fail(v->key, v->reason);
+  }
   return sc;
 }
 
 // ---------------------------------------------------------------------------
 // Layout checks (check_layout), in the order the header lists them
-
-struct Violation {
-  std::string key;  // dotted
-  std::string reason;
-};
 
 std::optional<Violation> check_positive_sizes(const ModelConfig& m, const ParallelConfig& p,
                                               int cluster_gpus) {

@@ -49,7 +49,9 @@ TEST(OpCost, LayerGemmFlopsAre24bsh2AndSplitOverTp) {
 TEST(OpCost, BackwardGemmsDoTwiceTheForwardWork) {
   const Scenario s = gpt175(8);
   for (const OperatorCost& op : layer_operators(s.model, s.parallel, false)) {
-    if (op.cls == OpClass::kGemm) EXPECT_EQ(op.bwd_flops, 2 * op.fwd_flops) << op.name;
+    if (op.cls == OpClass::kGemm) {
+      EXPECT_EQ(op.bwd_flops, 2 * op.fwd_flops) << op.name;
+    }
   }
 }
 

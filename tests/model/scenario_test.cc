@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace megascale::model {
 namespace {
@@ -86,8 +87,8 @@ TEST(ScenarioErrorTest, UnknownTable) {
 }
 
 TEST(ScenarioErrorTest, ReservedTableRejectsKeys) {
-  parse_scenario(std::string(kValid) + "[network]\n[failures]\n", "t.toml");
-  expect_error(std::string(kValid) + "[network]\ncc = \"dcqcn\"\n", 14, "network.cc",
+  parse_scenario(std::string(kValid) + "[failures]\n[run]\n", "t.toml");
+  expect_error(std::string(kValid) + "[failures]\nrate = 1\n", 14, "failures.rate",
                "key not supported yet by this version");
 }
 
@@ -380,6 +381,119 @@ TEST(ScenarioErrorTest, MissingFile) {
 }
 
 // ---------------------------------------------------------------------------
+// [network] errors (kValid ends on line 12; "[network]" is line 13)
+
+TEST(NetworkErrorTest, UnknownKeySuggestsClosest) {
+  expect_error(std::string(kValid) + "[network]\nqps_per_conection = 4\n", 14,
+               "network.qps_per_conection",
+               "unknown key 'qps_per_conection' (did you mean 'qps_per_connection'?)");
+}
+
+TEST(NetworkErrorTest, ChoicesListAllowedValues) {
+  expect_error(std::string(kValid) + "[network]\necmp_hash = \"xor\"\n", 14, "network.ecmp_hash",
+               R"(value "xor" not allowed (allowed: "crc32", "murmur3"))");
+  expect_error(std::string(kValid) + "[network]\ncongestion_control = \"cubic\"\n", 14,
+               "network.congestion_control",
+               R"(value "cubic" not allowed (allowed: "dcqcn", "swift", "hybrid"))");
+  expect_error(std::string(kValid) + "[network]\npreset = \"torus\"\n", 14, "network.preset",
+               R"("megascale-clos", "rail-2tier", "fat-tree")");
+}
+
+TEST(NetworkErrorTest, RangesAndTypes) {
+  expect_error(std::string(kValid) + "[network]\nqps_per_connection = 0\n", 14,
+               "network.qps_per_connection", "must be in 1..128, got 0");
+  expect_error(std::string(kValid) + "[network]\nqps_per_connection = 129\n", 14,
+               "network.qps_per_connection", "must be in 1..128, got 129");
+  expect_error(std::string(kValid) + "[network]\ntiers = 4\n", 14, "network.tiers",
+               "must be in 2..3, got 4");
+  expect_error(std::string(kValid) + "[network]\nswitch_radix = 1\n", 14, "network.switch_radix",
+               "must be >= 2, got 1");
+  expect_error(std::string(kValid) + "[network]\nswitch_latency_us = -0.1\n", 14,
+               "network.switch_latency_us", "must be a finite number >= 0");
+  expect_error(std::string(kValid) + "[network]\nswitch_port_gbps = 0\n", 14,
+               "network.switch_port_gbps", "must be a finite number > 0");
+  expect_error(std::string(kValid) + "[network]\nnvlink_gbps = \"fast\"\n", 14,
+               "network.nvlink_gbps", "expected a number, got string");
+  expect_error(std::string(kValid) + "[network]\nsplit_ports = 1\n", 14, "network.split_ports",
+               "expected a boolean, got integer");
+}
+
+TEST(NetworkErrorTest, PresetMustAgreeWithClusterTopology) {
+  expect_error(std::string(kValid) + "topology = \"megascale-clos\"\n[network]\n"
+                                     "tiers = 3\npreset = \"rail-2tier\"\n",
+               16, "network.preset",
+               "\"rail-2tier\" differs from cluster.topology (\"megascale-clos\"); give one of "
+               "them, or the same value in both");
+  // The same value in both is fine.
+  const Scenario sc = parse_scenario(
+      std::string(kValid) + "topology = \"fat-tree\"\n[network]\npreset = \"fat-tree\"\n", "t.toml");
+  EXPECT_EQ(sc.network.preset, "fat-tree");
+}
+
+TEST(NetworkErrorTest, Oversubscription) {
+  expect_error(std::string(kValid) + "[network]\noversubscription = 2.0\n", 14,
+               "network.oversubscription",
+               "ToR ratio 2:1 splits 64 ports into 42.6667 down : 21.3333 up, not whole ports");
+  expect_error(std::string(kValid) + "[network]\noversubscription = [1.0, 2.0]\n", 14,
+               "network.oversubscription",
+               "aggregation ratio 2:1 splits 64 ports into 42.6667 down");
+  expect_error(std::string(kValid) + "[network]\noversubscription = [1, 1, 1]\n", 14,
+               "network.oversubscription",
+               "3 ratios given for 3 tiers; give one for all tiers or one per tier below the "
+               "top (2)");
+  expect_error(std::string(kValid) + "[network]\ntiers = 2\noversubscription = [1, 1]\n", 15,
+               "network.oversubscription", "2 ratios given for 2 tiers");
+  expect_error(std::string(kValid) + "[network]\noversubscription = []\n", 14,
+               "network.oversubscription", "expected a number or a non-empty array, got []");
+  expect_error(std::string(kValid) + "[network]\noversubscription = [1, -3]\n", 14,
+               "network.oversubscription", "must be a finite number > 0, got -3");
+  expect_error(std::string(kValid) + "[network]\noversubscription = \"1:1\"\n", 14,
+               "network.oversubscription", "expected a number or an array, got string");
+}
+
+// A valid layout on 8,192 GPUs: tp 2, pp 2, dp 2048.
+std::string scenario_with_gpus_8192(const std::string& topology) {
+  return R"([model]
+layers = 24
+hidden = 2048
+heads = 16
+seq_len = 2048
+vocab = 51200
+[parallel]
+tp = 2
+pp = 2
+global_batch = 2048
+[cluster]
+gpus = 8192
+topology = ")" +
+         topology + "\"\n";
+}
+
+TEST(NetworkErrorTest, MoreGpusThanTheFabricHolds) {
+  parse_scenario(scenario_with_gpus_8192("megascale-clos"), "t.toml");
+  expect_error(scenario_with_gpus_8192("rail-2tier"), 12, "cluster.gpus",
+               "8192 GPUs need 128 ToRs, more than a 2-tier fabric of radix-64 switches connects "
+               "(64 ToRs, at most 4096 GPUs); use network.tiers = 3");
+  // Three tiers of radix-8 switches, 2 x 200G NICs per ToR port: ToR sets of 8
+  // servers; 4 ToRs per pod and at most 8 pods = 4 ToR sets = 256 GPUs.
+  expect_error(scenario_with_gpus_8192("megascale-clos") + "[network]\nswitch_radix = 8\n", 12,
+               "cluster.gpus",
+               "8192 GPUs need 256 pods of 4 ToRs, more than radix-8 core switches connect (8 "
+               "pods, at most 256 GPUs)");
+}
+
+TEST(NetworkErrorTest, NicsMustFitThePorts) {
+  // Not rail-optimised, a server's 8 NICs need one ToR with 8 NIC ports; a
+  // radix-8 1:1 ToR has 4. The key is absent: reported at line 1 (no [hardware]).
+  expect_error(std::string(kValid) + "[network]\npreset = \"fat-tree\"\nswitch_radix = 8\n", 1,
+               "hardware.nics_per_node",
+               "a server's 8 NICs do not fit one ToR's 4 NIC ports");
+  expect_error(std::string(kValid) + "[hardware]\nnics_per_node = 8\n"
+                                     "[network]\npreset = \"fat-tree\"\nswitch_radix = 8\n",
+               14, "hardware.nics_per_node", "do not fit one ToR's 4 NIC ports");
+}
+
+// ---------------------------------------------------------------------------
 // Values
 
 TEST(ScenarioTest, DefaultsApplied) {
@@ -406,6 +520,86 @@ TEST(ScenarioTest, DefaultsApplied) {
   EXPECT_FALSE(sc.optimizations.tp_overlap);
   EXPECT_EQ(sc.optimizations.optimizer, OptimizerKind::kAdam);
   EXPECT_EQ(sc.tokens_per_iteration(), 64 * 2048);
+}
+
+TEST(NetworkTest, DefaultsAreTheMegaScaleFabric) {
+  const Scenario sc = parse_scenario(kValid, "t.toml");
+  const NetworkConfig& n = sc.network;
+  EXPECT_EQ(n.preset, "megascale-clos");
+  EXPECT_EQ(n.switch_radix, 64);
+  EXPECT_DOUBLE_EQ(n.switch_port_gbps, 400.0);
+  EXPECT_TRUE(n.split_ports);
+  EXPECT_EQ(n.tiers, 3);
+  EXPECT_EQ(n.oversubscription, std::vector<double>{1.0});
+  EXPECT_TRUE(n.rail_optimized);
+  EXPECT_DOUBLE_EQ(n.switch_latency_us, 0.7);
+  EXPECT_DOUBLE_EQ(n.link_latency_us, 0.05);
+  EXPECT_EQ(n.qps_per_connection, 1);
+  EXPECT_EQ(n.ecmp_hash, "crc32");
+  EXPECT_FALSE(n.polarization);
+  EXPECT_EQ(n.congestion_control, "hybrid");
+  EXPECT_DOUBLE_EQ(n.nvlink_gbps, 0.0);
+  // An empty table is the same.
+  const Scenario empty = parse_scenario(std::string(kValid) + "[network]\n", "t.toml");
+  EXPECT_EQ(empty.network.preset, "megascale-clos");
+  EXPECT_EQ(empty.network.tiers, 3);
+  EXPECT_EQ(default_scenario("megascale").network.preset, "megascale-clos");
+}
+
+TEST(NetworkTest, EveryKeyIsRead) {
+  const Scenario sc = parse_scenario(std::string(kValid) + R"([network]
+preset = "megascale-clos"
+switch_radix = 128
+switch_port_gbps = 800
+split_ports = false
+tiers = 3
+oversubscription = [3, 1.0]
+rail_optimized = false
+switch_latency_us = 0.9
+link_latency_us = 0
+qps_per_connection = 4
+ecmp_hash = "murmur3"
+polarization = true
+congestion_control = "dcqcn"
+nvlink_gbps = 3600
+)",
+                                     "t.toml");
+  const NetworkConfig& n = sc.network;
+  EXPECT_EQ(n.switch_radix, 128);
+  EXPECT_DOUBLE_EQ(n.switch_port_gbps, 800.0);
+  EXPECT_FALSE(n.split_ports);
+  EXPECT_EQ(n.tiers, 3);
+  EXPECT_EQ(n.oversubscription, (std::vector<double>{3.0, 1.0}));
+  EXPECT_FALSE(n.rail_optimized);
+  EXPECT_DOUBLE_EQ(n.switch_latency_us, 0.9);
+  EXPECT_DOUBLE_EQ(n.link_latency_us, 0.0);
+  EXPECT_EQ(n.qps_per_connection, 4);
+  EXPECT_EQ(n.ecmp_hash, "murmur3");
+  EXPECT_TRUE(n.polarization);
+  EXPECT_EQ(n.congestion_control, "dcqcn");
+  EXPECT_DOUBLE_EQ(n.nvlink_gbps, 3600.0);
+  const Scenario scalar =
+      parse_scenario(std::string(kValid) + "[network]\noversubscription = 3\n", "t.toml");
+  EXPECT_EQ(scalar.network.oversubscription, std::vector<double>{3.0});
+}
+
+TEST(NetworkTest, PresetFollowsClusterTopologyAndSetsItsDefaults) {
+  Scenario sc = parse_scenario(std::string(kValid) + "topology = \"rail-2tier\"\n", "t.toml");
+  EXPECT_EQ(sc.network.preset, "rail-2tier");
+  EXPECT_EQ(sc.network.tiers, 2);
+  EXPECT_TRUE(sc.network.rail_optimized);
+  sc = parse_scenario(std::string(kValid) + "topology = \"fat-tree\"\n[network]\ntiers = 3\n",
+                      "t.toml");
+  EXPECT_EQ(sc.network.preset, "fat-tree");
+  EXPECT_FALSE(sc.network.split_ports);
+  EXPECT_FALSE(sc.network.rail_optimized);
+  // network.preset alone names the fabric for both tables.
+  sc = parse_scenario(std::string(kValid) + "[network]\npreset = \"rail-2tier\"\ntiers = 3\n",
+                      "t.toml");
+  EXPECT_EQ(sc.cluster.topology, "rail-2tier");
+  EXPECT_EQ(sc.network.tiers, 3);  // explicit keys override the preset
+  EXPECT_EQ(NetworkConfig::for_preset("fat-tree").tiers, 3);
+  EXPECT_FALSE(NetworkConfig::for_preset("fat-tree").rail_optimized);
 }
 
 TEST(ScenarioTest, PresetThenExplicitOverrides) {

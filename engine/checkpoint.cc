@@ -1,0 +1,427 @@
+// engine/checkpoint.cc: shard files, marker, collective save/load.
+#include "engine/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/comm.h"
+#include "engine/crc32.h"
+
+namespace megascale::engine {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "checkpoint shards store floats in host order, which must be little-endian");
+
+constexpr uint32_t kVersion = 1;
+constexpr size_t kFixedHeader = 64;
+constexpr const char* kMarkerName = "COMPLETE";
+
+class Writer {
+ public:
+  void bytes(const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    buf_.insert(buf_.end(), c, c + n);
+  }
+  void u32(uint32_t v) { bytes(&v, 4); }
+  void u64(uint64_t v) { bytes(&v, 8); }
+  void str(const std::string& s) {
+    u32(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  std::vector<unsigned char>& buf() { return buf_; }
+
+ private:
+  std::vector<unsigned char> buf_;
+};
+
+// Bounds-checked reader over the body; a read past the end means the body's own
+// lengths are inconsistent (cannot happen once the checksum matched, unless the
+// writer was buggy).
+class Reader {
+ public:
+  Reader(const unsigned char* p, size_t n, const std::string& file, int rank)
+      : p_(p), n_(n), file_(file), rank_(rank) {}
+  void bytes(void* out, size_t n) {
+    if (n > n_ - pos_)
+      throw CheckpointError(file_, rank_, "malformed body",
+                            "a field runs past the end of the shard body");
+    std::memcpy(out, p_ + pos_, n);
+    pos_ += n;
+  }
+  uint32_t u32() {
+    uint32_t v;
+    bytes(&v, 4);
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v;
+    bytes(&v, 8);
+    return v;
+  }
+  std::string str() {
+    const uint32_t n = u32();
+    if (n > n_ - pos_)
+      throw CheckpointError(file_, rank_, "malformed body", "a string runs past the end");
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  size_t remaining() const { return n_ - pos_; }
+
+ private:
+  const unsigned char* p_;
+  size_t n_;
+  size_t pos_ = 0;
+  std::string file_;
+  int rank_;
+};
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Writes `data` to path.tmp, fsyncs and renames it to `path`.
+void write_atomically(const std::string& path, const void* data, size_t size, int rank) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw CheckpointError(tmp, rank, "write failed", "cannot create: " + errno_text());
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t w = ::write(fd, p + done, size - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const std::string why = errno_text();
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw CheckpointError(tmp, rank, "write failed", why);
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw CheckpointError(tmp, rank, "write failed", "fsync/close: " + why);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    throw CheckpointError(path, rank, "write failed", "rename from .tmp: " + why);
+  }
+}
+
+void ensure_dir(const std::string& dir, int rank) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // may race with other ranks: check after
+  if (!std::filesystem::is_directory(dir))
+    throw CheckpointError(dir, rank, "write failed",
+                          "cannot create directory" + (ec ? ": " + ec.message() : std::string()));
+}
+
+std::string marker_text(int64_t step, int world_size) {
+  return "megascale checkpoint v1\nstep=" + std::to_string(step) +
+         "\nworld_size=" + std::to_string(world_size) + "\n";
+}
+
+void check_marker(const std::string& root, int64_t step, int rank, const CheckpointLayout& expected) {
+  const std::string path = marker_path(root, step);
+  std::ifstream in(path);
+  if (!in)
+    throw CheckpointError(path, rank, "partial checkpoint",
+                          "completion marker missing: the save of step " + std::to_string(step) +
+                              " did not finish on all ranks");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string want = marker_text(step, expected.world_size);
+  if (ss.str() != want)
+    throw CheckpointError(path, rank, "layout mismatch",
+                          "marker says '" + ss.str() + "', expected '" + want + "'");
+}
+
+// Agreement across ranks after a local phase: returns the ranks that failed.
+std::vector<int> failed_ranks(Comm& world, bool failed) {
+  std::vector<float> flags(static_cast<size_t>(world.size()));
+  const float mine = failed ? 1.0f : 0.0f;
+  world.all_gather(&mine, 1, flags.data());
+  std::vector<int> out;
+  for (int r = 0; r < world.size(); ++r)
+    if (flags[r] != 0.0f) out.push_back(r);
+  return out;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
+
+CheckpointError::CheckpointError(const std::string& file, int rank, const std::string& check,
+                                 const std::string& detail)
+    : std::runtime_error(file + (rank >= 0 ? " (rank " + std::to_string(rank) + ")" : "") + ": " +
+                         check + ": " + detail),
+      file_(file),
+      rank_(rank),
+      check_(check) {}
+
+std::string describe_model(const model::ModelConfig& m) {
+  std::ostringstream s;
+  s << "layers=" << m.layers << " hidden=" << m.hidden << " heads=" << m.heads
+    << " kv_heads=" << m.kv_heads << " seq=" << m.seq_len << " vocab=" << m.vocab
+    << " ffn=" << m.ffn_hidden << " mlp=" << model::to_string(m.mlp)
+    << " block=" << model::to_string(m.block) << " window=" << m.attention_window;
+  return s.str();
+}
+
+CheckpointLayout make_checkpoint_layout(const model::ModelConfig& m, const model::ParallelConfig& p) {
+  CheckpointLayout l;
+  l.world_size = p.tp * p.pp * p.dp;
+  l.tp = p.tp;
+  l.pp = p.pp;
+  l.dp = p.dp;
+  l.vpp = p.vpp;
+  l.model = describe_model(m);
+  return l;
+}
+
+const NamedArray* ShardState::find_array(const std::string& name) const {
+  for (const NamedArray& a : arrays)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::optional<int64_t> ShardState::find_value(const std::string& name) const {
+  for (const auto& [k, v] : values)
+    if (k == name) return v;
+  return std::nullopt;
+}
+
+std::string checkpoint_dir(const std::string& root, int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return (std::filesystem::path(root) / buf).string();
+}
+
+std::string shard_path(const std::string& root, int64_t step, int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shard_%05d.msck", rank);
+  return (std::filesystem::path(checkpoint_dir(root, step)) / buf).string();
+}
+
+std::string marker_path(const std::string& root, int64_t step) {
+  return (std::filesystem::path(checkpoint_dir(root, step)) / kMarkerName).string();
+}
+
+void write_shard_file(const std::string& path, int rank, const CheckpointLayout& layout,
+                      const ShardState& state) {
+  Writer body;
+  body.str(layout.model);
+  body.u32(static_cast<uint32_t>(state.arrays.size()));
+  body.u32(static_cast<uint32_t>(state.values.size()));
+  for (const NamedArray& a : state.arrays) {
+    body.str(a.name);
+    body.u64(a.data.size());
+    body.bytes(a.data.data(), a.data.size() * sizeof(float));
+  }
+  for (const auto& [name, v] : state.values) {
+    body.str(name);
+    body.u64(static_cast<uint64_t>(v));
+  }
+  Writer file;
+  file.bytes("MSCK", 4);
+  file.u32(kVersion);
+  file.u32(static_cast<uint32_t>(rank));
+  file.u32(static_cast<uint32_t>(layout.world_size));
+  file.u32(static_cast<uint32_t>(layout.tp));
+  file.u32(static_cast<uint32_t>(layout.pp));
+  file.u32(static_cast<uint32_t>(layout.dp));
+  file.u32(static_cast<uint32_t>(layout.vpp));
+  file.u64(static_cast<uint64_t>(state.step));
+  file.u64(body.buf().size());
+  const unsigned char reserved[16] = {};
+  file.bytes(reserved, sizeof reserved);
+  file.bytes(body.buf().data(), body.buf().size());
+  file.u32(crc32(file.buf().data(), file.buf().size()));
+  write_atomically(path, file.buf().data(), file.buf().size(), rank);
+}
+
+ShardState read_shard_file(const std::string& path, int rank, const CheckpointLayout& expected) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path, rank, "missing shard", "cannot open: " + errno_text());
+  std::vector<unsigned char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (b.size() < kFixedHeader + 4)
+    throw CheckpointError(path, rank, "truncated",
+                          std::to_string(b.size()) + " bytes, less than the " +
+                              std::to_string(kFixedHeader + 4) + "-byte header + checksum");
+  if (std::memcmp(b.data(), "MSCK", 4) != 0)
+    throw CheckpointError(path, rank, "bad magic", "not a megascale checkpoint shard");
+  uint32_t h[7];
+  std::memcpy(h, b.data() + 4, sizeof h);  // version, rank, world_size, tp, pp, dp, vpp
+  const uint32_t version = h[0];
+  if (version != kVersion)
+    throw CheckpointError(path, rank, "unsupported version",
+                          "version " + std::to_string(version) + ", reader knows " +
+                              std::to_string(kVersion));
+  int64_t step;
+  uint64_t body_bytes;
+  std::memcpy(&step, b.data() + 32, 8);
+  std::memcpy(&body_bytes, b.data() + 40, 8);
+  const size_t have = b.size() - kFixedHeader - 4;
+  if (body_bytes > have)
+    throw CheckpointError(path, rank, "truncated",
+                          "header announces " + std::to_string(body_bytes) + " body bytes, file has " +
+                              std::to_string(have));
+  if (body_bytes < have)
+    throw CheckpointError(path, rank, "trailing bytes",
+                          std::to_string(have - body_bytes) + " bytes after the announced body");
+  uint32_t want_crc;
+  std::memcpy(&want_crc, b.data() + b.size() - 4, 4);
+  const uint32_t got_crc = crc32(b.data(), b.size() - 4);
+  if (want_crc != got_crc) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "stored 0x%08x, contents give 0x%08x (corrupt shard)", want_crc,
+                  got_crc);
+    throw CheckpointError(path, rank, "checksum mismatch", buf);
+  }
+  const char* names[] = {"rank", "world_size", "tp", "pp", "dp", "vpp"};
+  const int want[] = {rank, expected.world_size, expected.tp, expected.pp, expected.dp, expected.vpp};
+  for (int i = 0; i < 6; ++i) {
+    if (h[1 + i] != static_cast<uint32_t>(want[i]))
+      throw CheckpointError(path, rank, "layout mismatch",
+                            std::string(names[i]) + " is " + std::to_string(h[1 + i]) +
+                                " in the checkpoint, " + std::to_string(want[i]) + " in this run");
+  }
+  Reader r(b.data() + kFixedHeader, body_bytes, path, rank);
+  const std::string model = r.str();
+  if (model != expected.model)
+    throw CheckpointError(path, rank, "layout mismatch",
+                          "model '" + model + "' in the checkpoint, '" + expected.model +
+                              "' in this run");
+  ShardState s;
+  s.step = step;
+  const uint32_t n_arrays = r.u32();
+  const uint32_t n_values = r.u32();
+  for (uint32_t i = 0; i < n_arrays; ++i) {
+    NamedArray a;
+    a.name = r.str();
+    const uint64_t count = r.u64();
+    if (count > r.remaining() / sizeof(float))
+      throw CheckpointError(path, rank, "malformed body", "array '" + a.name + "' runs past the end");
+    a.data.resize(count);
+    r.bytes(a.data.data(), count * sizeof(float));
+    s.arrays.push_back(std::move(a));
+  }
+  for (uint32_t i = 0; i < n_values; ++i) {
+    std::string name = r.str();
+    const int64_t v = static_cast<int64_t>(r.u64());
+    s.values.emplace_back(std::move(name), v);
+  }
+  if (r.remaining() != 0)
+    throw CheckpointError(path, rank, "malformed body", "unread bytes at the end of the body");
+  return s;
+}
+
+ShardState read_checkpoint_shard(const std::string& root, int64_t step, int rank,
+                                 const CheckpointLayout& expected) {
+  check_marker(root, step, rank, expected);
+  const std::string path = shard_path(root, step, rank);
+  if (!std::filesystem::exists(path))
+    throw CheckpointError(path, rank, "missing shard",
+                          "the marker is present but this rank's shard is not");
+  ShardState s = read_shard_file(path, rank, expected);
+  if (s.step != step)
+    throw CheckpointError(path, rank, "layout mismatch",
+                          "shard holds step " + std::to_string(s.step) + ", expected " +
+                              std::to_string(step));
+  return s;
+}
+
+void save_checkpoint(Comm& world, const std::string& root, int64_t step,
+                     const CheckpointLayout& layout, const ShardState& state) {
+  const int rank = world.rank();
+  if (layout.world_size != world.size())
+    throw std::invalid_argument("save_checkpoint: layout.world_size " +
+                                std::to_string(layout.world_size) + " != communicator size " +
+                                std::to_string(world.size()));
+  const std::string dir = checkpoint_dir(root, step);
+  std::exception_ptr error;
+  // Phase 1: directory exists and no stale marker claims completeness.
+  try {
+    ensure_dir(dir, rank);
+    if (rank == 0) std::filesystem::remove(marker_path(root, step));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::vector<int> failed = failed_ranks(world, error != nullptr);
+  // Phase 2: every rank writes its shard.
+  if (failed.empty()) {
+    try {
+      ShardState s = state;
+      s.step = step;
+      write_shard_file(shard_path(root, step, rank), rank, layout, s);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    failed = failed_ranks(world, error != nullptr);
+  }
+  // Phase 3: rank 0 marks the checkpoint complete once all shards are in place.
+  if (failed.empty()) {
+    if (rank == 0) {
+      try {
+        const std::string text = marker_text(step, layout.world_size);
+        write_atomically(marker_path(root, step), text.data(), text.size(), rank);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    failed = failed_ranks(world, error != nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw CheckpointError(dir, -1, "save failed",
+                          "rank(s) " + rank_list(failed) + " failed to write; no marker written");
+}
+
+ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
+                           const CheckpointLayout& expected) {
+  std::exception_ptr error;
+  ShardState s;
+  try {
+    s = read_checkpoint_shard(root, step, world.rank(), expected);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const std::vector<int> failed = failed_ranks(world, error != nullptr);
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw CheckpointError(checkpoint_dir(root, step), -1, "refused",
+                          "the shard(s) of rank(s) " + rank_list(failed) +
+                              " failed their checks (see those ranks' errors)");
+  return s;
+}
+
+std::optional<int64_t> latest_checkpoint(const std::string& root) {
+  std::optional<int64_t> best;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || !entry.is_directory()) continue;
+    char* end = nullptr;
+    const long long k = std::strtoll(name.c_str() + 5, &end, 10);
+    if (!end || *end != '\0' || k < 0) continue;
+    if (!std::filesystem::exists(entry.path() / kMarkerName)) continue;
+    if (!best || k > *best) best = k;
+  }
+  return best;
+}
+
+}  // namespace megascale::engine

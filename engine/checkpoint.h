@@ -1,0 +1,111 @@
+// engine/checkpoint.h: per-rank checkpoint shards with checksums and a
+// completion marker.
+//
+// A checkpoint of step k lives in <root>/step_<k, 8 digits>/:
+//   shard_<rank, 5 digits>.msck   one per world rank: parameters, optimizer
+//                                 state, step, RNG / data cursor
+//   COMPLETE                      written by rank 0 after every shard is in place
+// Each shard is written to "<name>.tmp", fsync'ed and renamed, so a shard file
+// is either absent or whole; the marker is written (same way) only after all
+// ranks reported success, so a directory without it is a partial checkpoint.
+//
+// Shard format "MSCK" version 1 (little-endian):
+//   fixed header (64 bytes): magic "MSCK", version u32, rank u32, world_size u32,
+//     tp u32, pp u32, dp u32, vpp u32, step i64, body_bytes u64, reserved (16 B)
+//   body: model description (u32 length + bytes), n_arrays u32, n_values u32,
+//     arrays: name (u32 length + bytes), count u64, count floats;
+//     values: name (u32 length + bytes), i64
+//   trailer: CRC-32 (engine/crc32.h) of header + body.
+// Loading checks, in order, and throws CheckpointError naming the file, the rank
+// and the failed check: marker present ("partial checkpoint"), shard present
+// ("missing shard"), size ("truncated" / "trailing bytes"), magic, version,
+// checksum ("checksum mismatch"), then the layout (rank, world size, tp, pp, dp,
+// vpp, model description: "layout mismatch").
+//
+// Thread-safety: free functions; save/load are collective over the Comm.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/config.h"
+
+namespace megascale::engine {
+
+class Comm;
+
+class CheckpointError : public std::runtime_error {
+ public:
+  CheckpointError(const std::string& file, int rank, const std::string& check,
+                  const std::string& detail);
+  const std::string& file() const { return file_; }
+  int rank() const { return rank_; }              // -1: not about one rank
+  const std::string& check() const { return check_; }  // e.g. "checksum mismatch"
+
+ private:
+  std::string file_;
+  int rank_;
+  std::string check_;
+};
+
+// What a checkpoint must match to be loaded.
+struct CheckpointLayout {
+  int world_size = 1;
+  int tp = 1, pp = 1, dp = 1, vpp = 1;
+  std::string model;  // canonical model description (describe_model)
+  bool operator==(const CheckpointLayout&) const = default;
+};
+
+// "layers=4 hidden=64 heads=4 kv_heads=4 seq=32 vocab=128 ffn=256 mlp=gelu block=sequential window=0"
+std::string describe_model(const model::ModelConfig& m);
+CheckpointLayout make_checkpoint_layout(const model::ModelConfig& m, const model::ParallelConfig& p);
+
+struct NamedArray {
+  std::string name;
+  std::vector<float> data;
+};
+
+// One rank's state.
+struct ShardState {
+  int64_t step = 0;
+  std::vector<NamedArray> arrays;                          // params, exp_avg, exp_avg_sq, ...
+  std::vector<std::pair<std::string, int64_t>> values;     // rng state, data cursor, ...
+
+  // nullptr when absent.
+  const NamedArray* find_array(const std::string& name) const;
+  std::optional<int64_t> find_value(const std::string& name) const;
+};
+
+// <root>/step_<k>
+std::string checkpoint_dir(const std::string& root, int64_t step);
+std::string shard_path(const std::string& root, int64_t step, int rank);
+std::string marker_path(const std::string& root, int64_t step);
+
+// Collective over `world` (rank = world rank). REQUIRES: layout.world_size ==
+// world.size(). Throws CheckpointError on every rank when any rank failed to
+// write (no marker is written then).
+void save_checkpoint(Comm& world, const std::string& root, int64_t step,
+                     const CheckpointLayout& layout, const ShardState& state);
+
+// Collective: every rank reads and checks its own shard; when any rank's check
+// fails every rank throws (the failing ranks their own error, the others one
+// naming the failed ranks), so no rank continues alone.
+ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
+                           const CheckpointLayout& expected);
+
+// Non-collective pieces, for tools and tests.
+void write_shard_file(const std::string& path, int rank, const CheckpointLayout& layout,
+                      const ShardState& state);
+ShardState read_shard_file(const std::string& path, int rank, const CheckpointLayout& expected);
+// Checks the marker and reads `rank`'s shard of step `step`.
+ShardState read_checkpoint_shard(const std::string& root, int64_t step, int rank,
+                                 const CheckpointLayout& expected);
+
+// Largest step under `root` that has a marker, if any.
+std::optional<int64_t> latest_checkpoint(const std::string& root);
+
+}  // namespace megascale::engine

@@ -1,0 +1,59 @@
+// engine/comm.h: the communication interface of the training engine.
+//
+// Every collective and point-to-point transfer of the engine goes through a
+// Comm: one communicator = one group of ranks (a TP, PP or DP group, or the
+// world). Backends: MPI (Open MPI, engine/comm_mpi.h) for real multi-process
+// runs on CPU, an in-process threads backend (engine/comm_threads.h) for unit
+// tests, NCCL on GPU later. The model, optimizer and schedule executor are
+// written once above this interface (DESIGN.md, "Engine notes").
+//
+// Determinism: reductions are rank-ordered — every rank obtains bit-identical
+// results, and the result does not depend on message arrival order (the sum is
+// computed as ((x_0 + x_1) + x_2) + ... in rank order). Parallel runs therefore
+// reproduce each other exactly and the single-process reference to within
+// floating-point reassociation.
+//
+// Thread-safety: a Comm is used by one thread at a time (the rank's own thread);
+// different Comm objects of the same rank may be used from different threads
+// only if the backend says so (MPI backend: no; threads backend: yes).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace megascale::engine {
+
+// A pending non-blocking transfer; wait() completes it (idempotent).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+  virtual bool done() const = 0;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+
+  virtual int rank() const = 0;  // 0..size()-1 within this communicator
+  virtual int size() const = 0;
+
+  // In place: data (count floats) <- sum over ranks, rank-ordered.
+  virtual void all_reduce_sum(float* data, size_t count) = 0;
+  // send: count floats; recv: size()*count floats, rank r's block at r*count.
+  virtual void all_gather(const float* send, size_t count, float* recv) = 0;
+  // send: size()*count floats; recv: count floats = block rank() of the rank-ordered sum.
+  virtual void reduce_scatter_sum(const float* send, size_t count, float* recv) = 0;
+  virtual void broadcast(float* data, size_t count, int root) = 0;
+  // Point-to-point within this communicator; `tag` distinguishes concurrent
+  // transfers between the same pair (e.g. micro-batch and chunk).
+  virtual std::unique_ptr<Request> isend(const float* data, size_t count, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> irecv(float* data, size_t count, int peer, int tag) = 0;
+  virtual void barrier() = 0;
+
+  // A new communicator of the ranks that pass the same `color`, ordered by
+  // `key` (MPI_Comm_split semantics). Collective over this communicator.
+  virtual std::unique_ptr<Comm> split(int color, int key) = 0;
+};
+
+}  // namespace megascale::engine

@@ -1,0 +1,199 @@
+// engine/device.h: the compute interface of the training engine — device memory
+// and every kernel the GPT model needs, forward and backward, in fp32.
+//
+// The model layers (engine/transformer_layer.h, embedding.h, output_head.h) are
+// written once above this interface (DESIGN.md, "Engine notes"). Backends:
+// CpuDevice (engine/device_cpu.h: Eigen GEMMs, plain loops, single-threaded and
+// deterministic) now; a CUDA device (cuBLASLt + own kernels) later implements the
+// same methods on device pointers.
+//
+// Conventions (llm.c, karpathy/llm.c train_gpt2.c):
+//  - Every pointer is device memory obtained from allocate() (on the CPU device:
+//    host memory). Tensors are dense, row-major fp32; shapes are given in the
+//    comment of each kernel with the names of the math:
+//      N tokens (rows), C channels (hidden), OC output channels, T sequence,
+//      B micro-batch, NH query heads, NKV key/value heads, HD head dim, V vocab.
+//  - Activations inside the model are laid out (T, B, C) (Megatron-LM's "sbh"),
+//    so a sequence-parallel shard of T/tp positions is one contiguous block.
+//  - Forward kernels overwrite their outputs. Backward kernels OVERWRITE the
+//    input gradient unless the comment says "+=" (LayerNorm and the embeddings
+//    accumulate, as in llm.c); parameter gradients are always accumulated (+=),
+//    so micro-batches add up until the gradients are zeroed.
+//  - Token ids are int32 device arrays.
+//
+// Thread-safety: a Device has no mutable state visible to callers (CpuDevice is
+// stateless); one Device may serve several rank threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+// Throws std::runtime_error("file:line: message") when `cond` is false. The
+// engine reports misuse (shape mismatch, unknown micro-batch, ...) this way.
+#ifndef ENGINE_CHECK
+#define ENGINE_CHECK(cond, msg)                                                            \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) +    \
+                               ": check failed: " #cond ": " + std::string(msg));          \
+    }                                                                                      \
+  } while (0)
+#endif
+
+namespace megascale::engine {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const char* name() const = 0;
+
+  // ---- memory -------------------------------------------------------------
+  // Returns `bytes` of device memory (aligned to 64 bytes), zero-filled.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  virtual void fill_zero(void* ptr, size_t bytes) = 0;
+  // Waits for every kernel issued so far (no-op on the CPU).
+  virtual void synchronize() = 0;
+
+  // ---- GEMM ---------------------------------------------------------------
+  // c (M, N) = op(a) (M, K) @ op(b) (K, N) + beta * c, where op(a) = a^T when
+  // trans_a (a stored (K, M)) and op(b) = b^T when trans_b (b stored (N, K)).
+  // beta == 0 ignores the old contents of c (NaNs included).
+  virtual void matmul(float* c, const float* a, const float* b, int M, int N, int K,
+                      bool trans_a, bool trans_b, float beta) = 0;
+
+  // ---- elementwise / bias ---------------------------------------------------
+  // out (n) = a + b (out may alias a or b).
+  virtual void add(float* out, const float* a, const float* b, size_t n) = 0;
+  // out (N, OC) += bias (OC) broadcast over rows.
+  virtual void bias_add(float* out, const float* bias, int N, int OC) = 0;
+  // dbias (OC) += sum over rows of dout (N, OC).
+  virtual void bias_backward(float* dbias, const float* dout, int N, int OC) = 0;
+
+  // ---- LayerNorm (eps 1e-5, as GPT-2 / Megatron) ----------------------------
+  // out (N, C) = (inp - mean) * rstd * weight + bias; mean, rstd (N) saved.
+  virtual void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                  const float* weight, const float* bias, int N, int C) = 0;
+  // dinp (N, C) +=, dweight (C) +=, dbias (C) += from dout (N, C).
+  virtual void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                   const float* inp, const float* weight, const float* mean,
+                                   const float* rstd, int N, int C) = 0;
+
+  // ---- activations ----------------------------------------------------------
+  // GeLU, tanh approximation (GPT-2, Megatron-LM bias_gelu):
+  //   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
+  // SwiGLU (Shazeer 2020): inp (N, 2F) = [gate (N, F) | up (N, F)] per row,
+  // out (N, F) = silu(gate) * up, silu(g) = g * sigmoid(g).
+  virtual void swiglu_forward(float* out, const float* inp, int N, int F) = 0;
+  // dinp (N, 2F) from dout (N, F).
+  virtual void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F) = 0;
+
+  // ---- softmax --------------------------------------------------------------
+  // Row-wise softmax: out (N, V) = exp(inp - max) / sum (max-subtracted).
+  virtual void softmax_forward(float* out, const float* inp, int N, int V) = 0;
+  // dinp (N, V) = out * (dout - sum_j dout_j out_j), from the saved out (N, V).
+  virtual void softmax_backward(float* dinp, const float* out, const float* dout, int N,
+                                int V) = 0;
+
+  // ---- causal attention with optional sliding window ------------------------
+  // qkv (T, B, (NH + 2*NKV) * HD): per token [q heads | k heads | v heads];
+  // query head h reads key/value head h / (NH / NKV) (GQA; NKV == NH is MHA).
+  // Key j is visible to query i iff i - W <= j <= i, W = `window`; window == 0
+  // (or >= T - 1) is the full causal mask. Scale 1 / sqrt(HD).
+  // out (T, B, NH * HD); probs (B, NH, T, T) saved for backward (masked = 0).
+  virtual void attention_forward(float* out, float* probs, const float* qkv, int T, int B,
+                                 int NH, int NKV, int HD, int window) = 0;
+  // dqkv (T, B, (NH + 2*NKV) * HD) overwritten, from dout (T, B, NH * HD).
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* probs, int T, int B, int NH, int NKV,
+                                  int HD) = 0;
+
+  // ---- cross-entropy, split so the vocabulary may be sharded ----------------
+  // Megatron-LM's vocab_parallel_cross_entropy: a rank holds logits of the
+  // vocabulary slice [vocab_start, vocab_start + V). With the global row max m
+  // (max over ranks of cross_entropy_row_max), S = sum_j exp(l_j - m) and
+  // z = l_target - m (0 on ranks not holding the target) are summed over
+  // ranks; the loss is log(S) - z.
+  // row_max (N) = max_j logits (N, V).
+  virtual void cross_entropy_row_max(float* row_max, const float* logits, int N, int V) = 0;
+  // sum_exp (N), target_logit (N) from logits (N, V), row_max (N), targets (N).
+  virtual void cross_entropy_partials(float* sum_exp, float* target_logit, const float* logits,
+                                      const float* row_max, const int32_t* targets,
+                                      int vocab_start, int N, int V) = 0;
+  // losses (N) = log(sum_exp) - target_logit.
+  virtual void cross_entropy_loss(float* losses, const float* sum_exp,
+                                  const float* target_logit, int N) = 0;
+  // dlogits (N, V) = (exp(l - row_max) / sum_exp - [j == target]) * dlosses (N).
+  virtual void cross_entropy_backward(float* dlogits, const float* logits,
+                                      const float* row_max, const float* sum_exp,
+                                      const int32_t* targets, const float* dlosses,
+                                      int vocab_start, int N, int V) = 0;
+
+  // ---- embeddings -------------------------------------------------------------
+  // out (N, C) = wte[tokens[i] - vocab_start] for tokens inside the slice
+  // [vocab_start, vocab_start + V) of the (V, C) table shard, 0 elsewhere
+  // (Megatron-LM's VocabParallelEmbedding before its reduction).
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                 int vocab_start, int N, int V, int C) = 0;
+  // dwte (V, C) += scatter of dout (N, C) rows at the tokens inside the slice.
+  virtual void embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
+                                  int vocab_start, int N, int V, int C) = 0;
+  // out (T, B, C) += wpe[t0 + t] for every b (learned positions; wpe (>= t0+T, C)).
+  virtual void position_embedding_forward(float* out, const float* wpe, int t0, int T, int B,
+                                          int C) = 0;
+  // dwpe[t0 + t] (C) += sum over b of dout (T, B, C).
+  virtual void position_embedding_backward(float* dwpe, const float* dout, int t0, int T, int B,
+                                           int C) = 0;
+};
+
+// Owns one device allocation; moves, never copies.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device& device, size_t bytes)
+      : device_(&device), ptr_(bytes ? device.allocate(bytes) : nullptr), bytes_(bytes) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : device_(o.device_), ptr_(o.ptr_), bytes_(o.bytes_) {
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = o.device_;
+      ptr_ = o.ptr_;
+      bytes_ = o.bytes_;
+      o.ptr_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void reset() {
+    if (ptr_ != nullptr) device_->deallocate(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_; }
+  float* floats() const { return static_cast<float*>(ptr_); }
+  int32_t* ints() const { return static_cast<int32_t*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Device* device_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace megascale::engine

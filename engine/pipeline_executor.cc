@@ -1,0 +1,303 @@
+// engine/pipeline_executor.cc: Schedule IR -> kernels + communication.
+#include "engine/pipeline_executor.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace megascale::engine {
+namespace {
+
+using model::Op;
+using model::OpKind;
+using model::Stream;
+
+// Forwards the chunks' kernel and TP-collective events to the trace.
+class TraceObserver final : public OpObserver {
+ public:
+  explicit TraceObserver(TraceRecorder* trace) : trace_(trace) {}
+  void op_begin(const OpEvent&) override { start_us_ = TraceRecorder::now_us(); }
+  void op_end(const OpEvent& e) override {
+    const Stream stream = e.kind == model::LayerStepKind::kCompute ? Stream::kCompute : Stream::kTpComm;
+    std::string kind = e.name;
+    if (e.backward) kind += ".bwd";
+    trace_->record(stream, kind, e.microbatch, e.chunk, e.layer, start_us_, TraceRecorder::now_us(),
+                   e.bytes, e.flops);
+  }
+
+ private:
+  TraceRecorder* trace_;
+  double start_us_ = 0;
+};
+
+struct Key {
+  int microbatch;
+  int chunk;
+  bool operator<(const Key& o) const {
+    return microbatch != o.microbatch ? microbatch < o.microbatch : chunk < o.chunk;
+  }
+};
+
+}  // namespace
+
+struct PipelineExecutor::Pending {
+  std::map<int, std::unique_ptr<Request>> recvs;  // by op index
+  std::vector<std::unique_ptr<Request>> sends;
+  std::map<Key, std::vector<float>> activation_in, gradient_in;    // received
+  std::map<Key, std::vector<float>> activation_out, gradient_out;  // produced, to send
+  std::vector<bool> sp_synced;
+  double loss_sum = 0;
+};
+
+PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups& groups,
+                                   Device& device, TraceRecorder* trace)
+    : options_(options), groups_(groups), device_(device), trace_(trace) {
+  const model::ParallelConfig& p = options_.parallel;
+  const GridShape& g = groups_.shape();
+  if (g.tp != p.tp || g.pp != p.pp || g.dp != p.dp) {
+    throw std::invalid_argument("process groups (tp " + std::to_string(g.tp) + ", pp " +
+                                std::to_string(g.pp) + ", dp " + std::to_string(g.dp) +
+                                ") do not match the parallel layout");
+  }
+  if (p.zero_stage > 2) {
+    throw std::invalid_argument("parallel.zero_stage: the engine runs ZeRO 0-2, got " +
+                                std::to_string(p.zero_stage));
+  }
+  microbatches_ = p.microbatches();
+  model::ScheduleOptions so;
+  so.pp = p.pp;
+  so.vpp = p.vpp;
+  so.microbatches = microbatches_;
+  so.layers = options_.model.layers;
+  so.zero_stage = p.zero_stage;
+  so.dp = p.dp;
+  so.pp_overlap = options_.optimizations.pp_overlap;
+  so.dp_overlap = options_.optimizations.dp_overlap;
+  so.data_pipeline = options_.optimizations.data_pipeline;
+  schedule_ = model::build_schedule(so);
+
+  if (trace_ != nullptr) observer_ = std::make_unique<TraceObserver>(trace_);
+  options_.optimizer.kind = options_.optimizations.optimizer;
+  OptimizerOptions per_chunk = options_.optimizer;
+  per_chunk.max_grad_norm = 0;  // clipping is global over all chunks (clip_and_step)
+  Comm* tp_comm = p.tp > 1 ? &groups_.tp() : nullptr;
+  for (int c = 0; c < p.vpp; ++c) {
+    ChunkConfig cfg = ChunkConfig::for_stage(options_.model, p, groups_.pp_rank(), c, options_.seed);
+    cfg.pad_to_multiple = p.dp;
+    chunks_.push_back(std::make_unique<ModelChunk>(cfg, device_, tp_comm, observer_.get()));
+    ModelChunk& chunk = *chunks_.back();
+    OptimizerComms comms;
+    ShardRange shard{0, chunk.buffer_floats()};
+    if (p.zero_stage >= 1 && p.dp > 1) {
+      comms.shard = &groups_.dp();
+      shard = shard_range(chunk.num_params(), p.dp, groups_.dp_rank());
+    }
+    comms.tensor = tp_comm;
+    if (p.pp > 1) comms.model.push_back(&groups_.pp());
+    optimizers_.push_back(std::make_unique<ShardedOptimizer>(
+        per_chunk, segments_from(chunk.tensors()), shard, comms));
+    grad_shards_.emplace_back(shard.size(), 0.0f);
+  }
+  params_stale_.assign(p.vpp, false);
+}
+
+PipelineExecutor::~PipelineExecutor() = default;
+
+ShardRange PipelineExecutor::shard(int c) const { return optimizers_[c]->shard(); }
+
+int PipelineExecutor::p2p_tag(OpKind kind, int microbatch, int sender_chunk) const {
+  const bool gradient = kind == OpKind::kSendGradient || kind == OpKind::kRecvGradient;
+  const int tag = ((gradient ? 1 : 0) * options_.parallel.vpp + sender_chunk) * microbatches_ + microbatch;
+  // MPI guarantees tags up to 32767.
+  if (tag > 32767) throw std::invalid_argument("too many micro-batches x chunks for p2p tags");
+  return tag;
+}
+
+void PipelineExecutor::reduce_gradients(int c, bool all_reduce) {
+  ModelChunk& chunk = *chunks_[c];
+  Comm& dp = groups_.dp();
+  if (all_reduce) {
+    dp.all_reduce_sum(chunk.grads(), chunk.buffer_floats());
+  } else {
+    const size_t per_rank = chunk.buffer_floats() / dp.size();
+    dp.reduce_scatter_sum(chunk.grads(), per_rank, grad_shards_[c].data());
+  }
+}
+
+void PipelineExecutor::gather_parameters(int c) {
+  ModelChunk& chunk = *chunks_[c];
+  Comm& dp = groups_.dp();
+  const size_t per_rank = chunk.buffer_floats() / dp.size();
+  dp.all_gather(chunk.params() + per_rank * dp.rank(), per_rank, chunk.params());
+  params_stale_[c] = false;
+}
+
+void PipelineExecutor::sync_parameters() {
+  for (int c = 0; c < num_chunks(); ++c) {
+    if (params_stale_[c]) gather_parameters(c);
+  }
+}
+
+void PipelineExecutor::clip_and_step(double lr, StepResult& result) {
+  const model::ParallelConfig& p = options_.parallel;
+  const bool sharded = p.zero_stage >= 1 && p.dp > 1;
+  std::vector<float*> grads(chunks_.size());
+  double sum_sq = 0;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const ShardRange s = optimizers_[c]->shard();
+    grads[c] = sharded ? grad_shards_[c].data() : chunks_[c]->grads() + s.begin;
+    const double n = optimizers_[c]->global_grad_norm(grads[c]);
+    sum_sq += n * n;
+  }
+  result.grad_norm = std::sqrt(sum_sq);
+  if (!std::isfinite(result.grad_norm)) {
+    result.skipped = true;
+    return;
+  }
+  const double max_norm = options_.optimizer.max_grad_norm;
+  if (max_norm > 0 && result.grad_norm > max_norm) {
+    const float coef = static_cast<float>(max_norm / (result.grad_norm + 1e-6));
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const size_t n = optimizers_[c]->shard().size();
+      for (size_t i = 0; i < n; ++i) grads[c][i] *= coef;
+    }
+  }
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const ShardRange s = optimizers_[c]->shard();
+    optimizers_[c]->step(chunks_[c]->params() + s.begin, grads[c], lr);
+    if (sharded) params_stale_[c] = true;
+  }
+}
+
+void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, double lr,
+                              Pending& pending, StepResult& result) {
+  const model::ParallelConfig& p = options_.parallel;
+  const int P = p.pp;
+  const int V = p.vpp;
+  const int r = groups_.pp_rank();
+  const int mb = op.microbatch;
+  const int c = op.chunk;
+  const float loss_scale = 1.0f / static_cast<float>(microbatches_ * p.dp);
+  const size_t tokens_per_mb = static_cast<size_t>(p.micro_batch) * options_.model.seq_len;
+  // Async receives this op consumes must have arrived.
+  for (int dep : op.deps) {
+    auto it = pending.recvs.find(dep);
+    if (it != pending.recvs.end()) it->second->wait();
+  }
+  std::unique_ptr<TraceRecorder::Scope> scope;
+  if (trace_ != nullptr) {
+    scope = std::make_unique<TraceRecorder::Scope>(trace_, op.stream, model::to_string(op.kind), mb, c,
+                                                   -1, op.bytes);
+  }
+  Comm& pp = groups_.pp();
+  switch (op.kind) {
+    case OpKind::kDataLoad:
+      break;  // the node loader prefetched this replica's batch
+    case OpKind::kRecvActivation:
+    case OpKind::kRecvGradient: {
+      ModelChunk& chunk = *chunks_[c];
+      auto& buffers = op.kind == OpKind::kRecvActivation ? pending.activation_in : pending.gradient_in;
+      std::vector<float>& buf = buffers[Key{mb, c}];
+      buf.assign(chunk.activation_numel(), 0.0f);
+      const int sender_chunk = schedule_.ranks[op.peer].ops[op.match].chunk;
+      auto req = pp.irecv(buf.data(), buf.size(), op.peer, p2p_tag(op.kind, mb, sender_chunk));
+      if (op.stream == Stream::kCompute) req->wait();  // Megatron's blocking p2p
+      pending.recvs[index] = std::move(req);
+      break;
+    }
+    case OpKind::kSendActivation:
+    case OpKind::kSendGradient: {
+      auto& buffers = op.kind == OpKind::kSendActivation ? pending.activation_out : pending.gradient_out;
+      std::vector<float>& buf = buffers.at(Key{mb, c});
+      // Never waited here: a blocking send would deadlock two stages that both
+      // send before they receive (Megatron batches the pair into one
+      // batch_isend_irecv for the same reason). The IR's semantics are eager
+      // sends (model/replay.h); all sends complete by the end of the iteration.
+      pending.sends.push_back(pp.isend(buf.data(), buf.size(), op.peer, p2p_tag(op.kind, mb, c)));
+      break;
+    }
+    case OpKind::kForward: {
+      ModelChunk& chunk = *chunks_[c];
+      const bool first = r == 0 && c == 0;
+      const bool last = r == P - 1 && c == V - 1;
+      const float* input = first ? nullptr : pending.activation_in.at(Key{mb, c}).data();
+      MicroBatchData data;
+      data.tokens = batch.tokens.data() + mb * tokens_per_mb;
+      data.labels = batch.labels.data() + mb * tokens_per_mb;
+      float* output = nullptr;
+      if (!last) {
+        std::vector<float>& out = pending.activation_out[Key{mb, c}];
+        out.assign(chunk.activation_numel(), 0.0f);
+        output = out.data();
+      }
+      const float loss = chunk.forward(mb, input, data, output);
+      if (last) pending.loss_sum += loss;
+      if (!first) pending.activation_in.erase(Key{mb, c});
+      break;
+    }
+    case OpKind::kBackward: {
+      ModelChunk& chunk = *chunks_[c];
+      const bool first = r == 0 && c == 0;
+      const bool last = r == P - 1 && c == V - 1;
+      const float* grad_output = last ? nullptr : pending.gradient_in.at(Key{mb, c}).data();
+      float* grad_input = nullptr;
+      if (!first) {
+        std::vector<float>& out = pending.gradient_out[Key{mb, c}];
+        out.assign(chunk.activation_numel(), 0.0f);
+        grad_input = out.data();
+      }
+      chunk.backward(mb, grad_output, grad_input, loss_scale);
+      if (!last) pending.gradient_in.erase(Key{mb, c});
+      break;
+    }
+    case OpKind::kDpReduceScatter:
+    case OpKind::kDpAllReduce:
+      if (!pending.sp_synced[c]) {
+        chunks_[c]->sync_sequence_parallel_grads();
+        pending.sp_synced[c] = true;
+      }
+      reduce_gradients(c, op.kind == OpKind::kDpAllReduce);
+      break;
+    case OpKind::kDpAllGather:
+      if (params_stale_[c]) gather_parameters(c);
+      break;
+    case OpKind::kOptimizerStep:
+      for (int k = 0; k < V; ++k) {
+        if (!pending.sp_synced[k]) {
+          chunks_[k]->sync_sequence_parallel_grads();
+          pending.sp_synced[k] = true;
+        }
+      }
+      clip_and_step(lr, result);
+      break;
+  }
+}
+
+StepResult PipelineExecutor::step(const Batch& batch, double lr) {
+  const model::ParallelConfig& p = options_.parallel;
+  const size_t expected = static_cast<size_t>(microbatches_) * p.micro_batch * options_.model.seq_len;
+  if (batch.tokens.size() != expected || batch.labels.size() != expected) {
+    throw std::invalid_argument("batch has " + std::to_string(batch.tokens.size()) +
+                                " tokens, the schedule needs " + std::to_string(expected));
+  }
+  for (auto& chunk : chunks_) chunk->zero_grad();
+  Pending pending;
+  pending.sp_synced.assign(chunks_.size(), false);
+  StepResult result;
+  const std::vector<Op>& ops = schedule_.ranks[groups_.pp_rank()].ops;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) run_op(i, ops[i], batch, lr, pending, result);
+  for (auto& req : pending.sends) req->wait();
+  for (auto& [index, req] : pending.recvs) req->wait();
+
+  // Mean loss over the global batch, known on the last stage; shared with all.
+  float loss = groups_.is_last_stage() ? static_cast<float>(pending.loss_sum / microbatches_) : 0.0f;
+  if (p.dp > 1) {
+    groups_.dp().all_reduce_sum(&loss, 1);
+    loss /= static_cast<float>(p.dp);
+  }
+  if (p.pp > 1) groups_.pp().broadcast(&loss, 1, p.pp - 1);
+  result.loss = loss;
+  return result;
+}
+
+}  // namespace megascale::engine

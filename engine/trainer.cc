@@ -1,0 +1,210 @@
+// engine/trainer.cc: data + executor + checkpoints + reports for one rank.
+#include "engine/trainer.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "engine/checkpoint.h"
+#include "engine/data_loader.h"
+#include "engine/dataset.h"
+#include "engine/device_cpu.h"
+#include "engine/pipeline_executor.h"
+#include "engine/process_groups.h"
+#include "engine/trace.h"
+#include "model/op_cost.h"
+
+namespace megascale::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Tokens of the built-in synthetic corpus: enough for many distinct samples.
+constexpr size_t kSyntheticTokens = size_t{1} << 18;
+
+std::string synthetic_corpus_path(const TrainOptions& o, int vocab) {
+  return o.work_dir + "/synthetic-v" + std::to_string(vocab) + "-s" + std::to_string(o.seed) + ".msds";
+}
+
+}  // namespace
+
+double cpu_gemm_peak_flops() {
+  constexpr int n = 512;
+  Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
+  double best_s = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.noalias() = a * b;
+    best_s = std::min(best_s, seconds_since(t0));
+  }
+  return 2.0 * n * n * n / best_s;
+}
+
+struct Trainer::Impl {
+  model::Scenario scenario;
+  TrainOptions options;
+  Comm& world;
+  Comm& node;
+  ProcessGroups groups;
+  CpuDevice device;
+  std::unique_ptr<TraceRecorder> trace;
+  std::unique_ptr<PipelineExecutor> executor;
+  std::unique_ptr<NodeDataLoader> loader;
+  CheckpointLayout layout;
+  int64_t start_step = 0;
+  double peak_flops = 0;
+
+  Impl(const model::Scenario& s, const TrainOptions& o, Comm& w, Comm& n)
+      : scenario(s),
+        options(o),
+        world(w),
+        node(n),
+        groups(w, s.parallel.tp, s.parallel.pp, s.parallel.dp),
+        layout(make_checkpoint_layout(s.model, s.parallel)) {
+    if (!options.trace.empty()) trace = std::make_unique<TraceRecorder>(world.rank());
+    ExecutorOptions eo;
+    eo.model = s.model;
+    eo.parallel = s.parallel;
+    eo.optimizations = s.optimizations;
+    eo.optimizer = options.optimizer;
+    eo.seed = options.seed;
+    executor = std::make_unique<PipelineExecutor>(eo, groups, device, trace.get());
+    if (options.resume && !options.checkpoint_dir.empty()) resume();
+
+    DataLoaderOptions lo;
+    lo.dataset_path = dataset_path();
+    lo.job_name = options.job_name;
+    lo.seq_len = s.model.seq_len;
+    lo.global_batch = s.parallel.global_batch;
+    lo.dp = s.parallel.dp;
+    lo.dp_rank = groups.dp_rank();
+    lo.seed = options.seed;
+    lo.start_step = start_step;
+    loader = std::make_unique<NodeDataLoader>(node, lo);
+
+    float peak = world.rank() == 0 ? static_cast<float>(cpu_gemm_peak_flops()) : 0.0f;
+    world.broadcast(&peak, 1, 0);
+    peak_flops = peak;
+  }
+
+  // The dataset to read; makes the built-in synthetic corpus when none is given.
+  std::string dataset_path() {
+    if (!options.data.empty()) return options.data;
+    const std::string path = synthetic_corpus_path(options, scenario.model.vocab);
+    if (world.rank() == 0 && !std::filesystem::exists(path)) {
+      std::filesystem::create_directories(options.work_dir);
+      const std::string tmp = path + ".tmp" + std::to_string(world.rank());
+      write_dataset(tmp, make_synthetic_corpus(static_cast<uint32_t>(scenario.model.vocab),
+                                               kSyntheticTokens, options.seed),
+                    static_cast<uint32_t>(scenario.model.vocab));
+      std::filesystem::rename(tmp, path);
+    }
+    world.barrier();
+    return path;
+  }
+
+  static std::string name(const char* what, int chunk) {
+    return std::string(what) + ".chunk" + std::to_string(chunk);
+  }
+
+  void resume() {
+    const std::optional<int64_t> latest = latest_checkpoint(options.checkpoint_dir);
+    // Every rank must agree: take rank 0's view of the directory.
+    float found = latest.has_value() ? static_cast<float>(*latest) : -1.0f;
+    world.broadcast(&found, 1, 0);
+    if (found < 0) return;
+    const int64_t step = static_cast<int64_t>(found);
+    const ShardState state = load_checkpoint(world, options.checkpoint_dir, step, layout);
+    for (int c = 0; c < executor->num_chunks(); ++c) {
+      ModelChunk& chunk = executor->chunk(c);
+      ShardedOptimizer& opt = executor->optimizer(c);
+      const NamedArray* params = state.find_array(name("params", c));
+      const NamedArray* m = state.find_array(name("exp_avg", c));
+      const NamedArray* v = state.find_array(name("exp_avg_sq", c));
+      if (params == nullptr || m == nullptr || v == nullptr || params->data.size() != chunk.buffer_floats() ||
+          m->data.size() != opt.exp_avg().size() || v->data.size() != opt.exp_avg_sq().size()) {
+        throw CheckpointError(shard_path(options.checkpoint_dir, step, world.rank()), world.rank(),
+                              "contents", "chunk " + std::to_string(c) + " arrays missing or mis-sized");
+      }
+      std::copy(params->data.begin(), params->data.end(), chunk.params());
+      opt.exp_avg() = m->data;
+      opt.exp_avg_sq() = v->data;
+      opt.set_step_count(state.find_value(name("optimizer_step", c)).value_or(step));
+    }
+    start_step = step;
+  }
+
+  void save(int64_t step) {
+    executor->sync_parameters();
+    ShardState state;
+    state.step = step;
+    for (int c = 0; c < executor->num_chunks(); ++c) {
+      ModelChunk& chunk = executor->chunk(c);
+      ShardedOptimizer& opt = executor->optimizer(c);
+      state.arrays.push_back({name("params", c),
+                              std::vector<float>(chunk.params(), chunk.params() + chunk.buffer_floats())});
+      state.arrays.push_back({name("exp_avg", c), opt.exp_avg()});
+      state.arrays.push_back({name("exp_avg_sq", c), opt.exp_avg_sq()});
+      state.values.push_back({name("optimizer_step", c), opt.step_count()});
+    }
+    save_checkpoint(world, options.checkpoint_dir, step, layout, state);
+  }
+
+  void run(const std::function<void(const StepReport&)>& on_step) {
+    const double model_flops =
+        model::model_flops_per_iteration(scenario.model, scenario.parallel.global_batch);
+    const int cores = std::max(1u, std::thread::hardware_concurrency());
+    const double usable_cores = std::min(world.size(), cores);
+    for (int64_t step = start_step; step < options.steps; ++step) {
+      const Batch batch = loader->next();
+      const auto t0 = std::chrono::steady_clock::now();
+      const StepResult r = executor->step(batch, options.learning_rate);
+      float elapsed = static_cast<float>(seconds_since(t0));
+      world.broadcast(&elapsed, 1, 0);
+      StepReport report;
+      report.step = step + 1;
+      report.loss = r.loss;
+      report.grad_norm = r.grad_norm;
+      report.step_time_s = elapsed;
+      report.tokens_per_s = static_cast<double>(scenario.tokens_per_iteration()) / elapsed;
+      report.mfu = model_flops / (elapsed * usable_cores * peak_flops);
+      on_step(report);
+      if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
+          report.step % options.checkpoint_every == 0) {
+        save(report.step);
+      }
+    }
+    executor->sync_parameters();
+    if (trace) {
+      const std::vector<TraceEvent> merged = merge_traces(world, *trace, options.trace);
+      (void)merged;
+    }
+  }
+};
+
+Trainer::Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node)
+    : impl_(std::make_unique<Impl>(scenario, options, world, node)) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::run(const std::function<void(const StepReport&)>& on_step) { impl_->run(on_step); }
+
+int64_t Trainer::start_step() const { return impl_->start_step; }
+
+std::vector<float> Trainer::parameters() {
+  impl_->executor->sync_parameters();
+  std::vector<float> all;
+  for (int c = 0; c < impl_->executor->num_chunks(); ++c) {
+    ModelChunk& chunk = impl_->executor->chunk(c);
+    all.insert(all.end(), chunk.params(), chunk.params() + chunk.num_params());
+  }
+  return all;
+}
+
+}  // namespace megascale::engine

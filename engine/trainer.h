@@ -1,0 +1,80 @@
+// engine/trainer.h: a whole training run on one rank: data, executor, checkpoints,
+// per-step reports and the trace.
+//
+// defines: TrainOptions, StepReport, Trainer, cpu_gemm_peak_flops.
+//
+// Every rank of the job constructs a Trainer over the same world communicator and
+// calls run(); the ranks agree on everything through the communicators (process
+// groups built TP -> PP -> DP, one node-local data reader sharing batches through
+// shared memory, checkpoints with a completion marker).
+//
+// MFU on CPU: model FLOPs (model/op_cost.h model_flops_per_iteration, the same
+// formula as the simulator) over step time x min(processes, cores) x the FLOP/s
+// Eigen's own single-threaded SGEMM reaches on this machine (measured once at
+// start-up on a 512^3 product): the fraction of "what this machine's GEMM can
+// do" that the training step achieves.
+//
+// Thread-safety: one Trainer per rank, used by that rank's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/comm.h"
+#include "engine/optimizer.h"
+#include "model/config.h"
+
+namespace megascale::engine {
+
+struct TrainOptions {
+  int steps = 10;
+  double learning_rate = 1e-3;
+  uint64_t seed = 1234;           // parameters and data sampling
+  std::string data;               // dataset path; empty: the built-in synthetic corpus
+  std::string work_dir = "/tmp/megascale";  // where the synthetic corpus is made
+  std::string checkpoint_dir;     // empty: no checkpoints
+  int checkpoint_every = 0;       // steps; 0: never
+  bool resume = true;             // load the latest complete checkpoint when present
+  std::string trace;              // path prefix: writes PREFIX.json and PREFIX.csv; empty: none
+  OptimizerOptions optimizer;     // betas, eps, weight decay, clipping (kind from scenario)
+  std::string job_name = "job";   // names the shared-memory segment of the loader
+};
+
+struct StepReport {
+  int64_t step = 0;          // 1-based step just completed
+  double loss = 0;
+  double grad_norm = 0;
+  double step_time_s = 0;    // wall time of the step (world rank 0's clock)
+  double tokens_per_s = 0;
+  double mfu = 0;            // see header comment
+};
+
+// Single-threaded Eigen SGEMM FLOP/s on this machine (512^3, best of 3).
+double cpu_gemm_peak_flops();
+
+class Trainer {
+ public:
+  // Collective over `world` (size == tp*pp*dp); `node` groups the ranks that
+  // share one machine (one of them reads the data). Throws std::invalid_argument
+  // for a layout the engine cannot run, DatasetError / CheckpointError for bad
+  // files.
+  Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node);
+  ~Trainer();
+
+  // Runs steps from the resumed step (or 0) up to options.steps; calls `on_step`
+  // on every rank after each step (world rank 0 usually prints).
+  void run(const std::function<void(const StepReport&)>& on_step);
+
+  // The first step run() will execute (after a resume, the checkpoint's step).
+  int64_t start_step() const;
+  // Flat parameters of every chunk of this rank, concatenated (after a sync).
+  std::vector<float> parameters();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace megascale::engine

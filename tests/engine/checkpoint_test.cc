@@ -1,0 +1,207 @@
+// tests/engine/checkpoint_test.cc: save/load round trip and every refusal
+// (corrupt, truncated, partial, different layout), ranks as threads.
+#include "engine/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/comm.h"
+#include "engine/comm_threads.h"
+
+namespace megascale::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+CheckpointLayout layout(int world) {
+  CheckpointLayout l;
+  l.world_size = world;
+  l.dp = world;
+  l.model = "layers=2 hidden=8";
+  return l;
+}
+
+ShardState state_of(int rank) {
+  ShardState s;
+  s.arrays.push_back({"params", {1.0f * rank, 2.5f, -3.0f}});
+  s.arrays.push_back({"exp_avg", std::vector<float>(100, 0.25f * rank)});
+  s.arrays.push_back({"empty", {}});
+  s.values.push_back({"rng", -12345678901234LL + rank});
+  s.values.push_back({"data_cursor", 7});
+  return s;
+}
+
+class CheckpointDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = (fs::temp_directory_path() /
+             ("ckpt_test_" + std::to_string(getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                .string();
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void save(int world, int64_t step) {
+    run_on_threads(world, [&](Comm& c) {
+      save_checkpoint(c, root_, step, layout(world), state_of(c.rank()));
+    });
+  }
+  // Loads with `world` ranks; returns the error text of `rank` ("" if none), and
+  // checks that every rank failed or none did.
+  std::string load_error(int world, int64_t step, const CheckpointLayout& expect, int rank,
+                         std::string* check = nullptr) {
+    std::vector<std::string> errors(world);
+    std::vector<std::string> checks(world);
+    run_on_threads(world, [&](Comm& c) {
+      try {
+        const ShardState s = load_checkpoint(c, root_, step, expect);
+        EXPECT_EQ(s.step, step);
+      } catch (const CheckpointError& e) {
+        errors[c.rank()] = e.what();
+        checks[c.rank()] = e.check();
+      }
+    });
+    for (int r = 0; r < world; ++r)
+      EXPECT_EQ(errors[r].empty(), errors[0].empty()) << "ranks disagree: rank " << r;
+    if (check) *check = checks[rank];
+    return errors[rank];
+  }
+  std::string root_;
+};
+
+TEST_F(CheckpointDir, RoundTripEveryRank) {
+  save(4, 12);
+  EXPECT_TRUE(fs::exists(marker_path(root_, 12)));
+  EXPECT_EQ(latest_checkpoint(root_), 12);
+  std::vector<ShardState> loaded(4);
+  run_on_threads(4, [&](Comm& c) { loaded[c.rank()] = load_checkpoint(c, root_, 12, layout(4)); });
+  for (int r = 0; r < 4; ++r) {
+    const ShardState want = state_of(r);
+    EXPECT_EQ(loaded[r].step, 12);
+    ASSERT_EQ(loaded[r].arrays.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(loaded[r].arrays[i].name, want.arrays[i].name);
+      EXPECT_EQ(loaded[r].arrays[i].data, want.arrays[i].data);  // bitwise
+    }
+    EXPECT_EQ(loaded[r].values, want.values);
+    EXPECT_EQ(loaded[r].find_value("rng"), -12345678901234LL + r);
+    ASSERT_NE(loaded[r].find_array("exp_avg"), nullptr);
+    EXPECT_EQ(loaded[r].find_array("nope"), nullptr);
+  }
+  // No temporary files are left.
+  for (const auto& e : fs::directory_iterator(checkpoint_dir(root_, 12)))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+TEST_F(CheckpointDir, LatestSkipsIncompleteCheckpoints) {
+  EXPECT_FALSE(latest_checkpoint(root_).has_value());
+  save(2, 3);
+  save(2, 10);
+  fs::remove(marker_path(root_, 10));
+  EXPECT_EQ(latest_checkpoint(root_), 3);
+}
+
+TEST_F(CheckpointDir, FlippedByteIsRefused) {
+  save(2, 5);
+  const std::string shard = shard_path(root_, 5, 1);
+  std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(100);
+  char c;
+  f.read(&c, 1);
+  c ^= 0x10;
+  f.seekp(100);
+  f.write(&c, 1);
+  f.close();
+  std::string check;
+  const std::string err = load_error(2, 5, layout(2), 1, &check);
+  EXPECT_EQ(check, "checksum mismatch");
+  EXPECT_NE(err.find(shard), std::string::npos) << err;
+  EXPECT_NE(err.find("(rank 1)"), std::string::npos) << err;
+  // Rank 0's own shard is fine, but it refuses too, naming rank 1.
+  const std::string err0 = load_error(2, 5, layout(2), 0, &check);
+  EXPECT_EQ(check, "refused");
+  EXPECT_NE(err0.find("rank(s) 1"), std::string::npos) << err0;
+}
+
+TEST_F(CheckpointDir, MissingMarkerIsRefused) {
+  save(2, 5);
+  fs::remove(marker_path(root_, 5));
+  std::string check;
+  const std::string err = load_error(2, 5, layout(2), 0, &check);
+  EXPECT_EQ(check, "partial checkpoint");
+  EXPECT_NE(err.find("COMPLETE"), std::string::npos) << err;
+}
+
+TEST_F(CheckpointDir, MissingShardIsRefused) {
+  save(2, 5);
+  fs::remove(shard_path(root_, 5, 1));
+  std::string check;
+  load_error(2, 5, layout(2), 1, &check);
+  EXPECT_EQ(check, "missing shard");
+}
+
+TEST_F(CheckpointDir, TruncatedShardIsRefused) {
+  save(2, 5);
+  const std::string shard = shard_path(root_, 5, 0);
+  fs::resize_file(shard, fs::file_size(shard) - 9);
+  std::string check;
+  load_error(2, 5, layout(2), 0, &check);
+  EXPECT_EQ(check, "truncated");
+  fs::resize_file(shard, 20);
+  load_error(2, 5, layout(2), 0, &check);
+  EXPECT_EQ(check, "truncated");
+}
+
+TEST_F(CheckpointDir, DifferentLayoutOrModelIsRefused) {
+  save(2, 5);
+  std::string check;
+  CheckpointLayout other = layout(2);
+  other.tp = 2;
+  other.dp = 1;
+  std::string err = load_error(2, 5, other, 0, &check);
+  EXPECT_EQ(check, "layout mismatch");
+  EXPECT_NE(err.find("tp is 1 in the checkpoint, 2 in this run"), std::string::npos) << err;
+  other = layout(2);
+  other.model = "layers=4 hidden=8";
+  err = load_error(2, 5, other, 1, &check);
+  EXPECT_EQ(check, "layout mismatch");
+  EXPECT_NE(err.find("layers=4"), std::string::npos) << err;
+  // A different world size: the marker already disagrees.
+  load_error(1, 5, layout(1), 0, &check);
+  EXPECT_EQ(check, "layout mismatch");
+}
+
+TEST_F(CheckpointDir, ResavingAStepReplacesIt) {
+  save(2, 5);
+  save(2, 5);
+  EXPECT_TRUE(load_error(2, 5, layout(2), 0).empty());
+}
+
+TEST(CheckpointLayout, DescribesModelAndLayout) {
+  model::ModelConfig m;
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.seq_len = 32;
+  m.vocab = 128;
+  m.ffn_hidden = 256;
+  model::ParallelConfig p;
+  p.tp = 2;
+  p.pp = 2;
+  p.dp = 2;
+  p.vpp = 2;
+  const CheckpointLayout l = make_checkpoint_layout(m, p);
+  EXPECT_EQ(l.world_size, 8);
+  EXPECT_EQ(l.vpp, 2);
+  EXPECT_EQ(l.model,
+            "layers=4 hidden=64 heads=4 kv_heads=4 seq=32 vocab=128 ffn=256 mlp=gelu "
+            "block=sequential window=0");
+}
+
+}  // namespace
+}  // namespace megascale::engine
