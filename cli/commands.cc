@@ -119,6 +119,11 @@ std::string usage() {
          "  validate [--json] [--write] [--dir DIR]\n"
          "                                 predicted vs published MegaScale figures; --write\n"
          "                                 regenerates results/validation.md\n"
+         "  net collective|ecmp|incast ... the fabric alone: collective times, ECMP\n"
+         "                                 statistics, congestion control under incast\n"
+         "                                 (`megascale net --help`)\n"
+         "  train FILE [--json]            run the real trainer (CPU + MPI) on the scenario;\n"
+         "                                 launches mpirun itself\n"
          "\n"
          "Scenario format: scenarios/README.md. Exit codes: 0 ok, 1 no answer (nothing fits),\n"
          "2 bad input.\n";
@@ -275,6 +280,8 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   if (command == "compare") return cmd_compare(rest, out, err);
   if (command == "search") return cmd_search(rest, out, err);
   if (command == "validate") return cmd_validate(rest, out, err);
+  if (command == "net") return cmd_net(rest, out, err);
+  if (command == "train") return cmd_train(rest, out, err);
   err << "megascale: unknown command '" << command << "'\n\n" << usage();
   return 2;
 }

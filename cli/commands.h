@@ -16,6 +16,10 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err);
 int cmd_compare(const Args& args, std::ostream& out, std::ostream& err);
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err);
 int cmd_validate(const Args& args, std::ostream& out, std::ostream& err);
+// `megascale net collective|ecmp|incast ...` (cli/net_command.cc).
+int cmd_net(const Args& args, std::ostream& out, std::ostream& err);
+// `megascale train FILE [--json]` (cli/train_command.cc).
+int cmd_train(const Args& args, std::ostream& out, std::ostream& err);
 
 // Dispatches argv[1] to a command; prints usage for --help or an unknown command.
 int run_cli(const Args& argv, std::ostream& out, std::ostream& err);

@@ -12,21 +12,25 @@ using model::Op;
 using model::OpKind;
 using model::Stream;
 
-// Forwards the chunks' kernel and TP-collective events to the trace.
+// Forwards the chunks' kernel and TP-collective events to the trace. Chunks
+// report their global virtual stage (c*P + r); the trace, like the Schedule IR,
+// uses the rank-local chunk c.
 class TraceObserver final : public OpObserver {
  public:
-  explicit TraceObserver(TraceRecorder* trace) : trace_(trace) {}
+  TraceObserver(TraceRecorder* trace, int pp) : trace_(trace), pp_(pp) {}
   void op_begin(const OpEvent&) override { start_us_ = TraceRecorder::now_us(); }
   void op_end(const OpEvent& e) override {
     const Stream stream = e.kind == model::LayerStepKind::kCompute ? Stream::kCompute : Stream::kTpComm;
     std::string kind = e.name;
     if (e.backward) kind += ".bwd";
-    trace_->record(stream, kind, e.microbatch, e.chunk, e.layer, start_us_, TraceRecorder::now_us(),
+    const int chunk = e.chunk < 0 ? e.chunk : e.chunk / pp_;
+    trace_->record(stream, kind, e.microbatch, chunk, e.layer, start_us_, TraceRecorder::now_us(),
                    e.bytes, e.flops);
   }
 
  private:
   TraceRecorder* trace_;
+  int pp_;
   double start_us_ = 0;
 };
 
@@ -76,7 +80,7 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
   so.data_pipeline = options_.optimizations.data_pipeline;
   schedule_ = model::build_schedule(so);
 
-  if (trace_ != nullptr) observer_ = std::make_unique<TraceObserver>(trace_);
+  if (trace_ != nullptr) observer_ = std::make_unique<TraceObserver>(trace_, p.pp);
   options_.optimizer.kind = options_.optimizations.optimizer;
   OptimizerOptions per_chunk = options_.optimizer;
   per_chunk.max_grad_norm = 0;  // clipping is global over all chunks (clip_and_step)

@@ -4,6 +4,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <exception>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -30,6 +32,42 @@ constexpr size_t kSyntheticTokens = size_t{1} << 18;
 
 std::string synthetic_corpus_path(const TrainOptions& o, int vocab) {
   return o.work_dir + "/synthetic-v" + std::to_string(vocab) + "-s" + std::to_string(o.seed) + ".msds";
+}
+
+// The options and the layout facts the Trainer relies on; throws
+// std::invalid_argument naming the first bad field. Every rank checks the same
+// values before any collective, so a bad option fails every rank alike.
+const TrainOptions& checked(const TrainOptions& o, const model::Scenario& s) {
+  auto fail = [](const std::string& field, const std::string& why) {
+    throw std::invalid_argument("TrainOptions." + field + ": " + why);
+  };
+  if (o.steps < 0) fail("steps", "must be >= 0, got " + std::to_string(o.steps));
+  if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
+    fail("learning_rate", "must be a finite number > 0, got " + std::to_string(o.learning_rate));
+  }
+  if (o.checkpoint_every < 0) {
+    fail("checkpoint_every", "must be >= 0, got " + std::to_string(o.checkpoint_every));
+  }
+  if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
+    fail("checkpoint_every", "needs checkpoint_dir");
+  }
+  if (o.data.empty() && o.work_dir.empty()) {
+    fail("work_dir", "needed for the synthetic corpus when data is empty");
+  }
+  if (!std::isfinite(o.optimizer.weight_decay) || o.optimizer.weight_decay < 0) {
+    fail("optimizer.weight_decay", "must be a finite number >= 0");
+  }
+  if (!std::isfinite(o.optimizer.max_grad_norm) || o.optimizer.max_grad_norm < 0) {
+    fail("optimizer.max_grad_norm", "must be a finite number >= 0 (0: no clipping)");
+  }
+  const model::ParallelConfig& p = s.parallel;
+  if (p.micro_batch < 1 || p.dp < 1 || p.global_batch < 1 ||
+      p.global_batch % (p.dp * p.micro_batch) != 0) {
+    throw std::invalid_argument("parallel.global_batch: " + std::to_string(p.global_batch) +
+                                " is not a positive multiple of dp * micro_batch = " +
+                                std::to_string(p.dp * p.micro_batch));
+  }
+  return o;
 }
 
 }  // namespace
@@ -62,7 +100,7 @@ struct Trainer::Impl {
 
   Impl(const model::Scenario& s, const TrainOptions& o, Comm& w, Comm& n)
       : scenario(s),
-        options(o),
+        options(checked(o, s)),
         world(w),
         node(n),
         groups(w, s.parallel.tp, s.parallel.pp, s.parallel.dp),
@@ -86,11 +124,49 @@ struct Trainer::Impl {
     lo.dp_rank = groups.dp_rank();
     lo.seed = options.seed;
     lo.start_step = start_step;
-    loader = std::make_unique<NodeDataLoader>(node, lo);
+    loader = make_loader(lo);
 
     float peak = world.rank() == 0 ? static_cast<float>(cpu_gemm_peak_flops()) : 0.0f;
     world.broadcast(&peak, 1, 0);
     peak_flops = peak;
+  }
+
+  // NodeDataLoader throws DatasetError on the node's reader but a plain
+  // runtime_error on the node's other ranks. Agree over the world, so that a bad
+  // dataset is a DatasetError on every rank (megascale-train turns it into exit
+  // status 2 whichever rank aborts first). Every rank gets here: the loader's
+  // constructor is collective over the node and throws on all of its ranks.
+  std::unique_ptr<NodeDataLoader> make_loader(const DataLoaderOptions& lo) {
+    std::unique_ptr<NodeDataLoader> l;
+    std::exception_ptr error;
+    bool dataset_error = false;
+    try {
+      l = std::make_unique<NodeDataLoader>(node, lo);
+    } catch (const DatasetError&) {
+      error = std::current_exception();
+      dataset_error = true;
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const float mine[2] = {error ? 1.0f : 0.0f, dataset_error ? 1.0f : 0.0f};
+    std::vector<float> all(2 * static_cast<size_t>(world.size()));
+    world.all_gather(mine, 2, all.data());
+    int failed_rank = -1, dataset_rank = -1;
+    for (int r = world.size() - 1; r >= 0; --r) {
+      if (all[2 * r] != 0.0f) failed_rank = r;
+      if (all[2 * r + 1] != 0.0f) dataset_rank = r;
+    }
+    if (dataset_error) std::rethrow_exception(error);
+    if (dataset_rank >= 0) {
+      throw DatasetError(lo.dataset_path, "refused: world rank " + std::to_string(dataset_rank) +
+                                              " (a node's reader) could not read it; see its error");
+    }
+    if (error) std::rethrow_exception(error);
+    if (failed_rank >= 0) {
+      throw std::runtime_error("data loader failed on world rank " + std::to_string(failed_rank) +
+                               "; see its error");
+    }
+    return l;
   }
 
   // The dataset to read; makes the built-in synthetic corpus when none is given.

@@ -58,8 +58,11 @@ class Trainer {
  public:
   // Collective over `world` (size == tp*pp*dp); `node` groups the ranks that
   // share one machine (one of them reads the data). Throws std::invalid_argument
-  // for a layout the engine cannot run, DatasetError / CheckpointError for bad
-  // files.
+  // for bad options (naming the field, e.g. "TrainOptions.learning_rate: ...",
+  // checked on every rank before any collective) or a layout the engine cannot
+  // run, DatasetError / CheckpointError for bad files (on every rank: a
+  // dataset only the node's reader opens still fails the others as a
+  // DatasetError naming the file).
   Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node);
   ~Trainer();
 

@@ -138,6 +138,20 @@ struct Optimizations {
   static Optimizations megascale();
 };
 
+// A real engine run (`megascale train`, engine/trainer.h): the [train] table.
+struct TrainConfig {
+  int steps = 10;
+  double learning_rate = 1e-3;
+  int64_t seed = 1234;               // parameter initialisation and data sampling
+  std::string data;                  // MSDS dataset path; "" = built-in synthetic corpus
+  std::string work_dir = "/tmp/megascale";  // where the synthetic corpus is written
+  std::string checkpoint_dir;        // "" = no checkpoints
+  int checkpoint_every = 0;          // steps between checkpoints; 0 = never
+  std::string trace;                 // path prefix for PREFIX.json / PREFIX.csv; "" = none
+  double weight_decay = 0.01;        // AdamW / LAMB decoupled weight decay
+  double max_grad_norm = 1.0;        // global-norm clipping; 0 = off
+};
+
 struct Scenario {
   std::string source;   // file the scenario was read from ("<built-in>" otherwise)
   std::string name;
@@ -147,6 +161,7 @@ struct Scenario {
   ClusterConfig cluster;
   NetworkConfig network;
   Optimizations optimizations;
+  TrainConfig train;
 
   // Tokens processed per iteration: global_batch * seq_len.
   int64_t tokens_per_iteration() const {

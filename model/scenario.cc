@@ -131,6 +131,8 @@ class Section {
   Section(const toml::table& table, std::string name, const std::string& file)
       : table_(table), name_(std::move(name)), file_(file) {}
 
+  const std::string& file() const { return file_; }
+
   // The dotted key of `key` inside this table, e.g. "parallel.tp".
   std::string dotted(std::string_view key) const {
     return name_.empty() ? std::string(key) : name_ + "." + std::string(key);
@@ -574,7 +576,36 @@ constexpr std::string_view kTopLevelKeys[] = {"name",     "model",         "para
                                               "cluster",  "optimizations", "network",  "failures",
                                               "recovery", "run",           "train"};
 // Tables later versions define (DESIGN.md contract 1); accepted but still empty.
-constexpr std::string_view kReservedTables[] = {"failures", "recovery", "run", "train"};
+constexpr std::string_view kReservedTables[] = {"failures", "recovery", "run"};
+
+constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "seed",
+                                           "data",           "work_dir",      "checkpoint_dir",
+                                           "checkpoint_every", "trace",       "weight_decay",
+                                           "max_grad_norm"};
+
+TrainConfig read_train(const Section& s) {
+  s.reject_unknown_keys(kTrainKeys);
+  TrainConfig t;
+  t.steps = s.integer("steps", 1).value_or(t.steps);
+  t.learning_rate = s.positive_number("learning_rate").value_or(t.learning_rate);
+  t.seed = s.integer("seed", 0).value_or(static_cast<int>(t.seed));
+  t.data = s.string("data").value_or(t.data);
+  t.work_dir = s.string("work_dir").value_or(t.work_dir);
+  t.checkpoint_dir = s.string("checkpoint_dir").value_or(t.checkpoint_dir);
+  t.checkpoint_every = s.integer("checkpoint_every", 0).value_or(t.checkpoint_every);
+  t.trace = s.string("trace").value_or(t.trace);
+  t.weight_decay = s.non_negative_number("weight_decay").value_or(t.weight_decay);
+  t.max_grad_norm = s.non_negative_number("max_grad_norm").value_or(t.max_grad_norm);
+  if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
+    s.fail("checkpoint_every", "needs train.checkpoint_dir");
+  }
+  // Relative paths are relative to the scenario file's folder.
+  const std::filesystem::path base = std::filesystem::path(s.file()).parent_path();
+  for (std::string* path : {&t.data, &t.checkpoint_dir, &t.trace}) {
+    if (!path->empty() && std::filesystem::path(*path).is_relative()) *path = (base / *path).string();
+  }
+  return t;
+}
 
 Scenario read_scenario(const toml::table& root, const std::string& source) {
   const Section top(root, "", source);
@@ -600,6 +631,7 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   if (std::optional<Section> s = top.subsection("optimizations")) {
     sc.optimizations = read_optimizations(*s);
   }
+  if (std::optional<Section> s = top.subsection("train")) sc.train = read_train(*s);
   std::string key;
   if (std::optional<std::string> reason =
           check_layout(sc.model, sc.parallel, sc.cluster.gpus, &key)) {

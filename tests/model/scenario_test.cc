@@ -92,6 +92,35 @@ TEST(ScenarioErrorTest, ReservedTableRejectsKeys) {
                "key not supported yet by this version");
 }
 
+TEST(ScenarioTest, TrainTableIsReadWithPathsRelativeToTheFile) {
+  const Scenario sc = parse_scenario(std::string(kValid) + R"([train]
+steps = 7
+learning_rate = 0.02
+seed = 9
+data = "tokens.msds"
+checkpoint_dir = "/abs/ckpt"
+checkpoint_every = 3
+max_grad_norm = 0
+)",
+                                     "dir/t.toml");
+  EXPECT_EQ(sc.train.steps, 7);
+  EXPECT_DOUBLE_EQ(sc.train.learning_rate, 0.02);
+  EXPECT_EQ(sc.train.seed, 9);
+  EXPECT_EQ(sc.train.data, "dir/tokens.msds");
+  EXPECT_EQ(sc.train.checkpoint_dir, "/abs/ckpt");
+  EXPECT_EQ(sc.train.checkpoint_every, 3);
+  EXPECT_EQ(sc.train.max_grad_norm, 0.0);
+  EXPECT_DOUBLE_EQ(parse_scenario(kValid, "t.toml").train.weight_decay, 0.01);
+}
+
+TEST(ScenarioErrorTest, TrainTableErrors) {
+  expect_error(std::string(kValid) + "[train]\nstep = 3\n", 14, "train.step",
+               "unknown key 'step' (did you mean 'steps'?)");
+  expect_error(std::string(kValid) + "[train]\nsteps = 0\n", 14, "train.steps", "must be");
+  expect_error(std::string(kValid) + "[train]\ncheckpoint_every = 5\n", 14,
+               "train.checkpoint_every", "needs train.checkpoint_dir");
+}
+
 TEST(ScenarioErrorTest, WrongType) {
   expect_error(R"([model]
 layers = "24"

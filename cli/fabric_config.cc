@@ -1,0 +1,79 @@
+// cli/fabric_config.cc: see fabric_config.h.
+#include "cli/fabric_config.h"
+
+namespace megascale::cli {
+namespace {
+
+// GpuProfile::nvlink_gbs is bidirectional GB/s; FabricSpec wants Gb/s per direction.
+double nvlink_gbps_of(const model::GpuProfile& gpu) { return gpu.nvlink_gbs / 2.0 * 8.0; }
+
+// GPU <-> NIC PCIe per direction, Gb/s: x16 lanes x 128/130 encoding at 16 GT/s
+// (PCIe 4.0: A100 datasheet "PCIe Gen4 64 GB/s") or 32 GT/s (PCIe 5.0: H100 /
+// H200 SXM datasheets "PCIe Gen5 128 GB/s", bidirectional). GpuProfile has no
+// PCIe field, so the generation is taken from the profile's name; a 400G NIC
+// behind PCIe 4.0 would otherwise be capped at 252 Gb/s.
+double pcie_gbps_of(const model::GpuProfile& gpu) {
+  const bool gen5 = gpu.name.rfind("H100", 0) == 0 || gpu.name.rfind("H200", 0) == 0;
+  return (gen5 ? 32.0 : 16.0) * 16.0 * 128.0 / 130.0;
+}
+
+}  // namespace
+
+network::FabricSpec fabric_spec(const model::NetworkConfig& net, const model::HardwareConfig& hw,
+                                const model::GpuProfile& gpu, int gpus) {
+  network::FabricSpec s = network::fabric_preset(net.preset, gpus);
+  s.gpus_per_server = hw.gpus_per_node;
+  s.nics_per_server = hw.nics_per_node;
+  s.nic_gbps = hw.nic_gbps;
+  s.switch_radix = net.switch_radix;
+  s.switch_port_gbps = net.switch_port_gbps;
+  s.split_ports = net.split_ports;
+  s.tiers = net.tiers;
+  s.oversubscription = net.oversubscription;
+  s.rail_optimized = net.rail_optimized;
+  s.switch_latency_us = net.switch_latency_us;
+  s.link_latency_us = net.link_latency_us;
+  s.nvlink_gbps = net.nvlink_gbps > 0 ? net.nvlink_gbps : nvlink_gbps_of(gpu);
+  s.pcie_gbps = pcie_gbps_of(gpu);
+  return s;
+}
+
+network::FabricSpec default_fabric_spec(const model::GpuProfile& gpu, int gpus) {
+  network::FabricSpec s = network::megascale_clos(gpus);
+  s.gpus_per_server = 8;
+  s.nics_per_server = gpu.default_nics_per_node;
+  s.nic_gbps = gpu.default_nic_gbps;
+  s.nvlink_gbps = nvlink_gbps_of(gpu);
+  s.pcie_gbps = pcie_gbps_of(gpu);
+  return s;
+}
+
+network::EcmpConfig ecmp_config(const model::NetworkConfig& net) {
+  network::EcmpConfig e;
+  const std::optional<network::EcmpHash> hash = network::parse_ecmp_hash(net.ecmp_hash);
+  if (!hash) throw network::FabricError("ecmp_hash", "unknown hash '" + net.ecmp_hash + "' (allowed: crc32, murmur3)");
+  e.hash = *hash;
+  e.polarized = net.polarization;
+  e.qps_per_connection = net.qps_per_connection;
+  if (e.qps_per_connection < 1 || e.qps_per_connection > network::kMaxQpsPerConnection) {
+    throw network::FabricError("qps_per_connection", "must be in 1.." + std::to_string(network::kMaxQpsPerConnection) +
+                                                         ", got " + std::to_string(e.qps_per_connection));
+  }
+  return e;
+}
+
+network::CollectiveOptions collective_options(const model::GpuProfile& gpu, double nic_gbps,
+                                              const model::NetworkConfig& net) {
+  network::CollectiveOptions o;
+  o.nvlink_busbw_gbs = gpu.nvlink_busbw_gbs;
+  o.nic_busbw_gbs = model::nic_busbw_gbs(nic_gbps);
+  const std::optional<network::CcAlgorithm> cc = network::parse_cc_algorithm(net.congestion_control);
+  if (!cc) {
+    throw network::FabricError("congestion_control", "unknown algorithm '" + net.congestion_control +
+                                                         "' (allowed: dcqcn, swift, hybrid, none)");
+  }
+  o.congestion_control = *cc;  // "none": the fluid model with no controller (PFC only)
+  return o;
+}
+
+}  // namespace megascale::cli

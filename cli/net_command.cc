@@ -1,0 +1,525 @@
+// cli/net_command.cc: `megascale net collective|ecmp|incast` - the fabric alone,
+// without a training job (issue 3, "Command"). Parse -> call network/ -> print.
+//
+//   collective: network/collectives.h on the MegaScale fabric sized for the job
+//               (cli/fabric_config.h), or on a scenario's fabric (--scenario);
+//   ecmp:       network/ecmp_stats.h (Monte Carlo through the router + theory);
+//   incast:     network/congestion.h's incast_report (+ incast_svg for --plot).
+// Exit codes as every command (cli/commands.h): 0 ok, 2 bad input - usage errors
+// with the net usage text, scenario errors (file:line: key: reason), fabric
+// errors naming the FabricSpec parameter, unknown GPU profiles.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/fabric_config.h"
+#include "cli/json.h"
+#include "model/hardware.h"
+#include "model/scenario.h"
+#include "network/collectives.h"
+#include "network/congestion.h"
+#include "network/ecmp_stats.h"
+#include "network/routing.h"
+#include "network/topology.h"
+
+namespace megascale::cli {
+namespace {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string net_usage() {
+  return "usage: megascale net <collective|ecmp|incast> [options]\n"
+         "\n"
+         "  collective --op allgather|reducescatter|allreduce|sendrecv --gpus N --bytes B\n"
+         "             [--algo ring|tree|hierarchical] [--gpu A100-SXM4-80GB] [--scenario FILE]\n"
+         "             [--groups G] [--ranks-per-server M] [--placement packed|scattered [--seed S]]\n"
+         "             [--qps Q] [--cc hybrid|dcqcn|swift|none] [--json]\n"
+         "      time, algbw and busbw (nccl-tests conventions, GB/s) of one collective over N\n"
+         "      ranks, with G identical communicators running at once (default 1) laid out as\n"
+         "      Megatron-LM's data-parallel groups, M ranks of each on a server (default\n"
+         "      gcd(N, GPUs per server)); scattered shuffles the servers (rings then cross the\n"
+         "      aggregation and core tiers). On the MegaScale 3-tier fabric sized for them, or\n"
+         "      on the scenario's [network]/[cluster]/[hardware] fabric. B takes K/M/G/T or\n"
+         "      KiB/MiB/GiB/TiB (powers of 1024, as nccl-tests) or KB/MB/GB/TB (powers of 1000).\n"
+         "  ecmp --paths N --flows K --qps Q [--trials T] [--seed S] [--hash crc32|murmur3] [--json]\n"
+         "      K flows of Q QPs hashed onto N equal-cost paths: mean fraction of paths used\n"
+         "      and the efficiency of a synchronous collective (1/E[max load]), measured\n"
+         "      through the router and in theory (balls into bins).\n"
+         "  incast --senders N --cc dcqcn|swift|hybrid|none [--plot FILE.svg] [--duration-us D]\n"
+         "         [--capacity-gbps C] [--no-pfc] [--json]\n"
+         "      N senders into one switch port: queue, throughput and PFC pauses over time;\n"
+         "      --plot writes them as an SVG.\n";
+}
+
+// Flags of one subcommand: boolean switches and options taking a value.
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::set<std::string> switches;
+  std::map<std::string, std::string> values;
+
+  bool has(const std::string& name) const { return values.count(name) > 0; }
+  bool on(const std::string& name) const { return switches.count(name) > 0; }
+};
+
+ParsedArgs parse_args(const Args& args, const std::set<std::string>& switches,
+                      const std::set<std::string>& valued) {
+  ParsedArgs p;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) {
+      p.positional.push_back(a);
+      continue;
+    }
+    std::string name = a, value;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    }
+    if (switches.count(name)) {
+      if (eq != std::string::npos) throw UsageError(name + " takes no value");
+      p.switches.insert(name);
+    } else if (valued.count(name)) {
+      if (eq == std::string::npos) {
+        if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
+        value = args[++i];
+      }
+      p.values[name] = value;
+    } else {
+      throw UsageError("unknown option '" + a + "'");
+    }
+  }
+  if (!p.positional.empty()) throw UsageError("unexpected argument '" + p.positional.front() + "'");
+  return p;
+}
+
+const std::string& required(const ParsedArgs& p, const std::string& name) {
+  auto it = p.values.find(name);
+  if (it == p.values.end()) throw UsageError(name + " is required");
+  return it->second;
+}
+
+int64_t integer(const ParsedArgs& p, const std::string& name, int64_t fallback, int64_t min, int64_t max) {
+  auto it = p.values.find(name);
+  if (it == p.values.end()) return fallback;
+  const std::string& s = it->second;
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    if (used != s.size() || v < min || v > max) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw UsageError(name + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) +
+                     ", got '" + s + "'");
+  }
+}
+
+double number(const ParsedArgs& p, const std::string& name, double fallback) {
+  auto it = p.values.find(name);
+  if (it == p.values.end()) return fallback;
+  const std::string& s = it->second;
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used != s.size() || !(v > 0) || !std::isfinite(v)) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw UsageError(name + " expects a positive number, got '" + s + "'");
+  }
+}
+
+// A size in bytes: a number with an optional unit. K, M, G, T and KiB, MiB, GiB,
+// TiB are powers of 1024 (nccl-tests' -b/-e convention: 1G = 2^30); KB, MB, GB,
+// TB powers of 1000; B or nothing, bytes. Units are case-insensitive. Throws
+// std::invalid_argument with the reason.
+double parse_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("'" + text + "' is not a size (e.g. 1G, 256M, 1GiB, 4096)");
+  }
+  std::string unit;
+  for (size_t i = used; i < text.size(); ++i) {
+    unit.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(text[i]))));
+  }
+  static const std::map<std::string, double> kUnits = {
+      {"", 1.0},          {"B", 1.0},
+      {"K", 0x1p10},      {"KIB", 0x1p10},  {"KB", 1e3},
+      {"M", 0x1p20},      {"MIB", 0x1p20},  {"MB", 1e6},
+      {"G", 0x1p30},      {"GIB", 0x1p30},  {"GB", 1e9},
+      {"T", 0x1p40},      {"TIB", 0x1p40},  {"TB", 1e12}};
+  auto it = kUnits.find(unit);
+  if (it == kUnits.end()) {
+    throw std::invalid_argument("'" + text + "': unknown unit '" + text.substr(used) +
+                                "' (K, M, G, T = powers of 1024, also KiB..TiB; KB..TB = powers of 1000)");
+  }
+  const double bytes = v * it->second;
+  if (!(bytes > 0) || !std::isfinite(bytes) || bytes > 0x1p60) {
+    throw std::invalid_argument("'" + text + "' must be a positive size of at most 1 EiB");
+  }
+  return bytes;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  return fmt(u == 0 ? "%.0f" : "%.2f", b) + " " + units[u];
+}
+
+std::string human_time(double s) {
+  if (s >= 1.0) return fmt("%.3f s", s);
+  if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
+  return fmt("%.1f us", s * 1e6);
+}
+
+JsonObject bottleneck_json(const network::Bottleneck& b) {
+  JsonObject j;
+  j.add("kind", b.kind).add("description", b.description).add("flows", b.flows);
+  j.add("capacity_gbps", b.capacity_gbps).add("rate_gbps", b.rate_gbps);
+  if (b.link >= 0) j.add("link", static_cast<int64_t>(b.link)).add("direction", b.up ? "up" : "down");
+  return j;
+}
+
+JsonObject cc_json(const network::CcEffectUsed& c) {
+  JsonObject j;
+  j.add("algorithm", std::string(network::cc_algorithm_name(c.algorithm))).add("applied", c.applied);
+  j.add("senders_per_bottleneck", c.senders);
+  j.add("achieved_bandwidth_fraction", c.achieved_bandwidth_fraction);
+  j.add("added_latency_us", c.added_latency_us).add("pfc_pause_fraction", c.pfc_pause_fraction);
+  return j;
+}
+
+std::string cc_text(const network::CcEffectUsed& c) {
+  const std::string name(network::cc_algorithm_name(c.algorithm));
+  if (!c.applied) return name + ": no effect on the critical flow (no switch queue shared with it)";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s: %d sub-flows share the bottleneck queue; achieved %.1f%% of it, +%.2f us "
+                "queueing, PFC paused %.1f%% of the time", name.c_str(), c.senders,
+                100 * c.achieved_bandwidth_fraction, c.added_latency_us, 100 * c.pfc_pause_fraction);
+  return buf;
+}
+
+int net_collective(const Args& args, std::ostream& out) {
+  const ParsedArgs p = parse_args(args, {"--json"},
+                                  {"--op", "--gpus", "--bytes", "--gpu", "--algo", "--scenario", "--groups",
+                                   "--ranks-per-server", "--qps", "--cc", "--placement", "--seed"});
+  const std::string& op_name = required(p, "--op");
+  const std::optional<network::CollectiveOp> op = network::parse_collective_op(op_name);
+  if (!op) throw UsageError("--op must be allgather, reducescatter, allreduce or sendrecv, got '" + op_name + "'");
+  required(p, "--gpus");
+  const int ranks = static_cast<int>(integer(p, "--gpus", 0, 2, 1 << 22));
+  double bytes = 0;
+  try {
+    bytes = parse_bytes(required(p, "--bytes"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--bytes: ") + e.what());
+  }
+  network::CollectiveAlgorithm algo = network::CollectiveAlgorithm::kRing;
+  if (p.has("--algo")) {
+    const auto a = network::parse_collective_algorithm(p.values.at("--algo"));
+    if (!a) throw UsageError("--algo must be ring, tree or hierarchical, got '" + p.values.at("--algo") + "'");
+    algo = *a;
+  }
+  if (algo == network::CollectiveAlgorithm::kTree && *op != network::CollectiveOp::kAllReduce &&
+      *op != network::CollectiveOp::kSendRecv) {
+    throw UsageError("--algo tree is for allreduce only (as in NCCL)");
+  }
+  const int groups = static_cast<int>(integer(p, "--groups", 1, 1, 1 << 20));
+  const std::string placement = p.has("--placement") ? p.values.at("--placement") : "packed";
+  if (placement != "packed" && placement != "scattered") {
+    throw UsageError("--placement must be packed or scattered, got '" + placement + "'");
+  }
+  const auto seed = static_cast<uint64_t>(integer(p, "--seed", 1, 0, INT64_MAX));
+
+  // Hardware, fabric, ECMP and CC: the scenario's, or the MegaScale defaults.
+  std::optional<model::Scenario> scenario;
+  if (p.has("--scenario")) scenario = model::load_scenario(p.values.at("--scenario"));
+  const std::string gpu_name =
+      p.has("--gpu") ? p.values.at("--gpu") : (scenario ? scenario->hardware.gpu : std::string("A100-SXM4-80GB"));
+  const model::GpuProfile& gpu = model::gpu_profile(gpu_name);
+  const model::NetworkConfig net = scenario ? scenario->network : model::NetworkConfig{};
+  const int gpus_per_server = scenario ? scenario->hardware.gpus_per_node : 8;
+  const double nic_gbps = scenario ? scenario->hardware.nic_gbps : gpu.default_nic_gbps;
+  const int ranks_per_server =
+      static_cast<int>(integer(p, "--ranks-per-server", std::gcd(ranks, gpus_per_server), 1, gpus_per_server));
+  if (gpus_per_server % ranks_per_server != 0 || ranks % ranks_per_server != 0) {
+    throw UsageError("--ranks-per-server " + std::to_string(ranks_per_server) + " must divide both --gpus (" +
+                     std::to_string(ranks) + ") and the GPUs per server (" + std::to_string(gpus_per_server) + ")");
+  }
+  const int64_t needed = network::strided_groups_gpus(gpus_per_server, groups, ranks, ranks_per_server);
+  if (needed > (1 << 24)) throw UsageError("the job needs " + std::to_string(needed) + " GPUs; at most 16777216");
+
+  network::FabricSpec spec;
+  if (scenario) {
+    if (needed > scenario->cluster.gpus) {
+      throw UsageError(std::to_string(groups) + " x " + std::to_string(ranks) + " ranks at " +
+                       std::to_string(ranks_per_server) + " per server need " + std::to_string(needed) +
+                       " GPUs; the scenario's cluster has " + std::to_string(scenario->cluster.gpus));
+    }
+    spec = fabric_spec(net, scenario->hardware, gpu, scenario->cluster.gpus);
+  } else {
+    spec = default_fabric_spec(gpu, static_cast<int>(needed));
+  }
+  network::EcmpConfig ecmp = ecmp_config(net);
+  ecmp.qps_per_connection =
+      static_cast<int>(integer(p, "--qps", ecmp.qps_per_connection, 1, network::kMaxQpsPerConnection));
+  network::CollectiveOptions options = collective_options(gpu, nic_gbps, net);
+  if (p.has("--cc")) {
+    const auto cc = network::parse_cc_algorithm(p.values.at("--cc"));
+    if (!cc) throw UsageError("--cc must be hybrid, dcqcn, swift or none, got '" + p.values.at("--cc") + "'");
+    options.congestion_control = *cc;
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const network::Topology topology = network::Topology::build(spec);
+  const network::Router router(topology, ecmp);
+  network::CollectiveSimulator sim(topology, router, options);
+  network::CollectiveRequest req;
+  req.op = *op;
+  req.algorithm = algo;
+  req.bytes = bytes;
+  req.groups = network::strided_groups(gpus_per_server, groups, ranks, ranks_per_server);
+  if (placement == "scattered") {
+    network::scatter_servers(&req.groups, gpus_per_server, spec.gpus / gpus_per_server, seed);
+  }
+  const network::CollectiveResult r = sim.run(req);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string busbw_rule = *op == network::CollectiveOp::kAllReduce    ? "algbw x 2(n-1)/n"
+                                 : *op == network::CollectiveOp::kSendRecv ? "algbw"
+                                                                           : "algbw x (n-1)/n";
+  if (p.on("--json")) {
+    JsonObject j;
+    j.add("op", network::to_string(r.op)).add("algorithm", network::to_string(r.algorithm));
+    j.add("gpu", gpu.name).add("ranks", r.ranks).add("groups", r.groups);
+    j.add("ranks_per_server", ranks_per_server).add("servers_per_group", r.servers_per_group);
+    j.add("placement", placement);
+    j.add("bytes", static_cast<int64_t>(std::llround(r.bytes)));
+    j.add("time_s", r.time_s).add("algbw_gbs", r.algbw_gbs).add("busbw_gbs", r.busbw_gbs);
+    j.add("busbw_rule", busbw_rule);
+    j.add("latency_s", r.latency_s).add("bandwidth_s", r.bandwidth_s).add("steps", r.steps);
+    j.add("bottleneck", bottleneck_json(r.bottleneck));
+    j.add("congestion_control", cc_json(r.cc));
+    std::vector<std::string> phases;
+    for (const network::CollectivePhase& ph : r.phases) {
+      JsonObject pj;
+      pj.add("name", ph.name).add("steps", ph.steps).add("step_bandwidth_s", ph.step.bandwidth_s);
+      pj.add("bandwidth_s", ph.bandwidth_s).add("latency_s", ph.latency_s);
+      pj.add("flows_per_step", static_cast<int64_t>(ph.step.subflows));
+      pj.add("network_flows_per_step", static_cast<int64_t>(ph.step.network_subflows));
+      pj.add("cc_limited_flows", static_cast<int64_t>(ph.step.cc_limited_subflows));
+      pj.add("memo_hit", ph.memo_hit);
+      pj.add("bottleneck", bottleneck_json(ph.step.bottleneck)).add("congestion_control", cc_json(ph.step.cc));
+      phases.push_back(pj.str());
+    }
+    j.add_raw("phases", json_array(phases));
+    JsonObject fj;
+    fj.add("preset", spec.preset).add("description", topology.describe());
+    fj.add("gpus", spec.gpus).add("nic_gbps", spec.nic_gbps).add("nic_busbw_gbs", options.nic_busbw_gbs);
+    fj.add("nvlink_busbw_gbs", options.nvlink_busbw_gbs);
+    fj.add("ecmp_hash", network::to_string(ecmp.hash)).add("qps_per_connection", ecmp.qps_per_connection);
+    fj.add("polarized", ecmp.polarized);
+    j.add("fabric", fj);
+    j.add("step_solves", static_cast<int64_t>(r.step_solves)).add("wall_time_s", wall_s);
+    out << j.str() << "\n";
+    return 0;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s (%s) of %s over %d ranks (%d per server, %s) x %d group%s, %s\n",
+                network::to_string(r.op), network::to_string(r.algorithm), human_bytes(bytes).c_str(), r.ranks,
+                ranks_per_server, placement.c_str(), r.groups, r.groups == 1 ? "" : "s", gpu.name.c_str());
+  out << buf;
+  out << "  fabric      " << topology.describe() << "; ECMP " << network::to_string(ecmp.hash) << ", "
+      << ecmp.qps_per_connection << " QP(s) per connection\n";
+  out << "  time        " << human_time(r.time_s) << " (latency " << human_time(r.latency_s) << " + bandwidth "
+      << human_time(r.bandwidth_s) << ")\n";
+  out << "  algbw       " << fmt("%.2f GB/s", r.algbw_gbs) << "\n";
+  out << "  busbw       " << fmt("%.2f GB/s", r.busbw_gbs) << " (" << busbw_rule << ", nccl-tests)\n";
+  out << "  steps       " << r.steps << "\n";
+  out << "  bottleneck  " << r.bottleneck.kind << ": " << r.bottleneck.description << "\n";
+  out << "  congestion  " << cc_text(r.cc) << "\n";
+  out << "  phases\n";
+  for (const network::CollectivePhase& ph : r.phases) {
+    std::snprintf(buf, sizeof buf, "    %-44s %4d steps x %s, %zu flows/step, latency %s%s\n", ph.name.c_str(),
+                  ph.steps, human_time(ph.step.bandwidth_s).c_str(), ph.step.subflows,
+                  human_time(ph.latency_s).c_str(), ph.memo_hit ? " (memoised)" : "");
+    out << buf;
+  }
+  out << "  solved in   " << human_time(wall_s) << "\n";
+  return 0;
+}
+
+int net_ecmp(const Args& args, std::ostream& out) {
+  const ParsedArgs p = parse_args(args, {"--json"}, {"--paths", "--flows", "--qps", "--trials", "--seed", "--hash"});
+  for (const char* name : {"--paths", "--flows", "--qps"}) required(p, name);
+  const int paths = static_cast<int>(integer(p, "--paths", 0, 1, 256));
+  const int flows = static_cast<int>(integer(p, "--flows", 0, 1, 1 << 20));
+  const int qps = static_cast<int>(integer(p, "--qps", 1, 1, network::kMaxQpsPerConnection));
+  const int trials = static_cast<int>(integer(p, "--trials", 1000, 1, 10'000'000));
+  const auto seed = static_cast<uint64_t>(integer(p, "--seed", 1, 0, INT64_MAX));
+  network::EcmpHash hash = network::EcmpHash::kCrc32;
+  if (p.has("--hash")) {
+    const auto h = network::parse_ecmp_hash(p.values.at("--hash"));
+    if (!h) throw UsageError("--hash must be crc32 or murmur3, got '" + p.values.at("--hash") + "'");
+    hash = *h;
+  }
+  if (static_cast<int64_t>(flows) * qps > (1 << 20)) throw UsageError("--flows x --qps must be at most 1048576");
+  const network::EcmpStatistics s = network::ecmp_statistics(paths, flows, qps, trials, seed, hash);
+  if (p.on("--json")) {
+    JsonObject measured, theory, j;
+    measured.add("mean_paths_used_fraction", s.mean_paths_used_fraction);
+    measured.add("collective_efficiency", s.collective_efficiency);
+    measured.add("mean_max_load_flows", s.mean_max_load_flows);
+    theory.add("mean_paths_used_fraction", s.theory_paths_used_fraction);
+    theory.add("collective_efficiency", s.theory_collective_efficiency);
+    j.add("paths", s.paths).add("flows", s.flows).add("qps", s.qps).add("trials", s.trials);
+    j.add("hash", network::to_string(hash));
+    j.add("mean_paths_used_fraction", s.mean_paths_used_fraction);
+    j.add("collective_efficiency", s.collective_efficiency);
+    j.add("measured", measured).add("theory", theory);
+    out << j.str() << "\n";
+    return 0;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%d flows x %d QP(s) on %d equal-cost paths, %d trials (%s)\n", flows, qps, paths,
+                trials, network::to_string(hash));
+  out << buf;
+  out << "                              measured   theory\n";
+  std::snprintf(buf, sizeof buf, "  paths used (fraction)       %8.4f  %8.4f\n", s.mean_paths_used_fraction,
+                s.theory_paths_used_fraction);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "  collective efficiency       %8.4f  %8.4f\n", s.collective_efficiency,
+                s.theory_collective_efficiency);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "  E[max load] (flows)         %8.4f\n", s.mean_max_load_flows);
+  out << buf;
+  return 0;
+}
+
+int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--json", "--no-pfc"},
+                                  {"--senders", "--cc", "--plot", "--duration-us", "--capacity-gbps"});
+  required(p, "--senders");
+  const std::string& cc_name = required(p, "--cc");
+  network::IncastOptions o;
+  o.senders = static_cast<int>(integer(p, "--senders", 0, 1, 4096));
+  const auto cc = network::parse_cc_algorithm(cc_name);
+  if (!cc) throw UsageError("--cc must be dcqcn, swift, hybrid or none, got '" + cc_name + "'");
+  o.cc = *cc;
+  o.duration_us = number(p, "--duration-us", o.duration_us);
+  if (o.duration_us > 1e6) throw UsageError("--duration-us must be at most 1000000 (1 s of simulated time)");
+  o.capacity_gbps = number(p, "--capacity-gbps", o.capacity_gbps);
+  o.pfc = !p.on("--no-pfc");
+  const network::IncastReport r = network::incast_report(o);
+  if (p.has("--plot")) {
+    const std::string& path = p.values.at("--plot");
+    if (!network::write_text_file(path, network::incast_svg(r))) {
+      throw std::invalid_argument("--plot: cannot write '" + path + "'");
+    }
+    if (!p.on("--json")) err << "wrote " << path << "\n";
+  }
+  if (p.on("--json")) {
+    std::string j = network::incast_report_json(r);
+    const size_t close = j.rfind('}');
+    if (p.has("--plot") && close != std::string::npos) {
+      j.insert(close, ",  \"plot\": " + json_escape(p.values.at("--plot")) + "\n");
+    }
+    while (!j.empty() && j.back() == '\n') j.pop_back();
+    out << j << "\n";
+    return 0;
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "incast: %d senders -> one %.0f Gb/s port, %s, PFC %s, %.0f us simulated\n",
+                o.senders, o.capacity_gbps, std::string(network::cc_algorithm_name(o.cc)).c_str(),
+                o.pfc ? "on" : "off", o.duration_us);
+  out << buf;
+  std::snprintf(buf, sizeof buf,
+                "  queue       steady mean %.1f KB, steady max %.1f KB, max %.1f KB (PFC XOFF %.1f KB, limit %.1f KB)\n",
+                r.steady_mean_queue_bytes / 1e3, r.steady_max_queue_bytes / 1e3, r.max_queue_bytes / 1e3,
+                r.pfc_xoff_bytes / 1e3, r.queue_limit_bytes / 1e3);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "  throughput  %.1f%% of the port; Jain fairness %.3f; dropped %.0f bytes\n",
+                100 * r.throughput_fraction, r.jain_fairness, r.dropped_bytes);
+  out << buf;
+  std::snprintf(buf, sizeof buf, "  PFC         senders paused %.1f%% of their active time; port asserted %.1f%%\n",
+                100 * r.pause_fraction, 100 * r.port_pause_asserted_fraction);
+  out << buf;
+  out << "  series (every " << std::max<size_t>(1, r.series.size() / 20) << " samples)\n"
+      << "        t_us   queue_KB   rate_gbps   throughput_gbps   paused_senders\n";
+  const size_t every = std::max<size_t>(1, r.series.size() / 20);
+  for (size_t i = 0; i < r.series.size(); i += every) {
+    const network::FluidSample& s = r.series[i];
+    std::snprintf(buf, sizeof buf, "  %10.0f %10.1f %11.1f %17.1f %16.3f\n", s.t_us, s.queue_bytes / 1e3,
+                  s.total_rate_gbps, s.throughput_gbps, s.paused_senders_fraction);
+    out << buf;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_net(const Args& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    err << "megascale net: missing subcommand\n\n" << net_usage();
+    return 2;
+  }
+  const std::string sub = args[0];
+  if (sub == "--help" || sub == "-h" || sub == "help") {
+    out << net_usage();
+    return 0;
+  }
+  const Args rest(args.begin() + 1, args.end());
+  if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+      std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
+    out << net_usage();
+    return 0;
+  }
+  const std::string where = "megascale net " + sub;
+  try {
+    if (sub == "collective") return net_collective(rest, out);
+    if (sub == "ecmp") return net_ecmp(rest, out);
+    if (sub == "incast") return net_incast(rest, out, err);
+    err << "megascale net: unknown subcommand '" << sub << "' (collective, ecmp, incast)\n\n" << net_usage();
+    return 2;
+  } catch (const UsageError& e) {
+    err << where << ": " << e.what() << "\n\n" << net_usage();
+    return 2;
+  } catch (const model::ScenarioError& e) {
+    err << where << ": " << e.what() << "\n";
+    return 2;
+  } catch (const network::FabricError& e) {
+    err << where << ": cannot build the fabric: parameter " << e.parameter() << ": " << e.reason() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    err << where << ": " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace megascale::cli

@@ -1,0 +1,83 @@
+// cli/train_command.cc: `megascale train FILE [--json]` — the real trainer.
+//
+// Validates the scenario, then launches the engine as an MPI job:
+// `mpirun --oversubscribe -np GPUS megascale-train FILE [--json]` (Open MPI's
+// run-as-root variables set), and returns its exit status. megascale-train
+// (cli/train_main.cc) is a separate executable because the simulator side links
+// SimGrid, whose SMPI layer exports the MPI symbols too.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "model/scenario.h"
+
+namespace megascale::cli {
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// megascale-train next to this binary (both are built into the build folder).
+std::string engine_binary() {
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  return (self.parent_path() / "megascale-train").string();
+}
+
+}  // namespace
+
+int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
+  (void)out;  // the engine processes print straight to the terminal
+  bool json = false;
+  std::vector<std::string> files;
+  for (const std::string& a : args) {
+    if (a == "--json") {
+      json = true;
+    } else if (a.rfind("--", 0) == 0) {
+      err << "megascale train: unknown option '" << a << "'\n\n" << usage();
+      return 2;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.size() != 1) {
+    err << "megascale train: expects exactly one scenario FILE\n\n" << usage();
+    return 2;
+  }
+  int gpus = 0;
+  try {
+    const model::Scenario s = model::load_scenario(files[0]);
+    if (s.hardware.gpu != "cpu") {
+      throw model::ScenarioError(s.source, 0, 0, "hardware.gpu",
+                                 "the engine runs on CPU in this version: set gpu = \"cpu\" (got \"" +
+                                     s.hardware.gpu + "\")");
+    }
+    gpus = s.cluster.gpus;
+  } catch (const model::ScenarioError& e) {
+    err << "megascale train: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string engine = engine_binary();
+  if (!std::filesystem::exists(engine)) {
+    err << "megascale train: " << engine << " is missing (build the megascale-train target)\n";
+    return 1;
+  }
+  std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+                    std::to_string(gpus) + " " + shell_quote(engine) + " " + shell_quote(files[0]);
+  if (json) cmd += " --json";
+  err.flush();
+  const int status = std::system(cmd.c_str());
+  if (status == -1) {
+    err << "megascale train: cannot run mpirun (is openmpi-bin installed? scripts/setup.sh)\n";
+    return 1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace megascale::cli

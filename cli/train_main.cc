@@ -1,0 +1,129 @@
+// cli/train_main.cc: `megascale-train FILE [--json]`, one rank of the engine.
+//
+// Started by `megascale train` under mpirun (or by hand: `mpirun -np N
+// megascale-train FILE`). Every rank builds a Trainer (engine/trainer.h); world
+// rank 0 prints one line, or one JSON object {step, loss, step_time_s,
+// tokens_per_s, mfu, grad_norm}, per step. A failure on one rank aborts the job
+// (MPI_Abort) so that no rank is left blocked in a collective; exit status 2
+// for bad input (scenario, dataset, checkpoint), 1 otherwise.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/json.h"
+#include "engine/checkpoint.h"
+#include "engine/comm_mpi.h"
+#include "engine/dataset.h"
+#include "engine/trainer.h"
+#include "model/scenario.h"
+
+namespace megascale::cli {
+namespace {
+
+engine::TrainOptions train_options(const model::Scenario& s) {
+  engine::TrainOptions o;
+  const model::TrainConfig& t = s.train;
+  o.steps = t.steps;
+  o.learning_rate = t.learning_rate;
+  o.seed = static_cast<uint64_t>(t.seed);
+  o.data = t.data;
+  o.work_dir = t.work_dir;
+  o.checkpoint_dir = t.checkpoint_dir;
+  o.checkpoint_every = t.checkpoint_every;
+  o.trace = t.trace;
+  o.optimizer.weight_decay = t.weight_decay;
+  o.optimizer.max_grad_norm = t.max_grad_norm;
+  o.job_name = "megascale-" + std::to_string(getppid());
+  return o;
+}
+
+int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world, engine::Comm& node,
+                  std::ostream& out);
+
+int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::ostream& out,
+             std::ostream& err) {
+  engine::MpiEnvironment env(argc, argv);
+  auto world = engine::MpiComm::world();
+  auto node = world->split_shared();
+  if (world->size() != s.cluster.gpus) {
+    if (world->rank() == 0) {
+      err << "megascale train: " << s.source << ": cluster.gpus: the scenario needs "
+          << s.cluster.gpus << " processes, the MPI job has " << world->size() << "\n";
+    }
+    return 2;
+  }
+  try {
+    return train_on_rank(s, json, *world, *node, out);
+  } catch (const std::exception& e) {
+    // One rank's failure must not leave the others blocked in a collective.
+    err << "megascale train: rank " << world->rank() << ": " << e.what() << "\n" << std::flush;
+    const bool bad_input = dynamic_cast<const engine::DatasetError*>(&e) != nullptr ||
+                           dynamic_cast<const engine::CheckpointError*>(&e) != nullptr ||
+                           dynamic_cast<const std::invalid_argument*>(&e) != nullptr;
+    MPI_Abort(MPI_COMM_WORLD, bad_input ? 2 : 1);
+    return bad_input ? 2 : 1;
+  }
+}
+
+int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
+                  engine::Comm& node, std::ostream& out) {
+  engine::Comm* world = &world_comm;
+  engine::Trainer trainer(s, train_options(s), *world, node);
+  if (world->rank() == 0 && !json) {
+    out << s.name << ": " << s.cluster.gpus << " processes, TP " << s.parallel.tp << " PP "
+        << s.parallel.pp << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp
+        << ", steps " << trainer.start_step() + 1 << ".." << s.train.steps << "\n";
+  }
+  trainer.run([&](const engine::StepReport& r) {
+    if (world->rank() != 0) return;
+    if (json) {
+      JsonObject j;
+      j.add("step", static_cast<int64_t>(r.step)).add("loss", r.loss);
+      j.add("step_time_s", r.step_time_s).add("tokens_per_s", r.tokens_per_s).add("mfu", r.mfu);
+      j.add("grad_norm", r.grad_norm);
+      out << j.str() << "\n" << std::flush;
+    } else {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "step %4lld  loss %.5f  grad norm %.3f  %.3f s  %.0f tokens/s  MFU %.1f%%\n",
+                    static_cast<long long>(r.step), r.loss, r.grad_norm, r.step_time_s, r.tokens_per_s,
+                    100 * r.mfu);
+      out << buf << std::flush;
+    }
+  });
+  return 0;
+}
+
+}  // namespace
+}  // namespace megascale::cli
+
+int main(int argc, char** argv) {
+  using namespace megascale;
+  bool json = false;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") {
+      json = true;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.size() != 1) {
+    std::cerr << "usage: megascale-train FILE [--json] (normally started by `megascale train`)\n";
+    return 2;
+  }
+  try {
+    const model::Scenario s = model::load_scenario(files[0]);
+    return cli::run_rank(&argc, &argv, s, json, std::cout, std::cerr);
+  } catch (const model::ScenarioError& e) {
+    // Every rank reads the same file: let one of them say so.
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (rank == nullptr || std::string(rank) == "0") std::cerr << "megascale-train: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,690 @@
+// network/collectives.cc: see collectives.h for the model and its sources.
+#include "network/collectives.h"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace megascale::network {
+namespace {
+
+constexpr double kBitsPerByte = 8.0;
+
+[[noreturn]] void bad_request(const std::string& reason) {
+  throw std::invalid_argument("collective: " + reason);
+}
+
+// The ranks of one communicator grouped by server: servers in order of first
+// appearance in rank order, each with its GPUs in rank order.
+std::vector<std::vector<int>> by_server(const Topology& t, const std::vector<int>& group) {
+  std::vector<std::vector<int>> servers;
+  std::unordered_map<int, size_t> index;
+  index.reserve(group.size());
+  for (int gpu : group) {
+    const int server = t.server_of_gpu(gpu);
+    auto [it, fresh] = index.emplace(server, servers.size());
+    if (fresh) servers.emplace_back();
+    servers[it->second].push_back(gpu);
+  }
+  return servers;
+}
+
+size_t min_ranks_per_server(const std::vector<std::vector<int>>& servers) {
+  size_t m = std::numeric_limits<size_t>::max();
+  for (const auto& s : servers) m = std::min(m, s.size());
+  return m;
+}
+
+size_t max_ranks_per_server(const std::vector<std::vector<int>>& servers) {
+  size_t m = 0;
+  for (const auto& s : servers) m = std::max(m, s.size());
+  return m;
+}
+
+uint64_t mix64(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return h;
+}
+
+uint64_t hash_flows(std::span<const StepFlow> flows) {
+  uint64_t h = flows.size();
+  for (const StepFlow& f : flows) {
+    h = mix64(h, (static_cast<uint64_t>(static_cast<uint32_t>(f.src_gpu)) << 32) |
+                     static_cast<uint32_t>(f.dst_gpu));
+    h = mix64(h, static_cast<uint32_t>(f.connection));
+    h = mix64(h, std::bit_cast<uint64_t>(f.bytes));
+  }
+  return h;
+}
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c);
+  return buf;
+}
+
+std::string node_name(const Topology& t, NodeId node) {
+  return std::string(to_string(t.kind(node))) + " " + std::to_string(t.index_in_kind(node));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Names and conventions
+
+const char* to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllGather: return "allgather";
+    case CollectiveOp::kReduceScatter: return "reducescatter";
+    case CollectiveOp::kAllReduce: return "allreduce";
+    case CollectiveOp::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+const char* to_string(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+std::optional<CollectiveOp> parse_collective_op(std::string_view name) {
+  std::string s;
+  for (char c : name) {
+    if (c != '-' && c != '_') s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  if (s == "allgather") return CollectiveOp::kAllGather;
+  if (s == "reducescatter") return CollectiveOp::kReduceScatter;
+  if (s == "allreduce") return CollectiveOp::kAllReduce;
+  if (s == "sendrecv") return CollectiveOp::kSendRecv;
+  return std::nullopt;
+}
+
+std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view name) {
+  if (name == "ring") return CollectiveAlgorithm::kRing;
+  if (name == "tree") return CollectiveAlgorithm::kTree;
+  if (name == "hierarchical") return CollectiveAlgorithm::kHierarchical;
+  return std::nullopt;
+}
+
+double busbw_factor(CollectiveOp op, int ranks) {
+  if (ranks < 1) throw std::invalid_argument("busbw_factor: ranks must be >= 1");
+  const double n = ranks;
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (n - 1.0) / n;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter: return (n - 1.0) / n;
+    case CollectiveOp::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+// ---------------------------------------------------------------------------
+// Layouts and step patterns
+
+std::vector<std::vector<int>> strided_groups(int gpus_per_server, int groups, int ranks,
+                                             int ranks_per_server) {
+  if (gpus_per_server < 1 || groups < 1 || ranks < 1 || ranks_per_server < 1) {
+    throw std::invalid_argument("strided_groups: sizes must be positive");
+  }
+  if (gpus_per_server % ranks_per_server != 0) {
+    throw std::invalid_argument("strided_groups: ranks_per_server (" + std::to_string(ranks_per_server) +
+                                ") must divide gpus_per_server (" + std::to_string(gpus_per_server) + ")");
+  }
+  if (ranks % ranks_per_server != 0) {
+    throw std::invalid_argument("strided_groups: ranks_per_server (" + std::to_string(ranks_per_server) +
+                                ") must divide the ranks (" + std::to_string(ranks) + ")");
+  }
+  const int slots = gpus_per_server / ranks_per_server;
+  const int servers_per_group = ranks / ranks_per_server;
+  std::vector<std::vector<int>> out(static_cast<size_t>(groups));
+  for (int g = 0; g < groups; ++g) {
+    std::vector<int>& group = out[static_cast<size_t>(g)];
+    group.reserve(static_cast<size_t>(ranks));
+    const int64_t first_server = static_cast<int64_t>(g / slots) * servers_per_group;
+    const int first_local = (g % slots) * ranks_per_server;
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t server = first_server + r / ranks_per_server;
+      const int64_t gpu = server * gpus_per_server + first_local + r % ranks_per_server;
+      if (gpu > std::numeric_limits<int>::max()) throw std::invalid_argument("strided_groups: too many GPUs");
+      group.push_back(static_cast<int>(gpu));
+    }
+  }
+  return out;
+}
+
+int64_t strided_groups_gpus(int gpus_per_server, int groups, int ranks, int ranks_per_server) {
+  if (gpus_per_server < 1 || groups < 1 || ranks < 1 || ranks_per_server < 1 ||
+      gpus_per_server % ranks_per_server != 0 || ranks % ranks_per_server != 0) {
+    throw std::invalid_argument("strided_groups_gpus: inconsistent sizes");
+  }
+  const int64_t slots = gpus_per_server / ranks_per_server;
+  const int64_t slices = (groups + slots - 1) / slots;
+  return slices * (ranks / ranks_per_server) * gpus_per_server;
+}
+
+void scatter_servers(std::vector<std::vector<int>>* groups, int gpus_per_server, int servers, uint64_t seed) {
+  if (gpus_per_server < 1 || servers < 1) throw std::invalid_argument("scatter_servers: sizes must be positive");
+  std::vector<int> perm(static_cast<size_t>(servers));
+  for (int i = 0; i < servers; ++i) perm[static_cast<size_t>(i)] = i;
+  uint64_t state = seed;
+  auto splitmix64 = [&state] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (int i = servers - 1; i > 0; --i) {
+    const auto j = static_cast<size_t>(splitmix64() % static_cast<uint64_t>(i + 1));
+    std::swap(perm[static_cast<size_t>(i)], perm[j]);
+  }
+  for (std::vector<int>& group : *groups) {
+    for (int& gpu : group) {
+      const int server = gpu / gpus_per_server;
+      if (gpu < 0 || server >= servers) {
+        throw std::invalid_argument("scatter_servers: GPU " + std::to_string(gpu) + " is not on one of the " +
+                                    std::to_string(servers) + " servers");
+      }
+      gpu = perm[static_cast<size_t>(server)] * gpus_per_server + gpu % gpus_per_server;
+    }
+  }
+}
+
+void ring_step_flows(const Topology& topology, std::span<const std::vector<int>> groups,
+                     double chunk_bytes, std::vector<StepFlow>* out) {
+  for (const std::vector<int>& group : groups) {
+    const std::vector<std::vector<int>> servers = by_server(topology, group);
+    const size_t k = servers.size();
+    // NVLink: each server's local ranks in a cycle (with several servers, the
+    // channels' chains and their PXN hop to the exit GPU, aggregated).
+    for (const std::vector<int>& local : servers) {
+      const size_t m = local.size();
+      if (m < 2) continue;
+      for (size_t j = 0; j < m; ++j) out->push_back({local[j], local[(j + 1) % m], 0, chunk_bytes});
+    }
+    if (k < 2) continue;
+    // Network: channel c from local rank c of each server to that of the next.
+    const size_t channels = min_ranks_per_server(servers);
+    const double per_channel = chunk_bytes / static_cast<double>(channels);
+    for (size_t c = 0; c < channels; ++c) {
+      for (size_t s = 0; s < k; ++s) {
+        out->push_back({servers[s][c], servers[(s + 1) % k][c], static_cast<int32_t>(c), per_channel});
+      }
+    }
+  }
+}
+
+int btree_parent(int rank, int ranks) {
+  if (rank <= 0 || rank >= ranks) return -1;
+  int bit = 1;
+  for (; bit < ranks; bit <<= 1) {
+    if (bit & rank) break;
+  }
+  int up = (rank ^ bit) | (bit << 1);
+  if (up >= ranks) up = rank ^ bit;
+  return up;
+}
+
+int dtree_parent(int tree, int rank, int ranks) {
+  if (tree == 0) return btree_parent(rank, ranks);
+  if (ranks % 2 == 1) {  // shift by one
+    const int u = btree_parent((rank - 1 + ranks) % ranks, ranks);
+    return u == -1 ? -1 : (u + 1) % ranks;
+  }
+  const int u = btree_parent(ranks - 1 - rank, ranks);  // mirror
+  return u == -1 ? -1 : ranks - 1 - u;
+}
+
+int tree_step_flows(const Topology& topology, std::span<const std::vector<int>> groups, double bytes,
+                    std::vector<StepFlow>* out) {
+  int max_depth = 0;
+  for (const std::vector<int>& group : groups) {
+    const std::vector<std::vector<int>> servers = by_server(topology, group);
+    const int k = static_cast<int>(servers.size());
+    // The chain through each server's ranks: S each way per edge (both trees).
+    for (const std::vector<int>& local : servers) {
+      for (size_t j = 0; j + 1 < local.size(); ++j) {
+        out->push_back({local[j], local[j + 1], 0, bytes});
+        out->push_back({local[j + 1], local[j], 0, bytes});
+      }
+    }
+    if (k < 2) continue;
+    const size_t channels = min_ranks_per_server(servers);
+    const double per_flow = bytes / 2.0 / static_cast<double>(channels);
+    for (int tree = 0; tree < 2; ++tree) {
+      std::vector<int> depth(static_cast<size_t>(k), -1);
+      for (int r = 0; r < k; ++r) {
+        const int parent = dtree_parent(tree, r, k);
+        if (parent < 0) continue;
+        for (size_t c = 0; c < channels; ++c) {
+          const auto conn = static_cast<int32_t>(2 * c + static_cast<size_t>(tree));
+          out->push_back({servers[static_cast<size_t>(r)][c], servers[static_cast<size_t>(parent)][c], conn, per_flow});
+          out->push_back({servers[static_cast<size_t>(parent)][c], servers[static_cast<size_t>(r)][c], conn, per_flow});
+        }
+      }
+      // Depth of each node: follow parents (at most log2(k) + 1 steps each).
+      for (int r = 0; r < k; ++r) {
+        int d = 0;
+        for (int x = r; dtree_parent(tree, x, k) >= 0 && d <= k; x = dtree_parent(tree, x, k)) ++d;
+        max_depth = std::max(max_depth, d);
+      }
+    }
+  }
+  return max_depth;
+}
+
+// ---------------------------------------------------------------------------
+// The simulator
+
+struct CollectiveSimulator::Memo {
+  struct Entry {
+    std::vector<StepFlow> flows;
+    StepOutcome outcome;
+  };
+  std::unordered_map<uint64_t, std::vector<Entry>> steps;
+  size_t entries = 0;
+  struct CcLite {
+    double fraction = 1, added_latency_us = 0, pause_fraction = 0;
+  };
+  std::map<CongestionInput, CcLite> cc;
+};
+
+CollectiveSimulator::CollectiveSimulator(const Topology& topology, const Router& router,
+                                         CollectiveOptions options)
+    : topology_(topology), router_(router), options_(options), memo_(std::make_unique<Memo>()) {
+  if (&router.topology() != &topology) {
+    throw std::invalid_argument("CollectiveSimulator: the router belongs to another topology");
+  }
+  if (!(options_.nvlink_busbw_gbs > 0) || !(options_.nic_busbw_gbs > 0) ||
+      !std::isfinite(options_.nvlink_busbw_gbs) || !std::isfinite(options_.nic_busbw_gbs)) {
+    throw std::invalid_argument("CollectiveSimulator: nvlink_busbw_gbs and nic_busbw_gbs must be positive");
+  }
+  capacity_gbps_ = topology.link_capacity_gbps();
+  const double nic_gbps = options_.nic_busbw_gbs * kBitsPerByte;
+  for (int l = 0; l < topology.num_links(); ++l) {
+    if (topology.link(l).kind == LinkKind::kNicTor) {
+      capacity_gbps_[static_cast<size_t>(l)] = std::min(capacity_gbps_[static_cast<size_t>(l)], nic_gbps);
+    }
+  }
+}
+
+CollectiveSimulator::~CollectiveSimulator() = default;
+
+void CollectiveSimulator::clear_cache() {
+  memo_->steps.clear();
+  memo_->entries = 0;
+  memo_->cc.clear();
+  solver_.clear_cache();
+}
+
+size_t CollectiveSimulator::cache_entries() const { return memo_->entries; }
+
+StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, bool* memo_hit) {
+  const uint64_t key = hash_flows(flows);
+  if (auto it = memo_->steps.find(key); it != memo_->steps.end()) {
+    for (const Memo::Entry& e : it->second) {
+      if (std::equal(e.flows.begin(), e.flows.end(), flows.begin(), flows.end())) {
+        if (memo_hit) *memo_hit = true;
+        StepOutcome o = e.outcome;
+        o.solver = {};
+        return o;
+      }
+    }
+  }
+  if (memo_hit) *memo_hit = false;
+
+  const Topology& t = topology_;
+  const int gpus = t.spec().gpus;
+  const int qps = router_.config().qps_per_connection;
+
+  // NVLink flows each GPU sends: they share its busbw.
+  std::vector<int32_t> nvlink_out(static_cast<size_t>(gpus), 0);
+  for (const StepFlow& f : flows) {
+    if (f.src_gpu < 0 || f.src_gpu >= gpus || f.dst_gpu < 0 || f.dst_gpu >= gpus) {
+      bad_request("GPU " + std::to_string(f.src_gpu < 0 || f.src_gpu >= gpus ? f.src_gpu : f.dst_gpu) +
+                  " is outside the fabric's " + std::to_string(gpus) + " GPUs");
+    }
+    if (f.src_gpu == f.dst_gpu) bad_request("a flow from GPU " + std::to_string(f.src_gpu) + " to itself");
+    if (!(f.bytes >= 0) || !std::isfinite(f.bytes)) bad_request("flow bytes must be finite and >= 0");
+    if (t.server_of_gpu(f.src_gpu) == t.server_of_gpu(f.dst_gpu)) ++nvlink_out[static_cast<size_t>(f.src_gpu)];
+  }
+
+  FlowSet fs;
+  fs.reserve(flows.size() * static_cast<size_t>(qps), flows.size() * static_cast<size_t>(qps) * 10);
+  std::vector<uint8_t> network;  // per sub-flow
+  network.reserve(flows.size() * static_cast<size_t>(qps));
+  std::vector<LinkId> path;
+  const double nvlink_gbps = options_.nvlink_busbw_gbs * kBitsPerByte;
+  const double nic_gbps = options_.nic_busbw_gbs * kBitsPerByte;
+  for (const StepFlow& f : flows) {
+    if (t.server_of_gpu(f.src_gpu) == t.server_of_gpu(f.dst_gpu)) {
+      path.clear();
+      router_.route_gpus(f.src_gpu, f.dst_gpu, kRoceSourcePortMin, &path);
+      fs.add(path, f.bytes, nvlink_gbps / nvlink_out[static_cast<size_t>(f.src_gpu)]);
+      network.push_back(0);
+      continue;
+    }
+    const NodeId a = t.nic_node_of_gpu(f.src_gpu);
+    const NodeId b = t.nic_node_of_gpu(f.dst_gpu);
+    const uint16_t base = router_.connection_base_port(a, b, static_cast<uint32_t>(f.connection));
+    for (int q = 0; q < qps; ++q) {
+      path.clear();
+      if (!router_.route_gpus(f.src_gpu, f.dst_gpu, Router::qp_source_port(base, q), &path)) {
+        throw std::logic_error("collective: no route from GPU " + std::to_string(f.src_gpu) + " to GPU " +
+                               std::to_string(f.dst_gpu));
+      }
+      fs.add(path, f.bytes / qps, nic_gbps / qps);
+      network.push_back(1);
+    }
+  }
+
+  const RateSolution sol = solver_.solve_rates(capacity_gbps_, fs);
+
+  // Sub-flows crossing each link (the N of congestion_effect).
+  std::vector<int32_t> crossing(capacity_gbps_.size(), 0);
+  for (size_t i = 0; i < fs.size(); ++i) {
+    for (LinkId l : fs.path(i)) ++crossing[static_cast<size_t>(l)];
+  }
+
+  StepOutcome o;
+  o.transfers = flows.size();
+  o.subflows = fs.size();
+  o.solver = sol.stats;
+  o.cc.algorithm = options_.congestion_control;
+  double added_sum_us = 0;
+  size_t critical = fs.size();
+  double critical_rate = 0;
+  Memo::CcLite critical_cc;
+  bool critical_cc_applied = false;
+  int critical_senders = 0;
+  for (size_t i = 0; i < fs.size(); ++i) {
+    const std::span<const LinkId> p = fs.path(i);
+    const double latency_us = t.path_latency_us(p);
+    const double bytes = fs.bytes(i);
+    const double rate = sol.rate_gbps[i];
+    const LinkId b = sol.bottleneck_link[i];
+    Memo::CcLite cc;
+    bool applied = false;
+    int senders = 0;
+    if (options_.congestion_effect && b >= 0 && bytes > 0 && crossing[static_cast<size_t>(b)] >= 2 &&
+        t.is_fabric_switch(t.link(b).src)) {
+      CongestionInput in;
+      in.senders_per_bottleneck = crossing[static_cast<size_t>(b)];
+      in.flow_bytes = bytes;
+      in.link_capacity_gbps = t.link(b).capacity_gbps;
+      in.base_rtt_us = std::max(1.0, std::round(2.0 * latency_us));
+      in.controller = options_.congestion_control;
+      in.pfc = options_.pfc;
+      auto it = memo_->cc.find(in);
+      if (it == memo_->cc.end()) {
+        const CongestionEffect e = congestion_effect(in);
+        it = memo_->cc.emplace(in, Memo::CcLite{e.achieved_bandwidth_fraction, e.added_latency_us,
+                                                e.pfc_pause_fraction}).first;
+      }
+      cc = it->second;
+      applied = true;
+      senders = in.senders_per_bottleneck;
+      ++o.cc_limited_subflows;
+    }
+    if (network[i]) {
+      ++o.network_subflows;
+      o.network_path_latency_us = std::max(o.network_path_latency_us, latency_us);
+      added_sum_us += cc.added_latency_us;
+    } else {
+      o.nvlink_path_latency_us = std::max(o.nvlink_path_latency_us, latency_us);
+    }
+    double time_s = 0;
+    if (bytes > 0) {
+      const double effective_gbps = rate * std::max(cc.fraction, 1e-9);
+      time_s = effective_gbps > 0 ? bytes * kBitsPerByte / (effective_gbps * 1e9)
+                                  : std::numeric_limits<double>::infinity();
+    }
+    if (critical == fs.size() || time_s > o.bandwidth_s) {
+      o.bandwidth_s = time_s;
+      critical = i;
+      critical_rate = rate;
+      critical_cc = cc;
+      critical_cc_applied = applied;
+      critical_senders = senders;
+    }
+  }
+  if (o.network_subflows > 0) o.mean_added_latency_us = added_sum_us / static_cast<double>(o.network_subflows);
+
+  if (critical < fs.size()) {
+    Bottleneck& bn = o.bottleneck;
+    const LinkId b = sol.bottleneck_link[critical];
+    bn.rate_gbps = critical_rate;
+    const bool net = network[critical] != 0;
+    if (b >= 0) {
+      const Link& link = t.link(b);
+      bn.kind = to_string(link.kind);
+      bn.link = b;
+      bn.up = link.up;
+      bn.flows = crossing[static_cast<size_t>(b)];
+      bn.capacity_gbps = capacity_gbps_[static_cast<size_t>(b)];
+      bn.description = bn.kind + " link " + (link.up ? "up" : "down") + " (" + node_name(t, link.src) + " -> " +
+                       node_name(t, link.dst) + "), " +
+                       format("%.0f Gb/s shared by %.0f sub-flows, slowest at %.1f Gb/s", bn.capacity_gbps,
+                              bn.flows, critical_rate);
+      if (link.kind == LinkKind::kNicTor) bn.description += " (NIC line rate x NCCL efficiency)";
+    } else if (b == kLimitedByRateCap) {
+      bn.kind = net ? "nic-cap" : "nvlink-cap";
+      bn.flows = 1;
+      bn.capacity_gbps = fs.rate_cap_gbps(critical);
+      bn.description = net ? format("per-flow cap: NIC NCCL busbw %.1f GB/s over %.0f QP(s) = %.1f Gb/s each",
+                                    options_.nic_busbw_gbs, qps, bn.capacity_gbps)
+                           : format("per-flow cap: NVLink NCCL busbw %.0f GB/s per GPU over %.0f flow(s) = %.0f Gb/s",
+                                    options_.nvlink_busbw_gbs,
+                                    nvlink_gbps / std::max(bn.capacity_gbps, 1e-12), bn.capacity_gbps);
+    } else {
+      bn.kind = "none";
+      bn.description = "no limit (empty path)";
+    }
+    o.cc.applied = critical_cc_applied;
+    o.cc.senders = critical_senders;
+    o.cc.achieved_bandwidth_fraction = critical_cc.fraction;
+    o.cc.added_latency_us = critical_cc.added_latency_us;
+    o.cc.pfc_pause_fraction = critical_cc.pause_fraction;
+  }
+
+  if (memo_->entries >= options_.max_step_memo_entries) {
+    memo_->steps.clear();
+    memo_->entries = 0;
+  }
+  memo_->steps[key].push_back({std::vector<StepFlow>(flows.begin(), flows.end()), o});
+  ++memo_->entries;
+  return o;
+}
+
+namespace {
+
+struct RingShape {
+  int network_hops = 0;  // per traversal: k - 1
+  int nvlink_hops = 0;   // per traversal: n - k
+};
+
+RingShape ring_shape(const Topology& t, std::span<const std::vector<int>> groups) {
+  RingShape r;
+  for (const std::vector<int>& g : groups) {
+    const int n = static_cast<int>(g.size());
+    const int k = static_cast<int>(by_server(t, g).size());
+    r.network_hops = std::max(r.network_hops, k - 1);
+    r.nvlink_hops = std::max(r.nvlink_hops, n - k);
+  }
+  return r;
+}
+
+}  // namespace
+
+CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
+  const Topology& t = topology_;
+  const NcclLatency& lat = options_.latency;
+  if (request.groups.empty()) bad_request("no groups");
+  const size_t n = request.groups.front().size();
+  if (n < 2) bad_request("a communicator needs at least 2 ranks, got " + std::to_string(n));
+  if (!(request.bytes >= 0) || !std::isfinite(request.bytes)) bad_request("bytes must be finite and >= 0");
+  const int gpus = t.spec().gpus;
+  std::vector<uint8_t> seen(static_cast<size_t>(gpus), 0);
+  for (size_t g = 0; g < request.groups.size(); ++g) {
+    const std::vector<int>& group = request.groups[g];
+    if (group.size() != n) {
+      bad_request("groups differ in size (" + std::to_string(n) + " and " + std::to_string(group.size()) + ")");
+    }
+    for (int gpu : group) {
+      if (gpu < 0 || gpu >= gpus) {
+        bad_request("GPU " + std::to_string(gpu) + " is outside the fabric's " + std::to_string(gpus) + " GPUs");
+      }
+      if (seen[static_cast<size_t>(gpu)]++) bad_request("GPU " + std::to_string(gpu) + " appears twice");
+    }
+  }
+
+  CollectiveResult r;
+  r.op = request.op;
+  r.algorithm = request.algorithm;
+  r.bytes = request.bytes;
+  r.ranks = static_cast<int>(n);
+  r.groups = static_cast<int>(request.groups.size());
+  {
+    const auto servers = by_server(t, request.groups.front());
+    r.servers_per_group = static_cast<int>(servers.size());
+    r.ranks_per_server = static_cast<int>(max_ranks_per_server(servers));
+  }
+  const double S = request.bytes;
+  const double dn = static_cast<double>(n);
+  std::vector<StepFlow> flows;
+
+  auto add_phase = [&](std::string name, int steps, const std::vector<StepFlow>& step_flows,
+                       auto latency_us_of) {
+    CollectivePhase ph;
+    ph.name = std::move(name);
+    ph.steps = steps;
+    ph.step = solve_step(step_flows, &ph.memo_hit);
+    ph.bandwidth_s = steps * ph.step.bandwidth_s;
+    ph.latency_s = latency_us_of(ph.step) * 1e-6;
+    (ph.memo_hit ? r.step_memo_hits : r.step_solves) += 1;
+    r.phases.push_back(std::move(ph));
+  };
+  // A ring phase over `subgroups`, each rank moving `chunk` per step.
+  auto ring_phase = [&](std::string name, std::span<const std::vector<int>> subgroups, double chunk, int steps,
+                        int traversals) {
+    flows.clear();
+    ring_step_flows(t, subgroups, chunk, &flows);
+    const RingShape shape = ring_shape(t, subgroups);
+    add_phase(std::move(name), steps, flows, [&](const StepOutcome& s) {
+      return lat.base_us +
+             traversals * (shape.network_hops * (lat.network_hop_us + s.network_path_latency_us +
+                                                 s.mean_added_latency_us) +
+                           shape.nvlink_hops * (lat.nvlink_hop_us + s.nvlink_path_latency_us));
+    });
+  };
+  const char* op_name = request.op == CollectiveOp::kAllGather       ? "all-gather"
+                        : request.op == CollectiveOp::kReduceScatter ? "reduce-scatter"
+                                                                     : "all-reduce";
+  const int ring_steps = static_cast<int>(n) - 1;
+
+  if (request.op == CollectiveOp::kSendRecv) {
+    flows.clear();
+    for (const std::vector<int>& g : request.groups) {
+      for (size_t i = 0; i < n; ++i) flows.push_back({g[i], g[(i + 1) % n], 0, S});
+    }
+    add_phase("sendrecv", 1, flows, [&](const StepOutcome& s) {
+      const double hop = s.network_subflows > 0
+                             ? lat.network_hop_us + s.network_path_latency_us + s.mean_added_latency_us
+                             : lat.nvlink_hop_us + s.nvlink_path_latency_us;
+      return lat.base_us + hop;
+    });
+  } else if (request.algorithm == CollectiveAlgorithm::kRing) {
+    const bool ar = request.op == CollectiveOp::kAllReduce;
+    ring_phase(std::string("ring ") + op_name, request.groups, S / dn, ar ? 2 * ring_steps : ring_steps, ar ? 2 : 1);
+  } else if (request.algorithm == CollectiveAlgorithm::kTree) {
+    if (request.op != CollectiveOp::kAllReduce) {
+      bad_request(std::string("the tree algorithm is all-reduce only (as in NCCL), not ") + to_string(request.op));
+    }
+    flows.clear();
+    const int depth = tree_step_flows(t, request.groups, S, &flows);
+    const int chain_hops = r.ranks_per_server - 1;
+    add_phase("double binary tree all-reduce (pipelined)", 1, flows, [&](const StepOutcome& s) {
+      return lat.base_us + 2.0 * (chain_hops * (lat.nvlink_hop_us + s.nvlink_path_latency_us) +
+                                  depth * (lat.network_hop_us + s.network_path_latency_us +
+                                           s.mean_added_latency_us));
+    });
+  } else {  // hierarchical
+    std::vector<std::vector<int>> intra, inter;
+    size_t m = 0;
+    for (const std::vector<int>& g : request.groups) {
+      const std::vector<std::vector<int>> servers = by_server(t, g);
+      m = servers.front().size();
+      for (const auto& s : servers) {
+        if (s.size() != m) {
+          bad_request("hierarchical needs the same number of ranks on every server of a group (" +
+                      std::to_string(m) + " and " + std::to_string(s.size()) + ")");
+        }
+      }
+      if (m > 1) intra.insert(intra.end(), servers.begin(), servers.end());
+      if (servers.size() > 1) {
+        for (size_t j = 0; j < m; ++j) {
+          std::vector<int> rail;
+          for (const auto& s : servers) rail.push_back(s[j]);
+          inter.push_back(std::move(rail));
+        }
+      }
+    }
+    const double dm = static_cast<double>(m);
+    const int intra_steps = static_cast<int>(m) - 1;
+    const int inter_steps = r.servers_per_group - 1;
+    auto intra_phase = [&](const char* what) {
+      if (!intra.empty()) ring_phase(std::string("intra-node ") + what + " (NVLink)", intra, S / dm, intra_steps, 1);
+    };
+    auto inter_phase = [&](const char* what, bool allreduce) {
+      if (inter.empty()) return;
+      ring_phase(std::string("inter-node ") + what + " (ring per rail)", inter, S / dn,
+                 allreduce ? 2 * inter_steps : inter_steps, allreduce ? 2 : 1);
+    };
+    switch (request.op) {
+      case CollectiveOp::kAllReduce:
+        intra_phase("reduce-scatter");
+        inter_phase("all-reduce", true);
+        intra_phase("all-gather");
+        break;
+      case CollectiveOp::kAllGather:
+        inter_phase("all-gather", false);
+        intra_phase("all-gather");
+        break;
+      case CollectiveOp::kReduceScatter:
+        intra_phase("reduce-scatter");
+        inter_phase("reduce-scatter", false);
+        break;
+      case CollectiveOp::kSendRecv: break;
+    }
+  }
+
+  const CollectivePhase* slowest = nullptr;
+  for (const CollectivePhase& ph : r.phases) {
+    r.latency_s += ph.latency_s;
+    r.bandwidth_s += ph.bandwidth_s;
+    r.steps += ph.steps;
+    if (slowest == nullptr || ph.bandwidth_s > slowest->bandwidth_s) slowest = &ph;
+  }
+  if (slowest != nullptr) {
+    r.bottleneck = slowest->step.bottleneck;
+    r.cc = slowest->step.cc;
+  }
+  r.time_s = r.latency_s + r.bandwidth_s;
+  r.algbw_gbs = r.time_s > 0 ? S / r.time_s / 1e9 : 0.0;
+  r.busbw_gbs = r.algbw_gbs * busbw_factor(request.op, r.ranks);
+  return r;
+}
+
+}  // namespace megascale::network

@@ -1,0 +1,352 @@
+// tests/cli/net_command_test.cc: integration tests of `megascale net ...`
+// (cli/net_command.cc), running the real binary.
+//
+// Each test runs MEGASCALE_BINARY in a child process whose working directory is
+// the source tree, capturing stdout, stderr and the exit status (the helper is a
+// copy of the one in tests/cli/cli_test.cc), and checks: the JSON keys of each
+// subcommand (collective: time_s, algbw_gbs, busbw_gbs, steps, bottleneck; ecmp:
+// mean_paths_used_fraction, collective_efficiency, measured and theory; incast:
+// queue, throughput, PFC pauses and the series), the numbers that REFERENCE.md
+// pins (8 x A100 ~230 GB/s busbw, ~24 GB/s per 200G NIC, ECMP 0.39 for 8 flows
+// on 8 paths), the SVG plot, --scenario, and exit code 2 with a clear message
+// for bad options, scenario errors and fabrics that cannot be built.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSourceDir = MEGASCALE_SOURCE_DIR;
+const std::string kBinary = MEGASCALE_BINARY;
+const std::string kSmall = kSourceDir + "/scenarios/example-small.toml";
+
+struct RunResult {
+  int exit_code = -1;  // -1: did not exit normally (signal)
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+std::string read_all(int fd) {
+  std::string s;
+  lseek(fd, 0, SEEK_SET);
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+// An unlinked temporary file, for capturing one stream of the child.
+int capture_file() {
+  std::string tmpl = fs::temp_directory_path() / "megascale-net-XXXXXX";
+  const int fd = mkstemp(tmpl.data());
+  if (fd >= 0) unlink(tmpl.c_str());
+  return fd;
+}
+
+// Runs `megascale args...` in the source directory and waits for it.
+RunResult run_megascale(const std::vector<std::string>& args) {
+  RunResult r;
+  const int out_fd = capture_file();
+  const int err_fd = capture_file();
+  if (out_fd < 0 || err_fd < 0) {
+    ADD_FAILURE() << "cannot create capture files";
+    return r;
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(kBinary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(kSourceDir.c_str()) != 0) _exit(126);
+    if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed";
+  } else {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+    }
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  }
+  r.out = read_all(out_fd);
+  r.err = read_all(err_fd);
+  close(out_fd);
+  close(err_fd);
+  return r;
+}
+
+std::string dump(const RunResult& r) {
+  return "exit " + std::to_string(r.exit_code) + " signal " + std::to_string(r.signal) + "\n--- stdout:\n" +
+         r.out.substr(0, 4000) + "\n--- stderr:\n" + r.err.substr(0, 4000);
+}
+
+std::string json_key(const std::string& key) { return "\"" + key + "\": "; }
+
+bool has_key(const std::string& json, const std::string& key) {
+  return json.find(json_key(key)) != std::string::npos;
+}
+
+// The number after `"key": ` at or after `from`; NaN when absent.
+double number_after(const std::string& json, const std::string& key, size_t from = 0) {
+  const std::string pattern = json_key(key);
+  const size_t at = json.find(pattern, from);
+  if (at == std::string::npos) return std::nan("");
+  const char* begin = json.c_str() + at + pattern.size();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end == begin ? std::nan("") : v;
+}
+
+// One JSON object on stdout: starts with '{', ends with "}\n", nothing else.
+void expect_one_object(const RunResult& r) {
+  ASSERT_FALSE(r.out.empty()) << dump(r);
+  EXPECT_EQ(r.out.front(), '{') << dump(r);
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << dump(r);
+}
+
+class NetCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = fs::temp_directory_path() / "megascale-net-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+  fs::path dir_;
+};
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST_F(NetCommandTest, CollectiveJsonIntraNode) {
+  const RunResult r = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  expect_one_object(r);
+  for (const char* key : {"time_s", "algbw_gbs", "busbw_gbs", "steps", "bottleneck", "congestion_control", "phases",
+                          "latency_s", "bandwidth_s", "fabric"}) {
+    EXPECT_TRUE(has_key(r.out, key)) << key << "\n" << dump(r);
+  }
+  EXPECT_EQ(number_after(r.out, "bytes"), 1073741824.0);
+  EXPECT_EQ(number_after(r.out, "steps"), 14);
+  // REFERENCE.md: ~230 GB/s NCCL busbw on 8 x A100 NVLink.
+  EXPECT_NEAR(number_after(r.out, "busbw_gbs"), 230.0, 0.05 * 230.0) << r.out;
+  const double algbw = number_after(r.out, "algbw_gbs");
+  EXPECT_NEAR(number_after(r.out, "busbw_gbs"), algbw * 2 * 7 / 8, 1e-6 * algbw);
+  EXPECT_NEAR(number_after(r.out, "algbw_gbs"), 1073741824.0 / number_after(r.out, "time_s") / 1e9, 1e-6 * algbw);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST_F(NetCommandTest, CollectivePerNicAndText) {
+  const RunResult j = run_megascale({"net", "collective", "--op", "allgather", "--gpus", "16", "--ranks-per-server",
+                                     "1", "--bytes", "1GiB", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << dump(j);
+  EXPECT_NEAR(number_after(j.out, "busbw_gbs"), 24.0, 0.03 * 24.0) << j.out;  // one 200G NIC
+  EXPECT_EQ(number_after(j.out, "servers_per_group"), 16);
+  // H100 profile: 400G NDR NICs behind PCIe 5.0: REFERENCE.md 46-49 GB/s per NIC.
+  const RunResult h = run_megascale({"net", "collective", "--op", "allgather", "--gpus", "16", "--ranks-per-server",
+                                     "1", "--bytes", "1GiB", "--gpu", "H100-SXM5-80GB", "--json"});
+  ASSERT_EQ(h.exit_code, 0) << dump(h);
+  EXPECT_GT(number_after(h.out, "busbw_gbs"), 46.0) << h.out;
+  EXPECT_LT(number_after(h.out, "busbw_gbs"), 49.0) << h.out;
+
+  const RunResult t = run_megascale({"net", "collective", "--op", "sendrecv", "--gpus", "2", "--ranks-per-server",
+                                     "1", "--bytes", "256M"});
+  ASSERT_EQ(t.exit_code, 0) << dump(t);
+  for (const char* word : {"time", "algbw", "busbw", "steps", "bottleneck", "congestion"}) {
+    EXPECT_NE(t.out.find(word), std::string::npos) << word << "\n" << dump(t);
+  }
+  EXPECT_EQ(t.out.find('{'), std::string::npos);  // text, not JSON
+}
+
+TEST_F(NetCommandTest, CollectiveAlgorithmsGroupsAndScenario) {
+  for (const char* algo : {"ring", "tree", "hierarchical"}) {
+    const RunResult r = run_megascale(
+        {"net", "collective", "--op", "allreduce", "--gpus", "64", "--bytes", "256M", "--algo", algo, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << algo << "\n" << dump(r);
+    EXPECT_NE(r.out.find(std::string("\"algorithm\": \"") + algo + "\""), std::string::npos) << r.out;
+    EXPECT_GT(number_after(r.out, "busbw_gbs"), 20.0) << r.out;
+  }
+  // 64 DP groups of 192 ranks on 12,288 GPUs, 4 QPs: one step pattern solved.
+  const RunResult dp = run_megascale({"net", "collective", "--op", "allgather", "--gpus", "192", "--groups", "64",
+                                      "--ranks-per-server", "1", "--bytes", "64M", "--qps", "4", "--json"});
+  ASSERT_EQ(dp.exit_code, 0) << dump(dp);
+  EXPECT_EQ(number_after(dp.out, "steps"), 191);
+  EXPECT_EQ(number_after(dp.out, "step_solves"), 1);
+  EXPECT_EQ(number_after(dp.out, "qps_per_connection"), 4);
+  EXPECT_EQ(number_after(dp.out, "flows_per_step"), 4 * 12288);
+  // The scenario's fabric: example-small has 16 GPUs.
+  const RunResult sc = run_megascale(
+      {"net", "collective", "--op", "allreduce", "--gpus", "16", "--bytes", "64M", "--scenario", kSmall, "--json"});
+  ASSERT_EQ(sc.exit_code, 0) << dump(sc);
+  EXPECT_EQ(number_after(sc.out, "gpus", sc.out.find(json_key("fabric"))), 16);
+}
+
+TEST_F(NetCommandTest, CollectiveScatteredPlacementShowsEcmpCollisions) {
+  // 8 DP groups of 128 ranks (one per rail) on 1,024 GPUs: packed rings stay
+  // under their ToR set (NIC-bound); scattered rings cross the aggregation tier,
+  // where ECMP collisions slow them, and more QPs per connection help.
+  auto busbw = [](const std::string& placement, const std::string& qps) {
+    const RunResult r = run_megascale({"net", "collective", "--op", "allgather", "--gpus", "128", "--groups", "8",
+                                       "--ranks-per-server", "1", "--bytes", "1G", "--placement", placement, "--qps",
+                                       qps, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << dump(r);
+    return number_after(r.out, "busbw_gbs");
+  };
+  const double packed = busbw("packed", "1");
+  const double scattered1 = busbw("scattered", "1");
+  const double scattered16 = busbw("scattered", "16");
+  EXPECT_NEAR(packed, 24.0, 0.05 * 24.0);
+  EXPECT_LT(scattered1, 0.75 * packed);
+  EXPECT_GT(scattered16, 1.2 * scattered1);
+}
+
+TEST_F(NetCommandTest, EcmpJson) {
+  const RunResult r =
+      run_megascale({"net", "ecmp", "--paths", "8", "--flows", "8", "--qps", "1", "--trials", "2000", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  expect_one_object(r);
+  for (const char* key : {"mean_paths_used_fraction", "collective_efficiency", "measured", "theory"}) {
+    EXPECT_TRUE(has_key(r.out, key)) << key << "\n" << dump(r);
+  }
+  // REFERENCE.md: k = n = 8: paths used 1 - (7/8)^8 = 0.656, efficiency ~0.39.
+  EXPECT_NEAR(number_after(r.out, "mean_paths_used_fraction"), 0.656, 0.02);
+  EXPECT_NEAR(number_after(r.out, "collective_efficiency"), 0.39, 0.03);
+  const size_t theory = r.out.find(json_key("theory"));
+  EXPECT_NEAR(number_after(r.out, "collective_efficiency", theory), 0.385, 0.01);
+
+  const RunResult text = run_megascale({"net", "ecmp", "--paths", "8", "--flows", "8", "--qps", "16"});
+  ASSERT_EQ(text.exit_code, 0) << dump(text);
+  EXPECT_NE(text.out.find("measured"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("theory"), std::string::npos) << text.out;
+}
+
+TEST_F(NetCommandTest, IncastJsonAndPlot) {
+  const std::string svg = path("incast.svg");
+  const RunResult r =
+      run_megascale({"net", "incast", "--senders", "8", "--cc", "hybrid", "--plot", svg, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  expect_one_object(r);
+  for (const char* key : {"senders", "cc", "steady_mean_queue_bytes", "max_queue_bytes", "throughput_fraction",
+                          "pause_fraction", "series", "t_us", "queue_bytes", "throughput_gbps",
+                          "paused_senders_fraction", "plot"}) {
+    EXPECT_TRUE(has_key(r.out, key)) << key << "\n" << dump(r);
+  }
+  EXPECT_EQ(number_after(r.out, "senders"), 8);
+  EXPECT_GT(number_after(r.out, "throughput_fraction"), 0.5);
+  const std::string plot = read_file(svg);
+  EXPECT_EQ(plot.rfind("<svg", 0), 0u) << plot.substr(0, 200);
+  EXPECT_NE(plot.find("</svg>"), std::string::npos);
+
+  const RunResult text = run_megascale({"net", "incast", "--senders", "4", "--cc", "dcqcn"});
+  ASSERT_EQ(text.exit_code, 0) << dump(text);
+  for (const char* word : {"queue", "throughput", "PFC", "series"}) {
+    EXPECT_NE(text.out.find(word), std::string::npos) << word << "\n" << dump(text);
+  }
+}
+
+TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+    bool usage;  // the net usage text follows
+  };
+  const std::vector<Case> cases = {
+      {{"net"}, "missing subcommand", true},
+      {{"net", "frobnicate"}, "unknown subcommand 'frobnicate'", true},
+      {{"net", "collective", "--op", "broadcast", "--gpus", "8", "--bytes", "1G"}, "--op must be", true},
+      {{"net", "collective", "--op", "allreduce", "--bytes", "1G"}, "--gpus is required", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "1", "--bytes", "1G"}, "--gpus expects an integer", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "12XB"}, "unknown unit 'XB'", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "-5"}, "positive size", true},
+      {{"net", "collective", "--op", "allgather", "--gpus", "8", "--bytes", "1G", "--algo", "tree"},
+       "allreduce only", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--algo", "nvls"},
+       "--algo must be", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--ranks-per-server", "3"},
+       "--ranks-per-server 3 must divide", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--gpu", "V100"},
+       "unknown GPU profile 'V100'", false},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "262144", "--bytes", "1G"},
+       "cannot build the fabric: parameter gpus", false},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "32", "--bytes", "1G", "--scenario", kSmall},
+       "the scenario's cluster has 16", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--frobnicate"},
+       "unknown option '--frobnicate'", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--placement", "random"},
+       "--placement must be packed or scattered", true},
+      {{"net", "ecmp", "--paths", "8", "--flows", "8"}, "--qps is required", true},
+      {{"net", "ecmp", "--paths", "0", "--flows", "8", "--qps", "1"}, "--paths expects an integer in 1..256", true},
+      {{"net", "incast", "--senders", "4", "--cc", "reno"}, "--cc must be", true},
+      {{"net", "incast", "--senders", "4", "--cc", "dcqcn", "--plot", "/nonexistent-dir/x.svg"}, "cannot write",
+       false},
+  };
+  for (const Case& c : cases) {
+    const RunResult r = run_megascale(c.args);
+    std::string joined;
+    for (const std::string& a : c.args) joined += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << joined << "\n" << dump(r);
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << joined << "\n" << dump(r);
+    EXPECT_EQ(r.err.find("usage: megascale net") != std::string::npos, c.usage) << joined << "\n" << dump(r);
+    EXPECT_TRUE(r.out.empty()) << joined << "\n" << dump(r);
+  }
+}
+
+TEST_F(NetCommandTest, ScenarioAndFabricErrorsPassThrough) {
+  // A scenario error names file, line, key and reason.
+  std::string text = read_file(kSmall);
+  const std::string bad_scenario = write("bad.toml", text + "\n[network]\nswitch_radix = \"wide\"\n");
+  const RunResult s =
+      run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--scenario", bad_scenario});
+  EXPECT_EQ(s.exit_code, 2) << dump(s);
+  EXPECT_NE(s.err.find("bad.toml:"), std::string::npos) << dump(s);
+  EXPECT_NE(s.err.find("switch_radix"), std::string::npos) << dump(s);
+
+  // A fabric that cannot be built names the FabricSpec parameter.
+  const size_t at = text.find("nic_gbps = 200");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("nic_gbps = 200").size(), "nic_gbps = 800");
+  const std::string bad_fabric = write("fabric.toml", text);
+  const RunResult f =
+      run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--scenario", bad_fabric});
+  EXPECT_EQ(f.exit_code, 2) << dump(f);
+  EXPECT_NE(f.err.find("parameter nic_gbps"), std::string::npos) << dump(f);
+}
+
+TEST_F(NetCommandTest, HelpExitsZero) {
+  const RunResult r = run_megascale({"net", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("collective"), std::string::npos);
+  EXPECT_NE(r.out.find("ecmp"), std::string::npos);
+  EXPECT_NE(r.out.find("incast"), std::string::npos);
+}
+
+}  // namespace

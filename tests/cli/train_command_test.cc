@@ -1,0 +1,207 @@
+// tests/cli/train_command_test.cc: `megascale train FILE [--json]` end to end —
+// the real binary (MEGASCALE_BINARY) launching the real engine
+// (megascale-train, built next to it) under mpirun, on a copy of
+// scenarios/cpu/train-small.toml (4 processes: TP 2 x PP 2 x VPP 2) cut to 3
+// steps, written into a fresh temporary directory with its work_dir there too.
+//
+// Checks: one JSON object per step on stdout with {step, loss, step_time_s,
+// tokens_per_s}, finite loss, exit 0; and the bad-input paths, each exit 2 with
+// a message naming the culprit: hardware.gpu other than "cpu", an unknown
+// [train] key (file:line), a corrupt dataset given as train.data (the file).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSourceDir = MEGASCALE_SOURCE_DIR;
+const std::string kBinary = MEGASCALE_BINARY;
+const std::string kTrainSmall = kSourceDir + "/scenarios/cpu/train-small.toml";
+
+struct RunResult {
+  int exit_code = -1;  // -1: did not exit normally
+  std::string out;
+  std::string err;
+};
+
+std::string read_all(int fd) {
+  std::string s;
+  lseek(fd, 0, SEEK_SET);
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+// An unlinked temporary file capturing one stream of the child.
+int capture_file() {
+  std::string tmpl = fs::temp_directory_path() / "megascale-train-cli-XXXXXX";
+  const int fd = mkstemp(tmpl.data());
+  if (fd >= 0) unlink(tmpl.c_str());
+  return fd;
+}
+
+// Runs `megascale args...` in the source directory and waits for it.
+RunResult run_megascale(const std::vector<std::string>& args) {
+  RunResult r;
+  const int out_fd = capture_file();
+  const int err_fd = capture_file();
+  if (out_fd < 0 || err_fd < 0) {
+    ADD_FAILURE() << "cannot create capture files";
+    return r;
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(kBinary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(kSourceDir.c_str()) != 0) _exit(126);
+    if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed";
+  } else {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+    }
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  }
+  r.out = read_all(out_fd);
+  r.err = read_all(err_fd);
+  close(out_fd);
+  close(err_fd);
+  return r;
+}
+
+std::string dump(const RunResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout:\n" + r.out.substr(0, 4000) +
+         "\n--- stderr:\n" + r.err.substr(0, 4000);
+}
+
+std::vector<std::string> nonempty_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+// The number after `"key": ` in a JSON object line as cli/json.cc writes it;
+// NaN when absent or not a number.
+double number_after(const std::string& json, const std::string& key) {
+  const std::string pattern = "\"" + key + "\": ";
+  const size_t at = json.find(pattern);
+  if (at == std::string::npos) return std::nan("");
+  const char* begin = json.c_str() + at + pattern.size();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end == begin ? std::nan("") : v;
+}
+
+class TrainCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = fs::temp_directory_path() / "megascale-train-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    std::ifstream in(kTrainSmall);
+    ASSERT_TRUE(in.good()) << kTrainSmall;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    scenario_ = ss.str();
+    // 3 steps, the synthetic corpus made under this test's directory. [train]
+    // is the file's last table: lines appended go into it.
+    replace("steps = 20", "steps = 3");
+    scenario_ += "work_dir = \"" + (dir_ / "work").string() + "\"\n";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void replace(const std::string& from, const std::string& to) {
+    const size_t at = scenario_.find(from);
+    ASSERT_NE(at, std::string::npos) << "'" << from << "' not in " << kTrainSmall;
+    scenario_.replace(at, from.size(), to);
+  }
+  std::string write_scenario() {
+    const std::string path = (dir_ / "train-small.toml").string();
+    std::ofstream(path) << scenario_;
+    return path;
+  }
+  int line_count() const {
+    int n = 0;
+    for (char c : scenario_) n += c == '\n';
+    return n;
+  }
+
+  fs::path dir_;
+  std::string scenario_;
+};
+
+TEST_F(TrainCommandTest, JsonPrintsOneObjectPerStep) {
+  const RunResult r = run_megascale({"train", write_scenario(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const std::vector<std::string> lines = nonempty_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << dump(r);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& j = lines[i];
+    EXPECT_EQ(j.front(), '{') << j;
+    EXPECT_EQ(j.back(), '}') << j;
+    EXPECT_EQ(number_after(j, "step"), static_cast<double>(i + 1)) << j;
+    const double loss = number_after(j, "loss");
+    EXPECT_TRUE(std::isfinite(loss)) << j;
+    // An untrained model of vocab 96 scores about ln(96) = 4.56 nats.
+    EXPECT_GT(loss, 1.0) << j;
+    EXPECT_LT(loss, 8.0) << j;
+    EXPECT_GT(number_after(j, "step_time_s"), 0.0) << j;
+    EXPECT_GT(number_after(j, "tokens_per_s"), 0.0) << j;
+  }
+}
+
+TEST_F(TrainCommandTest, RefusesAHardwareGpuOtherThanCpu) {
+  replace("gpu = \"cpu\"", "gpu = \"A100-SXM4-80GB\"");
+  const std::string path = write_scenario();
+  const RunResult r = run_megascale({"train", path, "--json"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("hardware.gpu"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find(path), std::string::npos) << dump(r);
+  EXPECT_TRUE(r.out.empty()) << dump(r);
+}
+
+TEST_F(TrainCommandTest, RefusesAnUnknownTrainKeyWithFileAndLine) {
+  scenario_ += "stepz = 3\n";
+  const int line = line_count();
+  const std::string path = write_scenario();
+  const RunResult r = run_megascale({"train", path, "--json"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find(path + ":" + std::to_string(line)), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("stepz"), std::string::npos) << dump(r);
+  EXPECT_TRUE(r.out.empty()) << dump(r);
+}
+
+TEST_F(TrainCommandTest, RefusesACorruptDatasetNamingTheFile) {
+  const std::string data = (dir_ / "corrupt.msds").string();
+  std::ofstream(data) << "MSDS but not really a megascale dataset";
+  scenario_ += "data = \"" + data + "\"\n";
+  const RunResult r = run_megascale({"train", write_scenario(), "--json"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find(data), std::string::npos) << dump(r);
+  EXPECT_TRUE(nonempty_lines(r.out).empty()) << dump(r);
+}
+
+}  // namespace
