@@ -1,4 +1,5 @@
 // cli/commands.cc: parse -> call model/ -> print.
+#include "cli/args.h"
 #include "cli/commands.h"
 
 #include <chrono>
@@ -19,48 +20,8 @@
 namespace megascale::cli {
 namespace {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
-// Flags of one command: boolean switches and options taking a value.
-struct ParsedArgs {
-  std::vector<std::string> positional;
-  std::set<std::string> switches;
-  std::map<std::string, std::string> values;
-};
 
-ParsedArgs parse_args(const Args& args, const std::set<std::string>& switches,
-                      const std::set<std::string>& valued) {
-  ParsedArgs p;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) {
-      p.positional.push_back(a);
-      continue;
-    }
-    std::string name = a, value;
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-    }
-    if (switches.count(name)) {
-      if (eq != std::string::npos) throw UsageError(name + " takes no value");
-      p.switches.insert(name);
-    } else if (valued.count(name)) {
-      if (eq == std::string::npos) {
-        if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
-        value = args[++i];
-      }
-      p.values[name] = value;
-    } else {
-      throw UsageError("unknown option '" + a + "'");
-    }
-  }
-  return p;
-}
 
 int positive_int(const ParsedArgs& p, const std::string& name, int fallback) {
   auto it = p.values.find(name);

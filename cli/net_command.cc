@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/fabric_config.h"
 #include "cli/json.h"
@@ -36,10 +37,6 @@
 namespace megascale::cli {
 namespace {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 std::string net_usage() {
   return "usage: megascale net <collective|ecmp|incast> [options]\n"
@@ -65,44 +62,11 @@ std::string net_usage() {
          "      --plot writes them as an SVG.\n";
 }
 
-// Flags of one subcommand: boolean switches and options taking a value.
-struct ParsedArgs {
-  std::vector<std::string> positional;
-  std::set<std::string> switches;
-  std::map<std::string, std::string> values;
 
-  bool has(const std::string& name) const { return values.count(name) > 0; }
-  bool on(const std::string& name) const { return switches.count(name) > 0; }
-};
-
-ParsedArgs parse_args(const Args& args, const std::set<std::string>& switches,
-                      const std::set<std::string>& valued) {
-  ParsedArgs p;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.rfind("--", 0) != 0) {
-      p.positional.push_back(a);
-      continue;
-    }
-    std::string name = a, value;
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-    }
-    if (switches.count(name)) {
-      if (eq != std::string::npos) throw UsageError(name + " takes no value");
-      p.switches.insert(name);
-    } else if (valued.count(name)) {
-      if (eq == std::string::npos) {
-        if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
-        value = args[++i];
-      }
-      p.values[name] = value;
-    } else {
-      throw UsageError("unknown option '" + a + "'");
-    }
-  }
+// Subcommands of `net` take no positional arguments.
+ParsedArgs parse_net_args(const Args& args, const std::set<std::string>& switches,
+                          const std::set<std::string>& valued) {
+  ParsedArgs p = parse_args(args, switches, valued);
   if (!p.positional.empty()) throw UsageError("unexpected argument '" + p.positional.front() + "'");
   return p;
 }
@@ -226,7 +190,7 @@ std::string cc_text(const network::CcEffectUsed& c) {
 }
 
 int net_collective(const Args& args, std::ostream& out) {
-  const ParsedArgs p = parse_args(args, {"--json"},
+  const ParsedArgs p = parse_net_args(args, {"--json"},
                                   {"--op", "--gpus", "--bytes", "--gpu", "--algo", "--scenario", "--groups",
                                    "--ranks-per-server", "--qps", "--cc", "--placement", "--seed"});
   const std::string& op_name = required(p, "--op");
@@ -376,7 +340,7 @@ int net_collective(const Args& args, std::ostream& out) {
 }
 
 int net_ecmp(const Args& args, std::ostream& out) {
-  const ParsedArgs p = parse_args(args, {"--json"}, {"--paths", "--flows", "--qps", "--trials", "--seed", "--hash"});
+  const ParsedArgs p = parse_net_args(args, {"--json"}, {"--paths", "--flows", "--qps", "--trials", "--seed", "--hash"});
   for (const char* name : {"--paths", "--flows", "--qps"}) required(p, name);
   const int paths = static_cast<int>(integer(p, "--paths", 0, 1, 256));
   const int flows = static_cast<int>(integer(p, "--flows", 0, 1, 1 << 20));
@@ -423,7 +387,7 @@ int net_ecmp(const Args& args, std::ostream& out) {
 }
 
 int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
-  const ParsedArgs p = parse_args(args, {"--json", "--no-pfc"},
+  const ParsedArgs p = parse_net_args(args, {"--json", "--no-pfc"},
                                   {"--senders", "--cc", "--plot", "--duration-us", "--capacity-gbps"});
   required(p, "--senders");
   const std::string& cc_name = required(p, "--cc");

@@ -8,8 +8,6 @@
 // tokens_per_s}, finite loss, exit 0; and the bad-input paths, each exit 2 with
 // a message naming the culprit: hardware.gpu other than "cpu", an unknown
 // [train] key (file:line), a corrupt dataset given as train.data (the file).
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -22,75 +20,15 @@
 
 #include <gtest/gtest.h>
 
+#include "run_megascale.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSourceDir = MEGASCALE_SOURCE_DIR;
-const std::string kBinary = MEGASCALE_BINARY;
+using namespace megascale::cli_testing;
 const std::string kTrainSmall = kSourceDir + "/scenarios/cpu/train-small.toml";
 
-struct RunResult {
-  int exit_code = -1;  // -1: did not exit normally
-  std::string out;
-  std::string err;
-};
-
-std::string read_all(int fd) {
-  std::string s;
-  lseek(fd, 0, SEEK_SET);
-  char buf[65536];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
-  return s;
-}
-
-// An unlinked temporary file capturing one stream of the child.
-int capture_file() {
-  std::string tmpl = fs::temp_directory_path() / "megascale-train-cli-XXXXXX";
-  const int fd = mkstemp(tmpl.data());
-  if (fd >= 0) unlink(tmpl.c_str());
-  return fd;
-}
-
-// Runs `megascale args...` in the source directory and waits for it.
-RunResult run_megascale(const std::vector<std::string>& args) {
-  RunResult r;
-  const int out_fd = capture_file();
-  const int err_fd = capture_file();
-  if (out_fd < 0 || err_fd < 0) {
-    ADD_FAILURE() << "cannot create capture files";
-    return r;
-  }
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(kBinary.c_str()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (chdir(kSourceDir.c_str()) != 0) _exit(126);
-    if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  if (pid < 0) {
-    ADD_FAILURE() << "fork failed";
-  } else {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-    }
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  }
-  r.out = read_all(out_fd);
-  r.err = read_all(err_fd);
-  close(out_fd);
-  close(err_fd);
-  return r;
-}
-
-std::string dump(const RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n--- stdout:\n" + r.out.substr(0, 4000) +
-         "\n--- stderr:\n" + r.err.substr(0, 4000);
-}
 
 std::vector<std::string> nonempty_lines(const std::string& text) {
   std::vector<std::string> lines;
