@@ -7,15 +7,6 @@ namespace {
 // GpuProfile::nvlink_gbs is bidirectional GB/s; FabricSpec wants Gb/s per direction.
 double nvlink_gbps_of(const model::GpuProfile& gpu) { return gpu.nvlink_gbs / 2.0 * 8.0; }
 
-// GPU <-> NIC PCIe per direction, Gb/s: x16 lanes x 128/130 encoding at 16 GT/s
-// (PCIe 4.0: A100 datasheet "PCIe Gen4 64 GB/s") or 32 GT/s (PCIe 5.0: H100 /
-// H200 SXM datasheets "PCIe Gen5 128 GB/s", bidirectional). GpuProfile has no
-// PCIe field, so the generation is taken from the profile's name; a 400G NIC
-// behind PCIe 4.0 would otherwise be capped at 252 Gb/s.
-double pcie_gbps_of(const model::GpuProfile& gpu) {
-  const bool gen5 = gpu.name.rfind("H100", 0) == 0 || gpu.name.rfind("H200", 0) == 0;
-  return (gen5 ? 32.0 : 16.0) * 16.0 * 128.0 / 130.0;
-}
 
 }  // namespace
 
@@ -34,7 +25,7 @@ network::FabricSpec fabric_spec(const model::NetworkConfig& net, const model::Ha
   s.switch_latency_us = net.switch_latency_us;
   s.link_latency_us = net.link_latency_us;
   s.nvlink_gbps = net.nvlink_gbps > 0 ? net.nvlink_gbps : nvlink_gbps_of(gpu);
-  s.pcie_gbps = pcie_gbps_of(gpu);
+  s.pcie_gbps = gpu.pcie_gbps;
   return s;
 }
 
@@ -44,7 +35,7 @@ network::FabricSpec default_fabric_spec(const model::GpuProfile& gpu, int gpus) 
   s.nics_per_server = gpu.default_nics_per_node;
   s.nic_gbps = gpu.default_nic_gbps;
   s.nvlink_gbps = nvlink_gbps_of(gpu);
-  s.pcie_gbps = pcie_gbps_of(gpu);
+  s.pcie_gbps = gpu.pcie_gbps;
   return s;
 }
 

@@ -63,6 +63,11 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
                                 std::to_string(g.pp) + ", dp " + std::to_string(g.dp) +
                                 ") do not match the parallel layout");
   }
+  if (p.recompute != model::Recompute::kNone) {
+    throw std::invalid_argument(std::string("parallel.recompute: the engine keeps every activation; "
+                                            "set recompute = \"none\" (got \"") +
+                                model::to_string(p.recompute) + "\")");
+  }
   if (p.zero_stage > 2) {
     throw std::invalid_argument("parallel.zero_stage: the engine runs ZeRO 0-2, got " +
                                 std::to_string(p.zero_stage));

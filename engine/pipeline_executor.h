@@ -72,7 +72,8 @@ class PipelineExecutor {
  public:
   // Collective over `groups.world()` only through the communicators used later;
   // builds the chunks and optimizers. Throws std::invalid_argument for a layout
-  // the engine cannot run (ZeRO-3, groups that do not match options.parallel).
+  // the engine cannot run (ZeRO-3, recomputation, groups that do not match
+  // options.parallel).
   PipelineExecutor(const ExecutorOptions& options, ProcessGroups& groups, Device& device,
                    TraceRecorder* trace = nullptr);
   ~PipelineExecutor();

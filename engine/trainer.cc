@@ -70,6 +70,27 @@ const TrainOptions& checked(const TrainOptions& o, const model::Scenario& s) {
   return o;
 }
 
+// Runs `fn` on this rank and agrees over `world`: when it throws on any rank,
+// every rank throws — the failing rank its own exception, the others
+// `peer_error(first failing rank)` — so no rank is left waiting in a later
+// collective.
+template <typename F, typename PeerError>
+void on_every_rank(Comm& world, F fn, PeerError peer_error) {
+  std::exception_ptr error;
+  try {
+    fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  const float mine = error ? 1.0f : 0.0f;
+  std::vector<float> all(static_cast<size_t>(world.size()));
+  world.all_gather(&mine, 1, all.data());
+  if (error) std::rethrow_exception(error);
+  for (int r = 0; r < world.size(); ++r) {
+    if (all[r] != 0.0f) peer_error(r);
+  }
+}
+
 }  // namespace
 
 double cpu_gemm_peak_flops() {
@@ -173,15 +194,18 @@ struct Trainer::Impl {
   std::string dataset_path() {
     if (!options.data.empty()) return options.data;
     const std::string path = synthetic_corpus_path(options, scenario.model.vocab);
-    if (world.rank() == 0 && !std::filesystem::exists(path)) {
+    on_every_rank(world, [&] {
+      if (world.rank() != 0 || std::filesystem::exists(path)) return;
       std::filesystem::create_directories(options.work_dir);
       const std::string tmp = path + ".tmp" + std::to_string(world.rank());
       write_dataset(tmp, make_synthetic_corpus(static_cast<uint32_t>(scenario.model.vocab),
                                                kSyntheticTokens, options.seed),
                     static_cast<uint32_t>(scenario.model.vocab));
       std::filesystem::rename(tmp, path);
-    }
-    world.barrier();
+    }, [&](int rank) {
+      throw std::runtime_error("writing the synthetic corpus " + path + " failed on world rank " +
+                               std::to_string(rank) + "; see its error");
+    });
     return path;
   }
 
@@ -197,6 +221,15 @@ struct Trainer::Impl {
     if (found < 0) return;
     const int64_t step = static_cast<int64_t>(found);
     const ShardState state = load_checkpoint(world, options.checkpoint_dir, step, layout);
+    on_every_rank(world, [&] { restore(state, step); }, [&](int rank) {
+      throw CheckpointError(checkpoint_dir(options.checkpoint_dir, step), rank, "refused",
+                            "world rank " + std::to_string(rank) + " could not restore its shard");
+    });
+    start_step = step;
+  }
+
+  // Copies one rank's shard into the chunks and optimizers.
+  void restore(const ShardState& state, int64_t step) {
     for (int c = 0; c < executor->num_chunks(); ++c) {
       ModelChunk& chunk = executor->chunk(c);
       ShardedOptimizer& opt = executor->optimizer(c);
@@ -213,7 +246,6 @@ struct Trainer::Impl {
       opt.exp_avg_sq() = v->data;
       opt.set_step_count(state.find_value(name("optimizer_step", c)).value_or(step));
     }
-    start_step = step;
   }
 
   void save(int64_t step) {

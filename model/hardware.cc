@@ -43,6 +43,12 @@ constexpr double kHopperFlashBwd = 0.30;
 constexpr double kA100NvlinkBusbwGbs = 230.0;
 constexpr double kHopperNvlinkBusbwGbs = 370.0;
 
+// PCIe x16 per direction, Gb/s: lanes x GT/s x 128/130 encoding. A100: PCIe
+// Gen4 (16 GT/s; datasheet "64 GB/s" bidirectional); H100 / H200 SXM: PCIe Gen5
+// (32 GT/s; datasheets "128 GB/s" bidirectional).
+constexpr double kPcieGen4Gbps = 16.0 * 16.0 * 128.0 / 130.0;
+constexpr double kPcieGen5Gbps = 16.0 * 32.0 * 128.0 / 130.0;
+
 // NCCL bus bandwidth over one NIC as a fraction of its line rate: 24 GB/s of
 // 25 GB/s for 200G HDR, 46-49 of 50 for 400G NDR (REFERENCE.md).
 constexpr double kNicProtocolEfficiency = 0.96;
@@ -53,16 +59,16 @@ const std::array<GpuProfile, 4>& profiles() {
   static const std::array<GpuProfile, 4> kProfiles = {{
       {"A100-SXM4-40GB", 312.0, 40 * kGB, 1555.0, kHbmEfficiency, 600.0,
        kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
-       kKernelLaunchUs, 8, 200.0},
+       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps},
       {"A100-SXM4-80GB", 312.0, 80 * kGB, 2039.0, kHbmEfficiency, 600.0,
        kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
-       kKernelLaunchUs, 8, 200.0},
+       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps},
       {"H100-SXM5-80GB", 989.0, 80 * kGB, 3350.0, kHbmEfficiency, 900.0,
        kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
-       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0},
+       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps},
       {"H200-SXM-141GB", 989.0, 141 * kGB, 4800.0, kHbmEfficiency, 900.0,
        kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
-       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0},
+       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps},
   }};
   return kProfiles;
 }

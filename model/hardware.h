@@ -36,6 +36,7 @@ struct GpuProfile {
   double kernel_launch_us = 0;         // minimum time of one kernel (launch + drain)
   int default_nics_per_node = 0;
   double default_nic_gbps = 0;         // Gb/s line rate
+  double pcie_gbps = 0;                // GPU <-> NIC PCIe x16, Gb/s per direction, spec sheet
 };
 
 // The profile with this name; throws std::invalid_argument naming the known ones.

@@ -219,6 +219,16 @@ TEST_F(TrainerTest, RefusesBadOptions) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("parallel.global_batch"), std::string::npos) << e.what();
   }
+  // Recomputation is a simulator switch the engine does not implement: refused,
+  // not silently ignored.
+  bad = tiny_scenario();
+  bad.parallel.recompute = model::Recompute::kSelective;
+  try {
+    Trainer t(bad, options(3), *world_[0], *node_[0]);
+    ADD_FAILURE() << "recompute = selective must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.recompute"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(TrainerTest, RefusesBadFiles) {
