@@ -3,15 +3,18 @@
 #include "cli/commands.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "cli/json.h"
 #include "cli/report.h"
+#include "cli/simulate_event.h"
 #include "cli/validate.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
@@ -34,6 +37,45 @@ int positive_int(const ParsedArgs& p, const std::string& name, int fallback) {
   } catch (const std::exception&) {
     throw UsageError(name + " expects a positive integer, got '" + it->second + "'");
   }
+}
+
+double number(const ParsedArgs& p, const std::string& name, double fallback) {
+  auto it = p.values.find(name);
+  if (it == p.values.end()) return fallback;
+  try {
+    size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used != it->second.size() || !std::isfinite(v)) throw std::invalid_argument("");
+    return v;
+  } catch (const std::exception&) {
+    throw UsageError(name + " expects a number, got '" + it->second + "'");
+  }
+}
+
+// "3,17,250" -> {3, 17, 250}.
+std::vector<int> int_list(const ParsedArgs& p, const std::string& name) {
+  std::vector<int> out;
+  auto it = p.values.find(name);
+  if (it == p.values.end()) return out;
+  std::string item;
+  std::istringstream in(it->second);
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument("");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw UsageError(name + " expects comma-separated GPU ranks (integers >= 0), got '" + it->second + "'");
+    }
+  }
+  if (out.empty()) throw UsageError(name + " expects at least one GPU rank");
+  return out;
+}
+
+EventSimulator& event_simulator_slot() {
+  static EventSimulator fn = nullptr;
+  return fn;
 }
 
 std::string source_dir() {
@@ -72,9 +114,23 @@ std::string usage() {
          "\n"
          "  compare [FILE] [--json]        Megatron-LM vs MegaScale side by side (default:\n"
          "                                 built-in 175B on 12,288 A100s)\n"
-         "  simulate FILE [--json] [--fidelity analytical]\n"
+         "  simulate FILE [--json] [--fidelity analytical|event]\n"
          "                                 predict MFU, iteration time, bubble, memory and\n"
-         "                                 where the time goes\n"
+         "                                 where the time goes (default: analytical)\n"
+         "      event-level options (sim/, SimGrid):\n"
+         "        --trace FILE             Chrome trace FILE(.json) + FILE.csv of one step\n"
+         "        --heatmap FILE.svg       per-rank x step forward/backward time heat-map\n"
+         "        --steps N                simulate N iterations (default 1)\n"
+         "        --jitter SIGMA           lognormal per-step compute jitter per machine\n"
+         "                                 (default 0 for one step, 0.01 with --steps > 1)\n"
+         "        --stragglers FRACTION    fraction of machines that are slow (default 0)\n"
+         "        --straggler-gpus LIST    comma-separated global GPU ranks that are slow\n"
+         "        --straggler-factor X     their compute time multiplier (default 1.1)\n"
+         "        --straggler-per-step     draw the slow machines again every step\n"
+         "        --seed N                 of stragglers and jitter (default 1)\n"
+         "        --comm network|analytical|zero  communication times (default network:\n"
+         "                                 the scenario's fabric, ECMP, congestion control)\n"
+         "        --max-replicas N         distinct DP replicas simulated per step (default 8)\n"
          "  search FILE [--gpus N] [--top K] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
          "  validate [--json] [--write] [--dir DIR]\n"
@@ -90,14 +146,48 @@ std::string usage() {
          "2 bad input.\n";
 }
 
+void register_event_simulator(EventSimulator fn) { event_simulator_slot() = fn; }
+EventSimulator event_simulator() { return event_simulator_slot(); }
+
 int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "simulate", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity"});
-    if (p.values.count("--fidelity") && p.values.at("--fidelity") != "analytical") {
-      throw UsageError("--fidelity: only 'analytical' exists in this version (the event-level "
-                       "simulator is a later issue), got '" + p.values.at("--fidelity") + "'");
+    const std::set<std::string> event_only = {"--trace", "--heatmap", "--steps", "--jitter", "--seed",
+                                              "--stragglers", "--straggler-gpus", "--straggler-factor",
+                                              "--comm", "--max-replicas"};
+    std::set<std::string> valued = event_only;
+    valued.insert("--fidelity");
+    const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step"}, valued);
+    const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity") : "analytical";
+    if (fidelity != "analytical" && fidelity != "event") {
+      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
+    }
+    if (fidelity == "analytical") {
+      for (const std::string& name : event_only)
+        if (p.has(name)) throw UsageError(name + " needs --fidelity event");
+      if (p.on("--straggler-per-step")) throw UsageError("--straggler-per-step needs --fidelity event");
     }
     const model::Scenario s = one_scenario(p, "simulate");
+    if (fidelity == "event") {
+      const EventSimulator simulate = event_simulator();
+      if (simulate == nullptr) {
+        throw UsageError("--fidelity event: this binary was built without the event-level simulator "
+                         "(sim/, SimGrid); use the `megascale` executable");
+      }
+      EventRequest r;
+      r.json = p.on("--json");
+      if (p.has("--trace")) r.trace = p.values.at("--trace");
+      if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
+      r.steps = positive_int(p, "--steps", 1);
+      if (p.has("--jitter")) r.jitter_sigma = number(p, "--jitter", 0.0);
+      r.seed = static_cast<uint64_t>(positive_int(p, "--seed", 1));
+      r.straggler_gpus = int_list(p, "--straggler-gpus");
+      r.straggler_fraction = number(p, "--stragglers", 0.0);
+      r.straggler_factor = number(p, "--straggler-factor", r.straggler_factor);
+      r.straggler_per_step = p.on("--straggler-per-step");
+      if (p.has("--comm")) r.comm = p.values.at("--comm");
+      r.max_replicas = positive_int(p, "--max-replicas", r.max_replicas);
+      return simulate(s, r, out, err);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const model::Estimate e = model::estimate(s);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -310,13 +310,23 @@ TEST_F(CliTest, SearchTopZeroIsRejected) {
   EXPECT_EQ(r.out, "");
 }
 
-TEST_F(CliTest, EventFidelityExplainsOnlyAnalyticalExists) {
-  const RunResult r = run_megascale({"simulate", kSmall, "--fidelity", "event"});
+TEST_F(CliTest, UnknownFidelityNamesTheChoices) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--fidelity", "exact"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--fidelity"), std::string::npos) << dump(r);
-  EXPECT_NE(r.err.find("only 'analytical'"), std::string::npos) << dump(r);
-  EXPECT_NE(r.err.find("'event'"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("'analytical' or 'event'"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("'exact'"), std::string::npos) << dump(r);
   EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliTest, EventFidelityReportsEventJson) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--fidelity", "event", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"fidelity\": \"event\""), std::string::npos) << dump(r);
+  for (const char* key : {"mfu", "iteration_time_s", "breakdown_s", "exposed_s", "wall_time_s", "step_times_s"}) {
+    EXPECT_NE(r.out.find(json_key(key)), std::string::npos) << "missing key " << key << "\n" << dump(r);
+  }
+  EXPECT_GT(number_after(r.out, "iteration_time_s"), 0.0) << dump(r);
 }
 
 }  // namespace

@@ -1,0 +1,181 @@
+// cli/simulate_event.cc: `megascale simulate --fidelity event`: scenario ->
+// sim::simulate_job -> report, trace and heat-map files. Compiled into the
+// `megascale` executable only (see simulate_event.h).
+#include "cli/simulate_event.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <stdexcept>
+
+#include "cli/fabric_config.h"
+#include "cli/json.h"
+#include "cli/report.h"
+#include "model/hardware.h"
+#include "sim/heatmap.h"
+#include "sim/job_sim.h"
+#include "sim/trace_writer.h"
+
+namespace megascale::cli {
+namespace {
+
+std::string line(const char* fmt, double a, double b = 0, double c = 0, double d = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, fmt, a, b, c, d);
+  return buf;
+}
+
+sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
+  sim::SimOptions o;
+  o.steps = r.steps;
+  const std::optional<sim::CommModel> comm = sim::parse_comm_model(r.comm);
+  if (!comm) throw std::invalid_argument("--comm must be network, analytical or zero, got '" + r.comm + "'");
+  o.comm = *comm;
+  if (o.comm == sim::CommModel::kNetwork) {
+    const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+    sim::FabricInputs f;
+    f.spec = fabric_spec(s.network, s.hardware, gpu, s.cluster.gpus);
+    f.ecmp = ecmp_config(s.network);
+    f.collectives = collective_options(gpu, s.hardware.nic_gbps, s.network);
+    o.fabric = f;
+  }
+  o.variability.seed = r.seed;
+  o.variability.jitter_sigma = r.jitter_sigma ? *r.jitter_sigma : (r.steps > 1 ? sim::kDefaultJitterSigma : 0.0);
+  o.variability.stragglers.gpus = r.straggler_gpus;
+  o.variability.stragglers.machine_fraction = r.straggler_fraction;
+  o.variability.stragglers.factor = r.straggler_factor;
+  o.variability.stragglers.per_step = r.straggler_per_step;
+  o.max_replicas = r.max_replicas;
+  o.trace_step = r.trace.empty() ? -1 : 0;
+  return o;
+}
+
+// estimate_json with "fidelity": "event" (report.cc writes "analytical") and
+// the event-level fields appended.
+std::string event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
+                      const std::vector<std::string>& files) {
+  const model::Scenario& s = res.scenario;
+  const model::Estimate& e = res.estimate;
+  std::string base = estimate_json(s, e).str();
+  const std::string from = "\"fidelity\": \"analytical\"";
+  const size_t at = base.find(from);
+  if (at == std::string::npos) throw std::logic_error("estimate_json no longer writes the fidelity key");
+  base.replace(at, from.size(), "\"fidelity\": \"event\"");
+  base.pop_back();  // the closing brace; more fields follow
+
+  JsonObject extra;
+  extra.add("wall_time_s", wall_s);
+  const model::TimeBreakdown& b = e.breakdown;
+  JsonObject exposed;
+  exposed.add("tp", b.tp_exposed_s).add("pp", b.pp_exposed_s).add("pp_bubble", b.bubble_s);
+  exposed.add("dp", b.dp_exposed_s).add("data", b.data_s);
+  extra.add("exposed_s", exposed);
+  extra.add("steps", static_cast<int64_t>(res.steps.size()));
+  std::vector<std::string> times;
+  for (const sim::StepResult& st : res.steps) times.push_back(json_number(st.time_s));
+  extra.add_raw("step_times_s", json_array(times));
+  JsonObject comm;
+  comm.add("model", sim::to_string(res.comm.model)).add("p2p", res.comm.p2p_s);
+  comm.add("dp_reduce_chunk", e.dp_reduce_scatter_chunk_s).add("dp_all_gather_chunk", e.dp_all_gather_chunk_s);
+  comm.add("embedding_sync", res.comm.embedding_sync_s).add("solves", res.comm.solves);
+  std::vector<std::string> notes;
+  for (const std::string& n : res.comm.notes) notes.push_back(json_escape(n));
+  comm.add_raw("notes", json_array(notes));
+  extra.add("comm_s", comm);
+  const sim::StepResult& first = res.steps.front();
+  int most_replicas = 0, distinct = 0;
+  bool exact = true;
+  int64_t ops = 0;
+  for (const sim::StepResult& st : res.steps) {
+    most_replicas = std::max(most_replicas, static_cast<int>(st.replicas.size()));
+    distinct = std::max(distinct, st.distinct_replicas);
+    exact = exact && st.exact;
+    ops += st.stats.ops;
+  }
+  JsonObject ev;
+  ev.add("simulated_replicas_max", most_replicas).add("distinct_replicas_max", distinct);
+  ev.add("replica_choice_exact", exact).add("actors", first.stats.actors).add("hosts", first.stats.hosts);
+  ev.add("ops_simulated", ops).add("critical_pp_rank", first.critical_rank);
+  ev.add("critical_dp_replica", first.critical_replica);
+  extra.add("event", ev);
+  JsonObject var;
+  var.add("jitter_sigma", o.variability.jitter_sigma).add("seed", static_cast<int64_t>(o.variability.seed));
+  var.add("straggler_factor", o.variability.stragglers.factor);
+  var.add("straggler_fraction", o.variability.stragglers.machine_fraction);
+  var.add("straggler_per_step", o.variability.stragglers.per_step);
+  std::vector<std::string> machines;
+  for (int m : first.straggler_machines) machines.push_back(std::to_string(m));
+  var.add_raw("straggler_machines_step0", json_array(machines));
+  std::vector<std::string> gpus;
+  for (int g : o.variability.stragglers.gpus) gpus.push_back(std::to_string(g));
+  var.add_raw("straggler_gpus", json_array(gpus));
+  extra.add("variability", var);
+  JsonObject ana;
+  ana.add("iteration_time_s", res.analytical.iteration_time_s).add("mfu", res.analytical.mfu);
+  extra.add("analytical", ana);
+  std::vector<std::string> quoted;
+  for (const std::string& f : files) quoted.push_back(json_escape(f));
+  extra.add_raw("files", json_array(quoted));
+  const std::string tail = extra.str();  // "{...}"
+  return base + ", " + tail.substr(1);
+}
+
+std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
+                       const std::vector<std::string>& files) {
+  const model::Estimate& e = res.estimate;
+  std::string out = estimate_text(res.scenario, e);
+  std::vector<double> t;
+  for (const sim::StepResult& st : res.steps) t.push_back(st.time_s);
+  const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+  out += line("  event-level (SimGrid): %.0f step(s), mean %.4f s, min %.4f s, max %.4f s\n",
+              static_cast<double>(t.size()), e.iteration_time_s, *lo, *hi);
+  out += line("    analytical estimate %.4f s (MFU %.1f%%); event / analytical = %.4f\n",
+              res.analytical.iteration_time_s, 100 * res.analytical.mfu,
+              e.iteration_time_s / res.analytical.iteration_time_s);
+  const model::TimeBreakdown& b = e.breakdown;
+  out += line("    exposed by dimension: TP %.4f s, PP %.4f s + bubble %.4f s, DP %.4f s\n", b.tp_exposed_s,
+              b.pp_exposed_s, b.bubble_s, b.dp_exposed_s);
+  out += "    communication: " + std::string(sim::to_string(res.comm.model)) +
+         line(" (p2p %.3f ms, DP reduce %.2f ms / all-gather %.2f ms per chunk)\n", res.comm.p2p_s * 1e3,
+              e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
+  int most = 0;
+  for (const sim::StepResult& st : res.steps) most = std::max(most, static_cast<int>(st.replicas.size()));
+  out += line("    simulated: up to %.0f DP replica(s) x %.0f pipeline ranks; jitter sigma %.3f; ", most,
+              res.scenario.parallel.pp, o.variability.jitter_sigma);
+  out += line("stragglers: %.0f GPU(s) + %.2f%% of machines at x%.2f\n",
+              static_cast<double>(o.variability.stragglers.gpus.size()),
+              100 * o.variability.stragglers.machine_fraction, o.variability.stragglers.factor);
+  out += line("    wall time %.3f s\n", wall_s);
+  for (const std::string& f : files) out += "    wrote " + f + "\n";
+  return out;
+}
+
+int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream& out, std::ostream& err) {
+  (void)err;
+  const sim::SimOptions o = sim_options(s, r);
+  const sim::JobResult res = sim::simulate_job(s, o);
+  std::vector<std::string> files;
+  try {
+    if (!r.trace.empty()) {
+      const std::vector<std::string> written = sim::write_trace_files(r.trace, res.trace_events);
+      files.insert(files.end(), written.begin(), written.end());
+    }
+    if (!r.heatmap.empty()) {
+      sim::write_heatmap_svg(r.heatmap, res);
+      files.push_back(r.heatmap);
+    }
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());  // a path that cannot be written: bad input
+  }
+  if (r.json) {
+    out << event_json(res, o, res.wall_s, files) << "\n";
+  } else {
+    out << event_text(res, o, res.wall_s, files);
+  }
+  return 0;
+}
+
+const bool registered = (register_event_simulator(&simulate_event), true);
+
+}  // namespace
+}  // namespace megascale::cli

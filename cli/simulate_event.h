@@ -1,0 +1,48 @@
+// cli/simulate_event.h: the hook between `megascale simulate --fidelity event`
+// (cli/commands.cc, in megascale_cli_lib) and the event-level simulator
+// (sim/, SimGrid).
+//
+// libsimgrid exports MPI symbols (SMPI), so megascale_cli_lib, which
+// megascale-train links together with Open MPI, must not reference sim/. The
+// glue (cli/simulate_event.cc) is compiled into the `megascale` executable
+// only and registers itself at static initialisation; cmd_simulate asks for
+// the registered simulator and reports that this binary has none otherwise.
+//
+// Thread-safety: register before main() (static initialisation), read after.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace megascale::cli {
+
+// The event-level options of `megascale simulate` (see usage()).
+struct EventRequest {
+  bool json = false;
+  std::string trace;    // --trace FILE ("" = none): FILE(.json) + .csv
+  std::string heatmap;  // --heatmap FILE.svg ("" = none)
+  int steps = 1;
+  std::optional<double> jitter_sigma;  // --jitter; default: 0 for 1 step, else the sim default
+  uint64_t seed = 1;
+  std::vector<int> straggler_gpus;     // --straggler-gpus a,b,c
+  double straggler_fraction = 0;       // --stragglers FRACTION (of machines)
+  double straggler_factor = 1.1;       // --straggler-factor X
+  bool straggler_per_step = false;     // --straggler-per-step
+  std::string comm = "network";        // --comm network|analytical|zero
+  int max_replicas = 8;                // --max-replicas N
+};
+
+// Runs the simulation and prints the report; returns the exit code. Throws
+// std::invalid_argument for bad values (exit code 2 in cmd_simulate).
+using EventSimulator = int (*)(const model::Scenario& s, const EventRequest& r, std::ostream& out,
+                               std::ostream& err);
+
+void register_event_simulator(EventSimulator fn);
+EventSimulator event_simulator();  // nullptr when this binary has none
+
+}  // namespace megascale::cli

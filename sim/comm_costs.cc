@@ -1,0 +1,229 @@
+// sim/comm_costs.cc: see comm_costs.h.
+#include "sim/comm_costs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "model/collective_cost.h"
+#include "model/hardware.h"
+#include "model/job_schedule.h"
+
+namespace megascale::sim {
+namespace {
+
+constexpr double kGradBytes = 4.0;   // fp32 gradients (Megatron default for bf16)
+constexpr double kParamBytes = 2.0;  // bf16 parameters
+
+// Parameters per GPU of chunk c of pipeline rank r (see the header).
+double chunk_params(const model::Scenario& s, int r, int c) {
+  const model::ParallelConfig& p = s.parallel;
+  const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
+  double params = static_cast<double>(layers_per_chunk) * s.model.parameters_per_layer() / p.tp;
+  const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
+  const bool first = r == 0 && c == 0;
+  const bool last = r == p.pp - 1 && c == p.vpp - 1;
+  if (first || last) params += embedding;  // once when P == V == 1 (same chunk, one copy)
+  return params;
+}
+
+// The links of the analytical estimator (mirrors model/estimator.cc links():
+// Megatron rank order, TP fastest, then DP, then PP; one NIC share per GPU).
+struct AnalyticalLinks {
+  model::Link dp, pp;
+  bool pp_inside_node = false;
+};
+
+AnalyticalLinks analytical_links(const model::Scenario& s) {
+  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::ParallelConfig& p = s.parallel;
+  const model::HardwareConfig& hw = s.hardware;
+  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
+  const model::Link network = model::network_link(model::nic_busbw_gbs(hw.nic_gbps) * nic_share);
+  const model::Link nvlink = model::nvlink_link(gpu.nvlink_busbw_gbs);
+  AnalyticalLinks l;
+  l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
+  l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
+  l.pp = l.pp_inside_node ? nvlink : network;
+  return l;
+}
+
+void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTimes* t) {
+  const model::ParallelConfig& p = s.parallel;
+  const AnalyticalLinks link = analytical_links(s);
+  t->p2p_s = p.pp > 1 ? e.p2p_s : 0.0;
+  for (int r = 0; r < p.pp; ++r) {
+    for (int c = 0; c < p.vpp; ++c) {
+      const double params = chunk_params(s, r, c);
+      const model::CollectiveKind reduce =
+          p.zero_stage == 0 ? model::CollectiveKind::kAllReduce : model::CollectiveKind::kReduceScatter;
+      t->dp_reduce_s[r * p.vpp + c] = model::collective_time_s(reduce, p.dp, params * kGradBytes, link.dp);
+      t->dp_gather_s[r * p.vpp + c] =
+          p.zero_stage == 0 ? 0.0
+                            : model::collective_time_s(model::CollectiveKind::kAllGather, p.dp,
+                                                       params * kParamBytes, link.dp);
+    }
+  }
+  if (p.pp > 1) {
+    const double grad = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * kGradBytes;
+    const model::Link emb = link.pp_inside_node ? link.pp : model::network_link(link.pp.busbw_gbs);
+    t->embedding_sync_s = model::collective_time_s(model::CollectiveKind::kAllReduce, 2, grad, emb);
+  }
+}
+
+std::string note(const char* what, const network::CollectiveResult& r) {
+  char buf[384];
+  std::snprintf(buf, sizeof buf, "%s: %s (%s) of %.1f MB over %d ranks x %d groups: %.3f ms, busbw %.1f GB/s, bottleneck %s",
+                what, network::to_string(r.op), network::to_string(r.algorithm), r.bytes / 1e6, r.ranks,
+                r.groups, r.time_s * 1e3, r.busbw_gbs, r.bottleneck.kind.c_str());
+  return buf;
+}
+
+// Times the scenario's collectives on its fabric, memoised by (op, bytes).
+class NetworkTimer {
+ public:
+  NetworkTimer(const model::Scenario& s, const FabricInputs& f)
+      : s_(s),
+        topology_(network::Topology::build(f.spec)),
+        router_(topology_, f.ecmp),
+        sim_(topology_, router_, f.collectives) {
+    if (s.parallel.gpus() > topology_.spec().gpus)
+      throw network::FabricError("gpus", "the job needs " + std::to_string(s.parallel.gpus()) +
+                                             " GPUs; the fabric has " + std::to_string(topology_.spec().gpus));
+  }
+
+  // All TP x PP data-parallel groups at once.
+  double dp(network::CollectiveOp op, double bytes, CommTimes* t) {
+    const model::ParallelConfig& p = s_.parallel;
+    std::vector<std::vector<int>> groups;
+    for (int r = 0; r < p.pp; ++r) {
+      for (int tp = 0; tp < p.tp; ++tp) {
+        std::vector<int> g;
+        for (int d = 0; d < p.dp; ++d) g.push_back(gpu_of(p, tp, d, r));
+        groups.push_back(std::move(g));
+      }
+    }
+    return run("dp", op, bytes, std::move(groups), t);
+  }
+
+  // Every (TP rank, replica) pipeline: a ring over the stages.
+  double p2p(double bytes, CommTimes* t) {
+    const model::ParallelConfig& p = s_.parallel;
+    std::vector<std::vector<int>> groups;
+    for (int d = 0; d < p.dp; ++d) {
+      for (int tp = 0; tp < p.tp; ++tp) {
+        std::vector<int> g;
+        for (int r = 0; r < p.pp; ++r) g.push_back(gpu_of(p, tp, d, r));
+        groups.push_back(std::move(g));
+      }
+    }
+    return run("pp", network::CollectiveOp::kSendRecv, bytes, std::move(groups), t);
+  }
+
+  // First and last stage of every (TP rank, replica).
+  double embedding(double bytes, CommTimes* t) {
+    const model::ParallelConfig& p = s_.parallel;
+    std::vector<std::vector<int>> groups;
+    for (int d = 0; d < p.dp; ++d)
+      for (int tp = 0; tp < p.tp; ++tp) groups.push_back({gpu_of(p, tp, d, 0), gpu_of(p, tp, d, p.pp - 1)});
+    return run("embedding", network::CollectiveOp::kAllReduce, bytes, std::move(groups), t);
+  }
+
+ private:
+  double run(const char* what, network::CollectiveOp op, double bytes,
+             std::vector<std::vector<int>> groups, CommTimes* t) {
+    if (bytes <= 0) return 0.0;
+    const auto key = std::make_pair(std::string(what) + network::to_string(op), bytes);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    network::CollectiveRequest req;
+    req.op = op;
+    req.algorithm = network::CollectiveAlgorithm::kRing;
+    req.bytes = bytes;
+    req.groups = std::move(groups);
+    const network::CollectiveResult r = sim_.run(req);
+    ++t->solves;
+    t->notes.push_back(note(what, r));
+    memo_.emplace(key, r.time_s);
+    return r.time_s;
+  }
+
+  const model::Scenario& s_;
+  network::Topology topology_;
+  network::Router router_;
+  network::CollectiveSimulator sim_;
+  std::map<std::pair<std::string, double>, double> memo_;
+};
+
+void fill_network(const model::Scenario& s, const FabricInputs& f, CommTimes* t) {
+  const model::ParallelConfig& p = s.parallel;
+  NetworkTimer net(s, f);
+  if (p.pp > 1) {
+    t->p2p_s = net.p2p(static_cast<double>(model::p2p_message_bytes(s)), t);
+    t->embedding_sync_s =
+        net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * kGradBytes, t);
+  }
+  if (p.dp > 1) {
+    for (int r = 0; r < p.pp; ++r) {
+      for (int c = 0; c < p.vpp; ++c) {
+        const double params = chunk_params(s, r, c);
+        const network::CollectiveOp reduce =
+            p.zero_stage == 0 ? network::CollectiveOp::kAllReduce : network::CollectiveOp::kReduceScatter;
+        t->dp_reduce_s[r * p.vpp + c] = net.dp(reduce, params * kGradBytes, t);
+        t->dp_gather_s[r * p.vpp + c] =
+            p.zero_stage == 0 ? 0.0 : net.dp(network::CollectiveOp::kAllGather, params * kParamBytes, t);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const char* to_string(CommModel m) {
+  switch (m) {
+    case CommModel::kNetwork: return "network";
+    case CommModel::kAnalytical: return "analytical";
+    case CommModel::kZero: return "zero";
+  }
+  return "unknown";
+}
+
+std::optional<CommModel> parse_comm_model(std::string_view name) {
+  for (CommModel m : {CommModel::kNetwork, CommModel::kAnalytical, CommModel::kZero})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+CommTimes comm_times(const model::Scenario& s, const model::Estimate& e, CommModel model,
+                     const FabricInputs* fabric) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const model::ParallelConfig& p = s.parallel;
+  CommTimes t;
+  t.model = model;
+  t.pp = p.pp;
+  t.vpp = p.vpp;
+  t.dp_reduce_s.assign(static_cast<size_t>(p.pp) * p.vpp, 0.0);
+  t.dp_gather_s.assign(static_cast<size_t>(p.pp) * p.vpp, 0.0);
+  switch (model) {
+    case CommModel::kZero:
+      break;
+    case CommModel::kAnalytical:
+      fill_analytical(s, e, &t);
+      break;
+    case CommModel::kNetwork:
+      if (fabric == nullptr) throw std::invalid_argument("comm_times: the network model needs a fabric");
+      fill_network(s, *fabric, &t);
+      break;
+  }
+  if (p.dp <= 1) {
+    std::fill(t.dp_reduce_s.begin(), t.dp_reduce_s.end(), 0.0);
+    std::fill(t.dp_gather_s.begin(), t.dp_gather_s.end(), 0.0);
+  }
+  t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return t;
+}
+
+}  // namespace megascale::sim

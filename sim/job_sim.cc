@@ -1,0 +1,119 @@
+// sim/job_sim.cc: see job_sim.h.
+#include "sim/job_sim.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "model/job_schedule.h"
+#include "model/op_cost.h"
+#include "sim/critical_path.h"
+#include "sim/op_costs.h"
+
+namespace megascale::sim {
+namespace {
+
+void add(model::TimeBreakdown* sum, const model::TimeBreakdown& b, double w) {
+  sum->data_s += w * b.data_s;
+  sum->compute_s += w * b.compute_s;
+  sum->recompute_s += w * b.recompute_s;
+  sum->tp_exposed_s += w * b.tp_exposed_s;
+  sum->bubble_s += w * b.bubble_s;
+  sum->pp_exposed_s += w * b.pp_exposed_s;
+  sum->dp_exposed_s += w * b.dp_exposed_s;
+  sum->optimizer_s += w * b.optimizer_s;
+}
+
+}  // namespace
+
+JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
+  if (o.steps < 1) throw std::invalid_argument("simulate_job: steps must be >= 1");
+  if (o.max_replicas < 1) throw std::invalid_argument("simulate_job: max_replicas must be >= 1");
+  if (o.comm == CommModel::kNetwork && !o.fabric)
+    throw std::invalid_argument("simulate_job: the network communication model needs a fabric");
+  const auto t0 = std::chrono::steady_clock::now();
+
+  JobResult out;
+  out.scenario = s;
+  out.analytical = model::estimate(s);
+  const Variability variability(s, o.variability);
+  out.comm = comm_times(s, out.analytical, o.comm, o.fabric ? &*o.fabric : nullptr);
+  const OpCosts costs(s, out.analytical, out.comm);
+  out.schedule = model::build_job_schedule(s);
+  const std::vector<double> busy = costs.busy_s();
+  const model::ParallelConfig& p = s.parallel;
+
+  model::TimeBreakdown mean;
+  double total_s = 0, busy_sum_s = 0;
+  for (int k = 0; k < o.steps; ++k) {
+    const StepFactors f = variability.step(k);
+    const ReplicaChoice choice = choose_replicas(f, busy, o.max_replicas);
+    // Compute factor of (simulated replica i, rank r).
+    auto factor = [&](int i, int r) { return f.factor(choice.replicas[i], r); };
+    const EventTimeline t = run_events(
+        out.schedule, static_cast<int>(choice.replicas.size()),
+        [&](int i, int r, const model::Op& op) { return costs.duration_s(r, op, factor(i, r)); });
+    const std::vector<PathSegment> path = critical_path(out.schedule, t);
+    std::vector<std::vector<OpParts>> busy_parts(choice.replicas.size());
+    for (size_t i = 0; i < choice.replicas.size(); ++i)
+      for (int r = 0; r < p.pp; ++r)
+        busy_parts[i].push_back(costs.busy_parts(r).scaled_compute(factor(static_cast<int>(i), r)));
+    const PathBreakdown pb = attribute_path(
+        out.schedule, path,
+        [&](int i, int r, const model::Op& op) { return costs.parts(r, op).scaled_compute(factor(i, r)); },
+        busy_parts);
+
+    StepResult step;
+    step.time_s = t.iteration_s;
+    step.breakdown = pb.breakdown;
+    step.replicas = choice.replicas;
+    step.distinct_replicas = choice.distinct;
+    step.exact = choice.exact;
+    step.critical_replica = choice.replicas[pb.critical_replica];
+    step.critical_rank = pb.critical_rank;
+    step.critical_busy_s = pb.busy_s;
+    step.straggler_machines = f.straggler_machines;
+    step.stats = t.stats;
+    out.steps.push_back(step);
+
+    std::vector<double> fwd(f.group.size()), bwd(f.group.size());
+    for (int d = 0; d < p.dp; ++d) {
+      for (int r = 0; r < p.pp; ++r) {
+        fwd[d * p.pp + r] = costs.forward_busy_s(r) * f.factor(d, r);
+        bwd[d * p.pp + r] = costs.backward_busy_s(r) * f.factor(d, r);
+      }
+    }
+    out.forward_s.push_back(std::move(fwd));
+    out.backward_s.push_back(std::move(bwd));
+
+    if (k == o.trace_step) {
+      out.trace = t;
+      out.trace_replicas = choice.replicas;
+      out.trace_events = timeline_events(p, out.schedule, t, choice.replicas, costs);
+      out.trace_step = k;
+    }
+    add(&mean, step.breakdown, 1.0 / o.steps);
+    total_s += step.time_s;
+    busy_sum_s += step.critical_busy_s;
+  }
+
+  model::Estimate& e = out.estimate;
+  e = out.analytical;
+  e.iteration_time_s = total_s / o.steps;
+  e.breakdown = mean;
+  const double busy_mean_s = busy_sum_s / o.steps;
+  e.bubble_fraction = busy_mean_s > 0 ? mean.bubble_s / busy_mean_s : 0.0;
+  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  e.model_flops = model::model_flops_per_iteration(s.model, p.global_batch);
+  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_bf16_tflops * 1e12);
+  e.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / e.iteration_time_s;
+  e.p2p_s = out.comm.p2p_s;
+  if (!out.comm.dp_reduce_s.empty()) {
+    const int middle = p.vpp > 1 ? 1 : 0;
+    e.dp_reduce_scatter_chunk_s = out.comm.dp_reduce(0, middle);
+    e.dp_all_gather_chunk_s = out.comm.dp_gather(0, middle);
+  }
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace megascale::sim

@@ -1,0 +1,65 @@
+// sim/trace_writer.h: the simulated timeline in the project's one trace schema
+// (DESIGN.md contract 3), so simulated and measured traces compare event by
+// event.
+//
+// defines: TraceEvent, timeline_events, write_trace_csv, write_chrome_trace,
+//          write_trace_files
+//
+// Schema (identical to engine/trace.h, which sim/ cannot link: the engine
+// links Open MPI and SimGrid exports MPI symbols):
+//   (rank, stream, kind, microbatch, chunk, layer, start_us, end_us, bytes, flops)
+//   - rank: global GPU rank of TP rank 0 of the (replica, pipeline rank) the
+//     event ran on (Megatron-LM order: d*TP + r*TP*DP); TP ranks of a stage
+//     and replicas with the same compute factors have identical timelines;
+//   - stream: model::to_string(Stream); kind: model::to_string(OpKind);
+//   - microbatch, chunk: the op's (-1 when not about one); layer: -1 (ops are
+//     whole chunks at this fidelity);
+//   - bytes: the op's payload per GPU (p2p message, DP chunk); flops: FLOPs
+//     one GPU executes for a Forward / Backward op.
+// CSV: header `rank,stream,kind,microbatch,chunk,layer,start_us,end_us,bytes,flops`,
+// times with 3 decimals (ns); events sorted by (start, rank, stream).
+// Chrome trace JSON: one complete event (ph "X") per event, pid = rank,
+// tid = stream id, named by process_name / thread_name metadata; opens in
+// Perfetto (ui.perfetto.dev) and chrome://tracing.
+//
+// Errors: the writers throw std::runtime_error naming the file when it cannot
+// be written. Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/schedule.h"
+#include "sim/event_engine.h"
+#include "sim/op_costs.h"
+
+namespace megascale::sim {
+
+struct TraceEvent {
+  int rank = 0;
+  model::Stream stream = model::Stream::kCompute;
+  std::string kind;
+  int microbatch = -1;
+  int chunk = -1;
+  int layer = -1;
+  double start_us = 0;
+  double end_us = 0;
+  int64_t bytes = 0;
+  double flops = 0;
+};
+
+// Events of every op of `t` (replica i is DP index replicas[i]), sorted.
+std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const model::Schedule& s,
+                                        const EventTimeline& t, const std::vector<int>& replicas,
+                                        const OpCosts& costs);
+
+void write_trace_csv(const std::string& path, const std::vector<TraceEvent>& events);
+void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events);
+
+// `file` names the trace: a trailing ".json" or ".csv" is dropped and both
+// PREFIX.json (Chrome) and PREFIX.csv are written. Returns {json, csv} paths.
+std::vector<std::string> write_trace_files(const std::string& file, const std::vector<TraceEvent>& events);
+
+}  // namespace megascale::sim

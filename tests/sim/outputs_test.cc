@@ -1,0 +1,187 @@
+// tests/sim/outputs_test.cc: the trace (engine schema, Chrome JSON + CSV) and
+// the heat-map (SVG) of an event-level run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/scenario.h"
+#include "model/schedule.h"
+#include "network/topology.h"
+#include "sim/heatmap.h"
+#include "sim/job_sim.h"
+#include "sim/trace_writer.h"
+
+namespace megascale::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(line);
+  while (std::getline(in, item, sep)) out.push_back(item);
+  return out;
+}
+
+class SimOutputs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("megascale-sim-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // 175B, TP 8, PP 4, VPP 2, DP 4, 8 micro-batches: 128 GPUs, 16 machines.
+  static model::Scenario scenario() {
+    model::Scenario s = model::default_scenario("megatron");
+    s.parallel.pp = 4;
+    s.parallel.vpp = 2;
+    s.parallel.dp = 4;
+    s.parallel.global_batch = 32;
+    s.cluster.gpus = s.parallel.gpus();
+    return s;
+  }
+  static SimOptions options(const model::Scenario& s) {
+    SimOptions o;
+    FabricInputs f;
+    f.spec = network::megascale_clos(s.cluster.gpus);
+    o.fabric = f;
+    return o;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SimOutputs, TraceHasTheEngineSchemaAndTheScheduleOrder) {
+  const model::Scenario s = scenario();
+  SimOptions o = options(s);
+  o.trace_step = 0;
+  const JobResult r = simulate_job(s, o);
+  ASSERT_FALSE(r.trace_events.empty());
+  const std::vector<std::string> files = write_trace_files((dir_ / "trace.json").string(), r.trace_events);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0], (dir_ / "trace.json").string());
+  EXPECT_EQ(files[1], (dir_ / "trace.csv").string());
+
+  // CSV: the engine's header (engine/trace.h) and one line per op.
+  std::istringstream csv(read(files[1]));
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line, "rank,stream,kind,microbatch,chunk,layer,start_us,end_us,bytes,flops");
+  std::map<int, std::string> order;  // rank -> "F0.0 F1.0 ..."
+  size_t lines = 0;
+  double last_start = -1;
+  while (std::getline(csv, line)) {
+    const std::vector<std::string> f = split(line, ',');
+    ASSERT_EQ(f.size(), 10u) << line;
+    ++lines;
+    const double start = std::stod(f[6]);
+    EXPECT_GE(start, last_start) << "not sorted by start: " << line;
+    last_start = start;
+    EXPECT_LE(start, std::stod(f[7])) << line;
+    if (f[1] != "compute" || (f[2] != "forward" && f[2] != "backward")) continue;
+    EXPECT_GT(std::stod(f[9]), 0.0) << "compute event without flops: " << line;
+    std::string& o = order[std::stoi(f[0])];
+    if (!o.empty()) o += ' ';
+    o += (f[2] == "forward" ? "F" : "B") + f[3] + "." + f[4];
+  }
+  size_t ops = 0;
+  for (const model::RankSchedule& rs : r.schedule.ranks) ops += rs.ops.size();
+  EXPECT_EQ(lines, ops);  // one replica simulated: every op once
+  // Ranks are global GPU ranks: TP 0 of replica 0 of stage r = r * TP * DP.
+  ASSERT_EQ(order.size(), 4u);
+  for (int pr = 0; pr < 4; ++pr) {
+    const int rank = pr * s.parallel.tp * s.parallel.dp;
+    ASSERT_TRUE(order.count(rank)) << "rank " << rank;
+    EXPECT_EQ(order[rank], model::compute_order(r.schedule.ranks[pr])) << "pipeline rank " << pr;
+  }
+
+  // Chrome JSON: metadata naming the lanes, complete events with the schema's args.
+  const std::string json = read(files[0]);
+  EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
+  EXPECT_NE(json.find("\"name\":\"thread_name\""), std::string::npos);
+  EXPECT_NE(json.find("\"args\":{\"name\":\"dp_comm\"}"), std::string::npos);
+  EXPECT_NE(json.find("\"ph\":\"X\""), std::string::npos);
+  EXPECT_NE(json.find("\"args\":{\"kind\":\"forward\",\"microbatch\":0,\"chunk\":0,\"layer\":-1"),
+            std::string::npos);
+  EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
+}
+
+TEST_F(SimOutputs, NoTraceWhenNotAsked) {
+  const model::Scenario s = scenario();
+  SimOptions o = options(s);
+  o.trace_step = -1;
+  EXPECT_TRUE(simulate_job(s, o).trace_events.empty());
+}
+
+TEST_F(SimOutputs, HeatmapShowsTheStraggler) {
+  const model::Scenario s = scenario();
+  SimOptions o = options(s);
+  o.steps = 5;
+  o.variability.jitter_sigma = 0.005;
+  o.variability.stragglers.gpus = {gpu_of(s.parallel, 2, 3, 1)};  // replica 3, stage 1
+  o.variability.stragglers.factor = 1.2;
+  const JobResult r = simulate_job(s, o);
+  const HeatmapInput in = heatmap_input(r);
+  ASSERT_EQ(in.rows.size(), 16u);  // DP x PP groups, no merging
+  ASSERT_EQ(in.forward.size(), 5u);
+  // Rows in global-rank order: stage 1, replica 3 is row 1*4 + 3.
+  const int row = 1 * 4 + 3;
+  EXPECT_EQ(in.rows[row], "rank " + std::to_string(gpu_of(s.parallel, 0, 3, 1)) + " (dp 3, pp 1)");
+  for (int k = 0; k < 5; ++k) {
+    for (int i = 0; i < 16; ++i) {
+      if (i == row) {
+        EXPECT_GT(in.forward[k][i].ratio, 1.15);
+        EXPECT_GT(in.backward[k][i].ratio, 1.15);
+      } else {
+        EXPECT_LT(in.forward[k][i].ratio, 1.05);
+      }
+    }
+  }
+  const fs::path svg = dir_ / "heat.svg";
+  write_heatmap_svg(svg.string(), r);
+  const std::string text = read(svg);
+  EXPECT_EQ(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(text.find("fill=\"#a50000\""), std::string::npos) << "no dark-red (slowest) cell";
+  EXPECT_NE(text.find("rank " + std::to_string(gpu_of(s.parallel, 0, 3, 1)) + " (dp 3, pp 1)"), std::string::npos);
+  EXPECT_NE(text.find("step time"), std::string::npos);
+  EXPECT_EQ(text.substr(text.size() - 7), "</svg>\n");
+}
+
+TEST_F(SimOutputs, HeatmapMergesRowsKeepingTheSlowest) {
+  // 175B on 12,288 GPUs: 1,536 (replica, stage) groups -> merged rows.
+  model::Scenario s = model::default_scenario("megatron");
+  SimOptions o;
+  o.comm = CommModel::kZero;  // the heat-map needs no fabric
+  o.steps = 2;
+  o.variability.stragglers.gpus = {gpu_of(s.parallel, 0, 100, 5)};
+  o.variability.stragglers.factor = 1.3;
+  const JobResult r = simulate_job(s, o);
+  const HeatmapInput in = heatmap_input(r);
+  EXPECT_LE(static_cast<int>(in.rows.size()), kMaxHeatmapRows);
+  int slow_rows = 0;
+  for (size_t i = 0; i < in.rows.size(); ++i) slow_rows += in.forward[0][i].ratio > 1.25;
+  EXPECT_EQ(slow_rows, 1);
+  EXPECT_NO_THROW(heatmap_svg(in));
+}
+
+TEST_F(SimOutputs, UnwritablePathsAreReported) {
+  const std::vector<TraceEvent> none;
+  EXPECT_THROW(write_trace_files("/nonexistent-dir/x.json", none), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace megascale::sim
