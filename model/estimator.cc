@@ -22,28 +22,6 @@ constexpr double kAdamBytesPerParam = 30.0;
 constexpr double kLambBytesPerParam = 38.0;
 constexpr double kClipBytesPerParam = 4.0;
 
-struct Links {
-  Link tp;
-  Link pp;
-  Link dp;
-  bool pp_inside_node = false;
-};
-
-Links links(const Scenario& s, const GpuProfile& gpu) {
-  const ParallelConfig& p = s.parallel;
-  const HardwareConfig& hw = s.hardware;
-  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
-  const Link network = network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
-  const Link nvlink = nvlink_link(gpu.nvlink_busbw_gbs);
-  Links l;
-  // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
-  l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
-  l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
-  l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
-  l.pp = l.pp_inside_node ? nvlink : network;
-  return l;
-}
-
 CollectiveKind collective_kind(LayerStepKind k) {
   switch (k) {
     case LayerStepKind::kTpAllGather:
@@ -54,12 +32,6 @@ CollectiveKind collective_kind(LayerStepKind k) {
       return CollectiveKind::kAllReduce;
   }
 }
-
-struct ProgramTime {
-  double compute_s = 0;
-  double recompute_s = 0;
-  double tp_exposed_s = 0;
-};
 
 // Extra time a TP collective adds when fused with GEMM `op` (MegaScale section
 // 3.2): the GEMM is split into `chunks` pieces along the sequence and each piece's
@@ -83,6 +55,33 @@ double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s,
   return best_extra_s;
 }
 
+// Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
+// c may start at ready_s[c] and the compute it overlaps ends at end_s.
+double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<double>& dur_s,
+                       double end_s) {
+  double t = 0;
+  for (size_t i = 0; i < ready_s.size(); ++i) t = std::max(t, ready_s[i]) + dur_s[i];
+  return std::max(0.0, t - end_s);
+}
+
+}  // namespace
+
+ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
+  const ParallelConfig& p = s.parallel;
+  const HardwareConfig& hw = s.hardware;
+  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
+  const Link network = network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
+  const Link nvlink = nvlink_link(gpu.nvlink_busbw_gbs);
+  ParallelLinks l;
+  // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
+  l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
+  l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
+  l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
+  l.pp = l.pp_inside_node ? nvlink : network;
+  return l;
+}
+
+
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
                          const GpuProfile& gpu) {
@@ -92,7 +91,10 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
     const bool as_forward = !backward || step.recompute;
     if (step.kind == LayerStepKind::kCompute) {
       double sum = 0;
-      for (int i : step.ops) sum += as_forward ? forward_time_s(ops[i], gpu) : backward_time_s(ops[i], gpu);
+      for (int i : step.ops) {
+        sum += as_forward ? forward_time_s(ops[i], gpu) : backward_time_s(ops[i], gpu);
+        t.flops += as_forward ? ops[i].fwd_flops : ops[i].bwd_flops;
+      }
       (step.recompute ? t.recompute_s : t.compute_s) += sum;
       continue;
     }
@@ -108,20 +110,15 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
   return t;
 }
 
-// Head (embedding / output) work per micro-batch: kernels plus the TP collectives
-// around them (SP: RS of the embedding output, AG before the logits; vocab-parallel
-// cross-entropy: three small all-reduces of per-token statistics).
-struct HeadTime {
-  double forward_s = 0;
-  double backward_s = 0;
-  double tp_s = 0;  // both passes
-};
-
 HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, const Link& tp_link,
                    const GpuProfile& gpu, bool output_head) {
   HeadTime h;
   h.forward_s = forward_time_s(ops, gpu);
   h.backward_s = backward_time_s(ops, gpu);
+  for (const OperatorCost& op : ops) {
+    h.flops_forward += op.fwd_flops;
+    h.flops_backward += op.bwd_flops;
+  }
   const ParallelConfig& p = s.parallel;
   if (p.tp > 1) {
     const double act = static_cast<double>(p.micro_batch) * s.model.seq_len * s.model.hidden * 2;
@@ -131,32 +128,22 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
     const CollectiveKind bwd = p.sequence_parallel ? (output_head ? CollectiveKind::kReduceScatter
                                                                   : CollectiveKind::kAllGather)
                                                    : CollectiveKind::kAllReduce;
-    h.tp_s = collective_time_s(fwd, p.tp, act, tp_link) + collective_time_s(bwd, p.tp, act, tp_link);
+    h.tp_forward_s = collective_time_s(fwd, p.tp, act, tp_link);
+    h.tp_backward_s = collective_time_s(bwd, p.tp, act, tp_link);
     if (output_head) {
       const double stats = static_cast<double>(p.micro_batch) * s.model.seq_len * 4.0;
-      h.tp_s += 3 * collective_time_s(CollectiveKind::kAllReduce, p.tp, stats, tp_link);
+      h.tp_forward_s += 3 * collective_time_s(CollectiveKind::kAllReduce, p.tp, stats, tp_link);
     }
   }
   return h;
 }
-
-// Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
-// c may start at ready_s[c] and the compute it overlaps ends at end_s.
-double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<double>& dur_s,
-                       double end_s) {
-  double t = 0;
-  for (size_t i = 0; i < ready_s.size(); ++i) t = std::max(t, ready_s[i]) + dur_s[i];
-  return std::max(0.0, t - end_s);
-}
-
-}  // namespace
 
 Estimate estimate(const Scenario& s, const HostModel& host) {
   const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
   const ModelConfig& m = s.model;
   const ParallelConfig& p = s.parallel;
   const Optimizations& o = s.optimizations;
-  const Links link = links(s, gpu);
+  const ParallelLinks link = parallel_links(s, gpu);
   const int M = p.microbatches();
   const int P = p.pp;
   const int V = p.vpp;
@@ -178,14 +165,14 @@ Estimate estimate(const Scenario& s, const HostModel& host) {
   const double layer_compute = chunks * layers_per_chunk * (fwd.compute_s + bwd.compute_s);
   const double layer_recompute = chunks * layers_per_chunk * bwd.recompute_s;
   const double layer_tp = chunks * layers_per_chunk * (fwd.tp_exposed_s + bwd.tp_exposed_s);
-  const double first_head = M * (emb.forward_s + emb.backward_s + emb.tp_s);
-  const double last_head = M * (out.forward_s + out.backward_s + out.tp_s);
+  const double first_head = M * (emb.forward_s + emb.backward_s + (emb.tp_forward_s + emb.tp_backward_s));
+  const double last_head = M * (out.forward_s + out.backward_s + (out.tp_forward_s + out.tp_backward_s));
   const bool first_is_busiest = P == 1 || first_head >= last_head;
   const double head_compute =
       P == 1 ? M * (emb.forward_s + emb.backward_s + out.forward_s + out.backward_s)
              : (first_is_busiest ? M * (emb.forward_s + emb.backward_s)
                                  : M * (out.forward_s + out.backward_s));
-  const double head_tp = P == 1 ? M * (emb.tp_s + out.tp_s) : (first_is_busiest ? M * emb.tp_s : M * out.tp_s);
+  const double head_tp = P == 1 ? M * ((emb.tp_forward_s + emb.tp_backward_s) + (out.tp_forward_s + out.tp_backward_s)) : (first_is_busiest ? M * (emb.tp_forward_s + emb.tp_backward_s) : M * (out.tp_forward_s + out.tp_backward_s));
 
   TimeBreakdown& b = e.breakdown;
   b.compute_s = layer_compute + head_compute;

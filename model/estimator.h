@@ -22,9 +22,14 @@
 
 #include <string>
 
+#include <vector>
+
+#include "model/collective_cost.h"
 #include "model/config.h"
 #include "model/hardware.h"
+#include "model/layer_program.h"
 #include "model/memory.h"
+#include "model/op_cost.h"
 
 namespace megascale::model {
 
@@ -65,6 +70,44 @@ struct Estimate {
   double dp_reduce_scatter_chunk_s = 0;
   double dp_all_gather_chunk_s = 0;
 };
+
+// The links each dimension's traffic uses, from Megatron-LM's rank order (TP
+// fastest, then DP, then PP): NVLink while the group fits in one node, else one
+// NIC rail (a GPU's share of the node's NICs).
+struct ParallelLinks {
+  Link tp;
+  Link pp;
+  Link dp;
+  bool pp_inside_node = false;
+};
+ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu);
+
+// One pass of a layer program on one TP rank: kernel time, recomputation, the
+// TP collectives not hidden by tp_overlap (fused with their GEMM as MegaScale
+// section 3.2 describes), and the FLOPs executed.
+struct ProgramTime {
+  double compute_s = 0;
+  double recompute_s = 0;
+  double tp_exposed_s = 0;
+  double flops = 0;
+};
+ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
+                         bool backward, const Scenario& s, const Link& tp_link,
+                         const GpuProfile& gpu);
+
+// Embedding (output_head = false) or output head work per micro-batch: kernels
+// plus the TP collectives around them (SP: RS of the embedding output, AG before
+// the logits; vocab-parallel cross-entropy: three small all-reduces).
+struct HeadTime {
+  double forward_s = 0;
+  double backward_s = 0;
+  double tp_forward_s = 0;
+  double tp_backward_s = 0;
+  double flops_forward = 0;
+  double flops_backward = 0;
+};
+HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, const Link& tp_link,
+                   const GpuProfile& gpu, bool output_head);
 
 // Estimates one configuration. REQUIRES: the layout is valid (check_layout()) and
 // hardware.gpu names a profile (throws std::invalid_argument otherwise).

@@ -30,30 +30,9 @@ double chunk_params(const model::Scenario& s, int r, int c) {
   return params;
 }
 
-// The links of the analytical estimator (mirrors model/estimator.cc links():
-// Megatron rank order, TP fastest, then DP, then PP; one NIC share per GPU).
-struct AnalyticalLinks {
-  model::Link dp, pp;
-  bool pp_inside_node = false;
-};
-
-AnalyticalLinks analytical_links(const model::Scenario& s) {
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
-  const model::ParallelConfig& p = s.parallel;
-  const model::HardwareConfig& hw = s.hardware;
-  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
-  const model::Link network = model::network_link(model::nic_busbw_gbs(hw.nic_gbps) * nic_share);
-  const model::Link nvlink = model::nvlink_link(gpu.nvlink_busbw_gbs);
-  AnalyticalLinks l;
-  l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
-  l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
-  l.pp = l.pp_inside_node ? nvlink : network;
-  return l;
-}
-
 void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTimes* t) {
   const model::ParallelConfig& p = s.parallel;
-  const AnalyticalLinks link = analytical_links(s);
+  const model::ParallelLinks link = model::parallel_links(s, model::gpu_profile(s.hardware.gpu));
   t->p2p_s = p.pp > 1 ? e.p2p_s : 0.0;
   for (int r = 0; r < p.pp; ++r) {
     for (int c = 0; c < p.vpp; ++c) {

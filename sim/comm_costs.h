@@ -20,7 +20,7 @@
 //               Collectives are memoised by (op, bytes): a 175B iteration needs
 //               at most 6 solves.
 //   kAnalytical model/collective_cost.h on the links the analytical estimator
-//               uses (model/estimator.cc: NVLink inside a node, one NIC rail
+//               uses (model/estimator.h parallel_links(): NVLink inside a node, one NIC rail
 //               share across): contention-free NCCL cost form.
 //   kZero       every communication op takes 0 s (tests: the event simulation
 //               then reproduces model::replay on compute alone).

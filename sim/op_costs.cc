@@ -14,71 +14,24 @@ namespace {
 
 using model::OpKind;
 
-// Kernel and recompute seconds of one layer's program (compute steps only),
-// timed as model/estimator.cc program_time() times them.
-struct KernelTime {
-  double compute_s = 0;
-  double recompute_s = 0;
-  double flops = 0;
-};
-
-KernelTime kernel_time(const model::LayerProgram& program, const std::vector<model::OperatorCost>& ops,
-                       bool backward, const model::GpuProfile& gpu) {
-  KernelTime t;
-  for (const model::LayerStep& step : program) {
-    if (step.kind != model::LayerStepKind::kCompute) continue;
-    const bool as_forward = !backward || step.recompute;
-    for (int i : step.ops) {
-      const double s = as_forward ? model::forward_time_s(ops[i], gpu) : model::backward_time_s(ops[i], gpu);
-      (step.recompute ? t.recompute_s : t.compute_s) += s;
-      t.flops += as_forward ? ops[i].fwd_flops : ops[i].bwd_flops;
-    }
-  }
-  return t;
-}
-
-// The TP link of the estimator (model/estimator.cc links()).
-model::Link tp_link(const model::Scenario& s, const model::GpuProfile& gpu) {
-  const model::HardwareConfig& hw = s.hardware;
-  if (s.parallel.tp <= hw.gpus_per_node) return model::nvlink_link(gpu.nvlink_busbw_gbs);
-  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
-  return model::network_link(model::nic_busbw_gbs(hw.nic_gbps) * nic_share);
-}
-
 struct Head {
   OpParts fwd, bwd;
   double flops_fwd = 0, flops_bwd = 0;
 };
 
-// Embedding (output_head = false) or output head work per micro-batch, with its
-// TP collectives (mirrors model/estimator.cc head_time(), split by pass).
+// Embedding (output_head = false) or output head work per micro-batch, split by
+// pass (model/estimator.h head_time()).
 Head head(const std::vector<model::OperatorCost>& ops, const model::Scenario& s,
           const model::GpuProfile& gpu, bool output_head) {
+  const model::HeadTime t =
+      model::head_time(ops, s, model::parallel_links(s, gpu).tp, gpu, output_head);
   Head h;
-  h.fwd.compute = model::forward_time_s(ops, gpu);
-  h.bwd.compute = model::backward_time_s(ops, gpu);
-  for (const model::OperatorCost& op : ops) {
-    h.flops_fwd += op.fwd_flops;
-    h.flops_bwd += op.bwd_flops;
-  }
-  const model::ParallelConfig& p = s.parallel;
-  if (p.tp > 1) {
-    using model::CollectiveKind;
-    const model::Link link = tp_link(s, gpu);
-    const double act = static_cast<double>(p.micro_batch) * s.model.seq_len * s.model.hidden * 2;
-    const CollectiveKind fwd = p.sequence_parallel
-                                   ? (output_head ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter)
-                                   : CollectiveKind::kAllReduce;
-    const CollectiveKind bwd = p.sequence_parallel
-                                   ? (output_head ? CollectiveKind::kReduceScatter : CollectiveKind::kAllGather)
-                                   : CollectiveKind::kAllReduce;
-    h.fwd.tp = model::collective_time_s(fwd, p.tp, act, link);
-    h.bwd.tp = model::collective_time_s(bwd, p.tp, act, link);
-    if (output_head) {
-      const double stats = static_cast<double>(p.micro_batch) * s.model.seq_len * 4.0;
-      h.fwd.tp += 3 * model::collective_time_s(CollectiveKind::kAllReduce, p.tp, stats, link);
-    }
-  }
+  h.fwd.compute = t.forward_s;
+  h.bwd.compute = t.backward_s;
+  h.fwd.tp = t.tp_forward_s;
+  h.bwd.tp = t.tp_backward_s;
+  h.flops_fwd = t.flops_forward;
+  h.flops_bwd = t.flops_backward;
   return h;
 }
 
@@ -102,8 +55,11 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
   const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
   const std::vector<model::OperatorCost> ops =
       model::layer_operators(s.model, p, s.optimizations.efficient_operators);
-  const KernelTime f = kernel_time(model::layer_forward_program(s.model, p, ops), ops, false, gpu);
-  const KernelTime b = kernel_time(model::layer_backward_program(s.model, p, ops), ops, true, gpu);
+  const model::Link tp = model::parallel_links(s, gpu).tp;
+  const model::ProgramTime f =
+      model::program_time(model::layer_forward_program(s.model, p, ops), ops, false, s, tp, gpu);
+  const model::ProgramTime b =
+      model::program_time(model::layer_backward_program(s.model, p, ops), ops, true, s, tp, gpu);
 
   // The estimate's chunk times are the totals; TP is what they add beyond kernels.
   forward_.compute = layers_per_chunk * f.compute_s;

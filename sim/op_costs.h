@@ -17,9 +17,9 @@
 //   GEMM and vocab-parallel cross-entropy (model/op_cost.h), with their TP
 //   collectives (SP: reduce-scatter after the embedding, all-gather before the
 //   logits; otherwise all-reduces; plus three small all-reduces of loss
-//   statistics). These mirror the estimator's head_time() (model/estimator.cc),
-//   which is private there; the estimator adds only the busier head to its
-//   critical path, the simulation runs both where they are.
+//   statistics), timed by the estimator's own head_time() (model/estimator.h);
+//   the estimator adds only the busier head to its critical path, the
+//   simulation runs both where they are.
 // Send: CommTimes::p2p_s. Recv: 0 (it waits for its Send).
 // DP all-gather / reduce-scatter / all-reduce of (rank, chunk): CommTimes.
 // DataLoad: the estimate's data time (synchronous loading, data pipeline off).
