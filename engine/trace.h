@@ -49,43 +49,22 @@
 #include <vector>
 
 #include "model/schedule.h"
+#include "model/trace_schema.h"
 
 namespace megascale::engine {
 
+// The schema and its files live in model/ (shared with the simulator).
+using model::parse_stream;
+using model::read_trace_csv;
+using model::TraceEvent;
+using model::TraceParseError;
+using model::write_chrome_trace;
+using model::write_trace_csv;
+
 class Comm;
 
-struct TraceEvent {
-  int rank = 0;
-  model::Stream stream = model::Stream::kCompute;
-  std::string kind;
-  int microbatch = -1;
-  int chunk = -1;
-  int layer = -1;
-  double start_us = 0;
-  double end_us = 0;
-  int64_t bytes = 0;
-  double flops = 0;
 
-  double duration_us() const { return end_us - start_us; }
-  bool operator==(const TraceEvent&) const = default;
-};
 
-class TraceParseError : public std::runtime_error {
- public:
-  TraceParseError(const std::string& file, int line, const std::string& column,
-                  const std::string& reason);
-  const std::string& file() const { return file_; }
-  int line() const { return line_; }             // 1-based; the header is line 1
-  const std::string& column() const { return column_; }  // schema field name ("" = whole line)
-
- private:
-  std::string file_;
-  int line_;
-  std::string column_;
-};
-
-// "compute" -> Stream::kCompute, ...; false when the name is unknown.
-bool parse_stream(std::string_view name, model::Stream* out);
 
 class TraceRecorder {
  public:
@@ -147,12 +126,6 @@ class TraceRecorder {
   std::vector<std::string> kinds_;
 };
 
-// Writers; throw std::runtime_error naming the file when it cannot be written.
-void write_trace_csv(const std::string& path, const std::vector<TraceEvent>& events);
-void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events);
-// Reader of write_trace_csv's format; throws TraceParseError (malformed) or
-// std::runtime_error (cannot open).
-std::vector<TraceEvent> read_trace_csv(const std::string& path);
 
 // Collective over `comm` (see the header comment). Returns the merged events on
 // rank 0 and an empty vector elsewhere. `keep_rank_files` leaves the per-rank

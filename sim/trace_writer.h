@@ -32,31 +32,23 @@
 
 #include "model/config.h"
 #include "model/schedule.h"
+#include "model/trace_schema.h"
 #include "sim/event_engine.h"
 #include "sim/op_costs.h"
 
 namespace megascale::sim {
 
-struct TraceEvent {
-  int rank = 0;
-  model::Stream stream = model::Stream::kCompute;
-  std::string kind;
-  int microbatch = -1;
-  int chunk = -1;
-  int layer = -1;
-  double start_us = 0;
-  double end_us = 0;
-  int64_t bytes = 0;
-  double flops = 0;
-};
+// The schema and its writers are model/'s (DESIGN.md contract 3): the same
+// columns and files as the engine's measured traces.
+using model::TraceEvent;
+using model::write_chrome_trace;
+using model::write_trace_csv;
+
 
 // Events of every op of `t` (replica i is DP index replicas[i]), sorted.
 std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const model::Schedule& s,
                                         const EventTimeline& t, const std::vector<int>& replicas,
                                         const OpCosts& costs);
-
-void write_trace_csv(const std::string& path, const std::vector<TraceEvent>& events);
-void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events);
 
 // `file` names the trace: a trailing ".json" or ".csv" is dropped and both
 // PREFIX.json (Chrome) and PREFIX.csv are written. Returns {json, csv} paths.
