@@ -195,6 +195,21 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   EXPECT_EQ(count(r.out, "\"metric\": \"speedup\""), 8u) << dump(r);
 }
 
+// Golden output (SimGrid's style): results/validation.md is exactly what
+// `megascale validate` prints, so a change to the models cannot move the
+// published-vs-predicted figures without regenerating the checked-in report
+// (`megascale validate --write`) and showing the new numbers in the diff.
+TEST_F(CliTest, ValidationReportIsUpToDate) {
+  const RunResult r = run_megascale({"validate"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  std::ifstream f(kSourceDir + "/results/validation.md");
+  ASSERT_TRUE(f) << "results/validation.md is missing";
+  std::stringstream golden;
+  golden << f.rdbuf();
+  EXPECT_EQ(r.out, golden.str())
+      << "results/validation.md is stale: run `megascale validate --write` and commit it";
+}
+
 // ---- no answer (exit 1) ---------------------------------------------------
 
 TEST_F(CliTest, SearchWhereNothingFitsExitsOne) {
