@@ -428,7 +428,9 @@ TEST(TopologyTest, Describe) {
             "rail-2tier: 512 GPUs, 64 servers, 8 ToR / 4 spine, 1 pod, 1100 nodes, 3584 links");
 }
 
-TEST(TopologyTest, BuildsTheMegaScaleFabricFastAndSmall) {
+// Memory is asserted; build time is only printed (speed belongs to benchmarks,
+// not to timed unit tests on a noisy machine).
+TEST(TopologyTest, BuildsTheMegaScaleFabricSmall) {
   const auto start = std::chrono::steady_clock::now();
   const Topology t = Topology::build(megascale_clos(12288));
   const double seconds =
@@ -436,7 +438,6 @@ TEST(TopologyTest, BuildsTheMegaScaleFabricFastAndSmall) {
   const double megabytes = t.memory_bytes() / 1e6;
   std::printf("[ info ] 12,288-GPU MegaScale fabric: %d nodes, %d links, built in %.1f ms, %.2f MB\n",
               t.num_nodes(), t.num_links(), seconds * 1e3, megabytes);
-  EXPECT_LT(seconds, 1.0);
   EXPECT_LT(megabytes, 16.0);
 }
 
