@@ -141,6 +141,11 @@ std::string usage() {
          "                                 (`megascale net --help`)\n"
          "  train FILE [--json]            run the real trainer (CPU + MPI) on the scenario;\n"
          "                                 launches mpirun itself\n"
+         "  plan FILE [--json] [--runs N] [--seed S] [--sweep checkpoint_interval=5m,15m,60m]\n"
+         "       [--plot FILE.svg]         a multi-week run under failures ([failures],\n"
+         "                                 [recovery], [run]): ETTR mean/p5/p95, restarts,\n"
+         "                                 lost time by cause, days to finish, best checkpoint\n"
+         "                                 interval vs Young/Daly\n"
          "\n"
          "Scenario format: scenarios/README.md. Exit codes: 0 ok, 1 no answer (nothing fits),\n"
          "2 bad input.\n";
@@ -333,6 +338,7 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   if (command == "validate") return cmd_validate(rest, out, err);
   if (command == "net") return cmd_net(rest, out, err);
   if (command == "train") return cmd_train(rest, out, err);
+  if (command == "plan") return cmd_plan(rest, out, err);
   err << "megascale: unknown command '" << command << "'\n\n" << usage();
   return 2;
 }

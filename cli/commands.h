@@ -20,6 +20,9 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err);
 int cmd_net(const Args& args, std::ostream& out, std::ostream& err);
 // `megascale train FILE [--json]` (cli/train_command.cc).
 int cmd_train(const Args& args, std::ostream& out, std::ostream& err);
+// `megascale plan FILE [--json] [--runs N] [--seed S] [--sweep ...] [--plot F.svg]`
+// (cli/plan_command.cc): failures, recovery and ETTR of a multi-week run.
+int cmd_plan(const Args& args, std::ostream& out, std::ostream& err);
 
 // Dispatches argv[1] to a command; prints usage for --help or an unknown command.
 int run_cli(const Args& argv, std::ostream& out, std::ostream& err);

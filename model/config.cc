@@ -9,6 +9,8 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 namespace megascale::model {
 
@@ -106,6 +108,41 @@ int64_t ModelConfig::parameters() const {
   // learned position embedding, final LayerNorm.
   return layers * parameters_per_layer() + static_cast<int64_t>(vocab) * h +
          static_cast<int64_t>(seq_len) * h + 2 * h;
+}
+
+}  // namespace megascale::model
+
+namespace megascale::model {
+
+RecoveryConfig RecoveryConfig::megascale() { return RecoveryConfig{}; }
+
+// MegaScale's recovery fixes off; detection and diagnosis kept equal so that the
+// difference is the three fixes alone.
+RecoveryConfig RecoveryConfig::baseline() {
+  RecoveryConfig r;
+  r.preset = "baseline";
+  r.init = "tcpstore";
+  r.checkpoint_load = "every_rank";
+  r.checkpoint = "sync";
+  return r;
+}
+
+std::optional<double> parse_duration_s(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  double unit = 1;
+  switch (text.back()) {
+    case 's': unit = 1; text.remove_suffix(1); break;
+    case 'm': unit = 60; text.remove_suffix(1); break;
+    case 'h': unit = 3600; text.remove_suffix(1); break;
+    case 'd': unit = 86400; text.remove_suffix(1); break;
+    default: break;
+  }
+  if (text.empty()) return std::nullopt;
+  std::string s(text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) return std::nullopt;
+  return v * unit;
 }
 
 }  // namespace megascale::model

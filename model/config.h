@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -152,6 +154,84 @@ struct TrainConfig {
   double max_grad_norm = 1.0;        // global-norm clipping; 0 = off
 };
 
+// One explicit fault at a fixed time ([[failures.faults]]), for reproducible studies.
+struct FaultSpec {
+  double at_s = 0;                  // wall-clock seconds since the run started
+  std::string component = "gpu";    // gpu | node | nic | link | switch | software
+  std::string kind = "crash";       // crash | hang | slowdown | node_down | link_flap
+};
+
+// Failure processes ([failures]); reliability/failure_model.h turns them into
+// Poisson rates. A rate < 0 means "from the preset" (0 when the preset is "none").
+// Units: failures per component-hour.
+struct FailureConfig {
+  std::string preset = "none";      // "none" | "llama3" (REFERENCE.md "Failures")
+  double rate_scale = 1.0;          // multiplies every rate (preset or explicit)
+  double gpu_per_hour = -1;
+  double node_per_hour = -1;
+  double nic_per_hour = -1;
+  double link_per_hour = -1;
+  double switch_per_hour = -1;
+  double software_per_hour = -1;    // per GPU-hour (one rank per GPU)
+  int links = 0;                    // 0 = 3 per NIC (3-tier CLOS, 1:1)
+  int switches = 0;                 // 0 = ToRs NICs/64 + as many aggregation + half as many core
+  double hang_fraction = 0.1;       // of gpu/nic/switch/software failures: NCCL hangs
+  double slowdown_fraction = 0.05;  // ... silent slowdowns (stragglers)
+  double slowdown_factor = 1.1;     // iteration time multiplier of a straggler
+  double link_flap_mean_s = 20;     // mean flap length (exponential)
+  int nccl_ib_timeout = 20;         // NCCL_IB_TIMEOUT
+  int nccl_ib_retry_cnt = 7;        // NCCL_IB_RETRY_CNT
+  std::vector<FaultSpec> faults;
+};
+
+// Detection, diagnosis, restart and checkpointing ([recovery]). Presets:
+// "megascale" (NSDI'24 section 5) and "baseline" (its recovery fixes off:
+// synchronous checkpoint to storage, TCPStore init, every rank reading).
+struct RecoveryConfig {
+  std::string preset = "megascale";
+  // Detection.
+  double heartbeat_period_s = 10;
+  int heartbeat_misses = 3;
+  double error_report_s = 30;            // explicit error -> driver
+  double nccl_timeout_s = 1800;          // PyTorch ProcessGroupNCCL default 30 min
+  bool traffic_anomaly_detection = true; // RDMA traffic monitor catches hangs
+  double anomaly_detect_s = 120;
+  double slowdown_detect_s = 1800;       // mean; exponential
+  // Diagnosis.
+  double self_check_s = 300;             // loopback + RNIC + intra-node a2a + ToR all-reduce
+  double false_negative = 0.05;          // faulty machine missed -> manual handling
+  double false_positive = 0.01;          // a healthy machine evicted too
+  double manual_handling_s = 7200;
+  int spare_nodes = 32;
+  double replacement_s = 60;
+  double repair_s = 3 * 86400.0;         // evicted machine back in the spare pool
+  // Restart.
+  std::string init = "ordered";          // "tcpstore" | "redis" | "ordered"
+  double process_start_s = 60;
+  std::string checkpoint_load = "one_per_dp_group";  // | "every_rank"
+  double storage_read_gbs = 100;         // aggregate GB/s (assumed HDFS cluster)
+  // Checkpointing.
+  std::string checkpoint = "two_stage";  // | "sync"
+  double checkpoint_interval_s = 1800;
+  double pcie_gbs = 20;                  // GPU -> pinned host, per GPU (PCIe4 x16 ~25 GB/s peak)
+  double storage_write_gbs = 50;         // aggregate GB/s (assumed)
+
+  static RecoveryConfig megascale();
+  static RecoveryConfig baseline();
+};
+
+// A planned run ([run]): its wall-clock length and the Monte Carlo settings.
+struct RunConfig {
+  double duration_s = 21 * 86400.0;
+  double tokens = 0;                 // tokens to train (days_to_finish); 0 = what duration gives
+  int runs = 1000;
+  int64_t seed = 1;
+  double iteration_time_s = 0;       // 0 = model::estimate
+};
+
+// "90", "90s", "15m", "2h", "21d" -> seconds; nullopt if malformed or < 0.
+std::optional<double> parse_duration_s(std::string_view text);
+
 struct Scenario {
   std::string source;   // file the scenario was read from ("<built-in>" otherwise)
   std::string name;
@@ -162,6 +242,9 @@ struct Scenario {
   NetworkConfig network;
   Optimizations optimizations;
   TrainConfig train;
+  FailureConfig failures;
+  RecoveryConfig recovery;
+  RunConfig run;
 
   // Tokens processed per iteration: global_batch * seq_len.
   int64_t tokens_per_iteration() const {

@@ -237,6 +237,42 @@ class Section {
     return values;
   }
 
+  // A duration: a number of seconds (>= 0) or a string "90s", "15m", "2h", "21d".
+  std::optional<double> duration_s(std::string_view key) const {
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return std::nullopt;
+    if (node->is_number()) return number_value(*node, key, /*allow_zero=*/true);
+    if (!node->is_string()) fail_at(*node, key, expected("a duration (seconds or \"15m\")", *node));
+    const std::optional<double> v = parse_duration_s(node->as_string()->get());
+    if (!v) {
+      fail_at(*node, key,
+              "expected a duration like 90, \"90s\", \"15m\", \"2h\" or \"21d\", got \"" +
+                  node->as_string()->get() + "\"");
+    }
+    return v;
+  }
+
+  // A number in [0, 1].
+  std::optional<double> fraction(std::string_view key) const {
+    const std::optional<double> v = non_negative_number(key);
+    if (v && *v > 1.0) fail(key, "must be in [0, 1], got " + std::to_string(*v));
+    return v;
+  }
+
+  // The array of tables at `key` (e.g. [[failures.faults]]), each as a Section.
+  std::vector<Section> table_array(std::string_view key) const {
+    std::vector<Section> out;
+    const toml::node* node = table_.get(key);
+    if (node == nullptr) return out;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) fail_at(*node, key, expected("an array of tables", *node));
+    for (const toml::node& element : *array) {
+      if (!element.is_table()) fail_at(element, key, expected("a table", element));
+      out.emplace_back(*element.as_table(), dotted(key), file_);
+    }
+    return out;
+  }
+
   std::optional<bool> boolean(std::string_view key) const {
     const toml::node* node = find(key, toml::node_type::boolean, "a boolean");
     if (node == nullptr) return std::nullopt;
@@ -575,8 +611,110 @@ Optimizations read_optimizations(const Section& s) {
 constexpr std::string_view kTopLevelKeys[] = {"name",     "model",         "parallel", "hardware",
                                               "cluster",  "optimizations", "network",  "failures",
                                               "recovery", "run",           "train"};
-// Tables later versions define (DESIGN.md contract 1); accepted but still empty.
-constexpr std::string_view kReservedTables[] = {"failures", "recovery", "run"};
+
+constexpr std::string_view kFailureKeys[] = {
+    "preset",         "rate_scale",       "gpu_per_hour",      "node_per_hour",   "nic_per_hour",
+    "link_per_hour",  "switch_per_hour",  "software_per_hour", "links",           "switches",
+    "hang_fraction",  "slowdown_fraction", "slowdown_factor",  "link_flap_mean_s", "nccl_ib_timeout",
+    "nccl_ib_retry_cnt", "faults"};
+constexpr std::string_view kFailurePresets[] = {"none", "llama3"};
+constexpr std::string_view kFaultKeys[] = {"at", "component", "kind"};
+constexpr std::string_view kComponents[] = {"gpu", "node", "nic", "link", "switch", "software"};
+constexpr std::string_view kFaultKinds[] = {"crash", "hang", "slowdown", "node_down", "link_flap"};
+
+FailureConfig read_failures(const Section& s) {
+  s.reject_unknown_keys(kFailureKeys);
+  FailureConfig f;
+  f.preset = s.choice("preset", kFailurePresets).value_or(f.preset);
+  f.rate_scale = s.non_negative_number("rate_scale").value_or(f.rate_scale);
+  f.gpu_per_hour = s.non_negative_number("gpu_per_hour").value_or(f.gpu_per_hour);
+  f.node_per_hour = s.non_negative_number("node_per_hour").value_or(f.node_per_hour);
+  f.nic_per_hour = s.non_negative_number("nic_per_hour").value_or(f.nic_per_hour);
+  f.link_per_hour = s.non_negative_number("link_per_hour").value_or(f.link_per_hour);
+  f.switch_per_hour = s.non_negative_number("switch_per_hour").value_or(f.switch_per_hour);
+  f.software_per_hour = s.non_negative_number("software_per_hour").value_or(f.software_per_hour);
+  f.links = s.integer("links", 0).value_or(f.links);
+  f.switches = s.integer("switches", 0).value_or(f.switches);
+  f.hang_fraction = s.fraction("hang_fraction").value_or(f.hang_fraction);
+  f.slowdown_fraction = s.fraction("slowdown_fraction").value_or(f.slowdown_fraction);
+  if (f.hang_fraction + f.slowdown_fraction > 1.0) {
+    s.fail("slowdown_fraction", "hang_fraction + slowdown_fraction must be <= 1");
+  }
+  f.slowdown_factor = s.positive_number("slowdown_factor").value_or(f.slowdown_factor);
+  if (f.slowdown_factor < 1.0) s.fail("slowdown_factor", "must be >= 1 (a slowdown)");
+  f.link_flap_mean_s = s.non_negative_number("link_flap_mean_s").value_or(f.link_flap_mean_s);
+  f.nccl_ib_timeout = s.integer("nccl_ib_timeout", 1, 31).value_or(f.nccl_ib_timeout);
+  f.nccl_ib_retry_cnt = s.integer("nccl_ib_retry_cnt", 0, 7).value_or(f.nccl_ib_retry_cnt);
+  for (const Section& fault : s.table_array("faults")) {
+    fault.reject_unknown_keys(kFaultKeys);
+    FaultSpec spec;
+    const std::optional<double> at = fault.duration_s("at");
+    if (!at) fault.fail_missing("at", "when the fault happens, e.g. at = \"3d\"");
+    spec.at_s = *at;
+    spec.component = fault.choice("component", kComponents).value_or(spec.component);
+    spec.kind = fault.choice("kind", kFaultKinds).value_or(spec.kind);
+    f.faults.push_back(spec);
+  }
+  return f;
+}
+
+constexpr std::string_view kRecoveryKeys[] = {
+    "preset",          "heartbeat_period_s", "heartbeat_misses",  "error_report_s",
+    "nccl_timeout_s",  "traffic_anomaly_detection", "anomaly_detect_s", "slowdown_detect_s",
+    "self_check_s",    "false_negative",     "false_positive",    "manual_handling_s",
+    "spare_nodes",     "replacement_s",      "repair_s",          "init",
+    "process_start_s", "checkpoint_load",    "storage_read_gbs",  "checkpoint",
+    "checkpoint_interval", "pcie_gbs",       "storage_write_gbs"};
+constexpr std::string_view kRecoveryPresets[] = {"megascale", "baseline"};
+constexpr std::string_view kInitDesigns[] = {"tcpstore", "redis", "ordered"};
+constexpr std::string_view kLoadDesigns[] = {"every_rank", "one_per_dp_group"};
+constexpr std::string_view kCheckpointDesigns[] = {"two_stage", "sync"};
+
+// The preset first, then each key given explicitly overrides it.
+RecoveryConfig read_recovery(const Section& s) {
+  s.reject_unknown_keys(kRecoveryKeys);
+  const std::string preset = s.choice("preset", kRecoveryPresets).value_or("megascale");
+  RecoveryConfig r = preset == "baseline" ? RecoveryConfig::baseline() : RecoveryConfig::megascale();
+  r.heartbeat_period_s = s.positive_number("heartbeat_period_s").value_or(r.heartbeat_period_s);
+  r.heartbeat_misses = s.integer("heartbeat_misses", 1).value_or(r.heartbeat_misses);
+  r.error_report_s = s.non_negative_number("error_report_s").value_or(r.error_report_s);
+  r.nccl_timeout_s = s.positive_number("nccl_timeout_s").value_or(r.nccl_timeout_s);
+  r.traffic_anomaly_detection =
+      s.boolean("traffic_anomaly_detection").value_or(r.traffic_anomaly_detection);
+  r.anomaly_detect_s = s.non_negative_number("anomaly_detect_s").value_or(r.anomaly_detect_s);
+  r.slowdown_detect_s = s.non_negative_number("slowdown_detect_s").value_or(r.slowdown_detect_s);
+  r.self_check_s = s.non_negative_number("self_check_s").value_or(r.self_check_s);
+  r.false_negative = s.fraction("false_negative").value_or(r.false_negative);
+  r.false_positive = s.fraction("false_positive").value_or(r.false_positive);
+  r.manual_handling_s = s.non_negative_number("manual_handling_s").value_or(r.manual_handling_s);
+  r.spare_nodes = s.integer("spare_nodes", 0).value_or(r.spare_nodes);
+  r.replacement_s = s.non_negative_number("replacement_s").value_or(r.replacement_s);
+  r.repair_s = s.non_negative_number("repair_s").value_or(r.repair_s);
+  r.init = s.choice("init", kInitDesigns).value_or(r.init);
+  r.process_start_s = s.non_negative_number("process_start_s").value_or(r.process_start_s);
+  r.checkpoint_load = s.choice("checkpoint_load", kLoadDesigns).value_or(r.checkpoint_load);
+  r.storage_read_gbs = s.positive_number("storage_read_gbs").value_or(r.storage_read_gbs);
+  r.checkpoint = s.choice("checkpoint", kCheckpointDesigns).value_or(r.checkpoint);
+  r.checkpoint_interval_s = s.duration_s("checkpoint_interval").value_or(r.checkpoint_interval_s);
+  if (r.checkpoint_interval_s <= 0) s.fail("checkpoint_interval", "must be > 0");
+  r.pcie_gbs = s.positive_number("pcie_gbs").value_or(r.pcie_gbs);
+  r.storage_write_gbs = s.positive_number("storage_write_gbs").value_or(r.storage_write_gbs);
+  return r;
+}
+
+constexpr std::string_view kRunKeys[] = {"duration", "tokens", "runs", "seed", "iteration_time_s"};
+
+RunConfig read_run(const Section& s) {
+  s.reject_unknown_keys(kRunKeys);
+  RunConfig r;
+  r.duration_s = s.duration_s("duration").value_or(r.duration_s);
+  if (r.duration_s <= 0) s.fail("duration", "must be > 0");
+  r.tokens = s.non_negative_number("tokens").value_or(r.tokens);
+  r.runs = s.integer("runs", 1, 10000000).value_or(r.runs);
+  r.seed = s.integer("seed", 0).value_or(static_cast<int>(r.seed));
+  r.iteration_time_s = s.non_negative_number("iteration_time_s").value_or(r.iteration_time_s);
+  return r;
+}
 
 constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "seed",
                                            "data",           "work_dir",      "checkpoint_dir",
@@ -610,9 +748,6 @@ TrainConfig read_train(const Section& s) {
 Scenario read_scenario(const toml::table& root, const std::string& source) {
   const Section top(root, "", source);
   top.reject_unknown_keys(kTopLevelKeys);
-  for (std::string_view reserved : kReservedTables) {
-    if (std::optional<Section> s = top.subsection(reserved)) s->reject_every_key();
-  }
   Scenario sc;
   sc.source = source;
   sc.name = top.string("name").value_or(std::filesystem::path(source).stem().string());
@@ -632,6 +767,9 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
     sc.optimizations = read_optimizations(*s);
   }
   if (std::optional<Section> s = top.subsection("train")) sc.train = read_train(*s);
+  if (std::optional<Section> s = top.subsection("failures")) sc.failures = read_failures(*s);
+  if (std::optional<Section> s = top.subsection("recovery")) sc.recovery = read_recovery(*s);
+  if (std::optional<Section> s = top.subsection("run")) sc.run = read_run(*s);
   std::string key;
   if (std::optional<std::string> reason =
           check_layout(sc.model, sc.parallel, sc.cluster.gpus, &key)) {

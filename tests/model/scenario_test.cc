@@ -86,10 +86,53 @@ TEST(ScenarioErrorTest, UnknownTable) {
                "unknown table 'extra'");
 }
 
-TEST(ScenarioErrorTest, ReservedTableRejectsKeys) {
+TEST(ScenarioErrorTest, FailureRecoveryRunTablesRejectBadKeys) {
   parse_scenario(std::string(kValid) + "[failures]\n[run]\n", "t.toml");
+  // Line 13 is the first line after kValid.
   expect_error(std::string(kValid) + "[failures]\nrate = 1\n", 14, "failures.rate",
-               "key not supported yet by this version");
+               "unknown key 'rate'");
+  expect_error(std::string(kValid) + "[failures]\npreset = \"llama4\"\n", 14, "failures.preset",
+               "llama3");
+  expect_error(std::string(kValid) + "[failures]\nhang_fraction = 1.5\n", 14,
+               "failures.hang_fraction", "must be in [0, 1]");
+  expect_error(std::string(kValid) + "[failures]\nhang_fraction = 0.6\nslowdown_fraction = 0.6\n",
+               15, "failures.slowdown_fraction", "<= 1");
+  expect_error(std::string(kValid) + "[failures]\ngpu_per_hour = -1\n", 14,
+               "failures.gpu_per_hour", ">= 0");
+  expect_error(std::string(kValid) + "[[failures.faults]]\ncomponent = \"gpu\"\n", 13,
+               "failures.faults.at", "required key missing");
+  expect_error(std::string(kValid) + "[[failures.faults]]\nat = \"3x\"\n", 14,
+               "failures.faults.at", "expected a duration");
+  expect_error(std::string(kValid) + "[[failures.faults]]\nat = 5\nkind = \"melt\"\n", 15,
+               "failures.faults.kind", "crash");
+  expect_error(std::string(kValid) + "[recovery]\ninit = \"etcd\"\n", 14, "recovery.init",
+               "ordered");
+  expect_error(std::string(kValid) + "[recovery]\ncheckpoint_interval = 0\n", 14,
+               "recovery.checkpoint_interval", "must be > 0");
+  expect_error(std::string(kValid) + "[recovery]\nstorage_read_gbs = 0\n", 14,
+               "recovery.storage_read_gbs", "> 0");
+  expect_error(std::string(kValid) + "[run]\nduration = \"three weeks\"\n", 14, "run.duration",
+               "expected a duration");
+  expect_error(std::string(kValid) + "[run]\nruns = 0\n", 14, "run.runs", "");
+}
+
+TEST(ScenarioTest, FailureRecoveryRunTablesAreRead) {
+  const Scenario s = parse_scenario(std::string(kValid) +
+                                        "[failures]\npreset = \"llama3\"\nrate_scale = 0.5\n"
+                                        "[[failures.faults]]\nat = \"2h\"\nkind = \"hang\"\n"
+                                        "[recovery]\npreset = \"baseline\"\ncheckpoint_interval = \"15m\"\n"
+                                        "[run]\nduration = \"21d\"\nruns = 50\n",
+                                    "t.toml");
+  EXPECT_EQ(s.failures.preset, "llama3");
+  EXPECT_DOUBLE_EQ(s.failures.rate_scale, 0.5);
+  ASSERT_EQ(s.failures.faults.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.failures.faults[0].at_s, 7200);
+  EXPECT_EQ(s.failures.faults[0].kind, "hang");
+  EXPECT_EQ(s.recovery.init, "tcpstore");  // from the baseline preset
+  EXPECT_EQ(s.recovery.checkpoint, "sync");
+  EXPECT_DOUBLE_EQ(s.recovery.checkpoint_interval_s, 900);
+  EXPECT_DOUBLE_EQ(s.run.duration_s, 21 * 86400.0);
+  EXPECT_EQ(s.run.runs, 50);
 }
 
 TEST(ScenarioTest, TrainTableIsReadWithPathsRelativeToTheFile) {

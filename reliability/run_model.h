@@ -1,0 +1,116 @@
+// reliability/run_model.h: a whole multi-week training run as a Monte Carlo of
+// failures, detection, diagnosis, replacement, restart, lost work and
+// checkpoints; its effective training time rate (ETTR = iterations x iteration
+// time / wall time, MegaScale NSDI'24 section 5) and where the time went.
+//
+// One run: training proceeds in cycles of checkpoint_interval of training then a
+// checkpoint stall; failures arrive as a Poisson process (total rate of
+// failure_model.h) while the job trains, plus the explicit faults. Per failure:
+//  - link flap: shorter than link_flap_tolerance_s -> NCCL retransmits, training
+//    waits the flap out; longer -> a crash (explicit NCCL error);
+//  - detection delay: crash / failed flap: error_report_s x U(0.5, 1.5); node down:
+//    heartbeat_period_s x heartbeat_misses + U(0, period); hang: anomaly_detect_s x
+//    U(0.5, 1.5) with traffic anomaly detection, else nccl_timeout_s; slowdown:
+//    Exp(mean slowdown_detect_s), during which training runs slowdown_factor slower;
+//  - diagnosis: the self-check suite (self_check_s); with probability
+//    false_negative it misses the machine and manual_handling_s is added; with
+//    probability false_positive a healthy machine is evicted too;
+//  - eviction (hardware causes): a spare replaces each evicted machine
+//    (replacement_s); with no spare left, wait for the earliest repaired one
+//    (repair_s after its eviction);
+//  - restart: process_start_s + comm_init_s(init, GPUs) + checkpoint load; the
+//    work since the last checkpoint that reached storage is lost and redone.
+// Assumptions: failures do not arrive while the job is down (the failure clock
+// runs only while training; Poisson, so memoryless); a flap restarts the
+// checkpoint cycle. "diagnosis" = detection + self-check (the paper's
+// "detection + diagnostic tests"); manual handling is reported apart;
+// "catch-up" = restart + redoing the lost work.
+//
+// Randomness: run i uses its own stream from (seed, i), and every failure draws
+// the same fixed sequence of numbers, so two configurations compared with the
+// same seed see common random numbers.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "reliability/failure_model.h"
+
+namespace megascale::reliability {
+
+// Everything one run needs, in seconds.
+struct RunModel {
+  double iteration_time_s = 1;
+  double tokens_per_iteration = 0;
+  int gpus = 1;
+  std::array<double, kCauses> rate_per_s{};  // whole cluster, per cause
+  model::FailureConfig failures;
+  model::RecoveryConfig recovery;
+  double checkpoint_stall_s = 0;
+  double checkpoint_persist_s = 0;
+  double init_s = 0;
+  double load_s = 0;
+  double horizon_s = 21 * 86400.0;
+  double tokens = 0;
+
+  double restart_s() const { return recovery.process_start_s + init_s + load_s; }
+  // Mean time between failures that interrupt the job (flaps NCCL survives excluded).
+  double mtbf_s() const;
+};
+
+// From a scenario and its per-iteration time (model::estimate or sim/).
+// REQUIRES: the layout is valid.
+RunModel build_run_model(const model::Scenario& s, double iteration_time_s);
+
+// Lost-time categories: one per Cause, then checkpoint stalls.
+constexpr int kLossKinds = kCauses + 1;
+const char* loss_name(int i);
+
+struct RunOutcome {
+  double ettr = 0;
+  int restarts = 0;
+  int failures = 0;        // including flaps NCCL survived
+  double diagnosis_s = 0;  // sum over restarts
+  double manual_s = 0;
+  double catch_up_s = 0;
+  std::array<double, kLossKinds> lost_s{};
+};
+
+RunOutcome simulate_run(const RunModel& m, uint64_t seed, int run_index);
+
+struct PlanResult {
+  int runs = 0;
+  double ettr_mean = 0, ettr_p5 = 0, ettr_p95 = 0;
+  double restarts_mean = 0;
+  double failures_mean = 0;
+  double diagnosis_mean_s = 0;  // per restart
+  double manual_mean_s = 0;     // per restart
+  double catch_up_mean_s = 0;   // per restart
+  double days_to_finish = 0;
+  std::map<std::string, double> lost_hours_by_cause;  // mean per run
+};
+
+PlanResult monte_carlo(const RunModel& m, int runs, uint64_t seed);
+
+// Young (1974) / Daly (2006) first-order optimum: sqrt(2 x cost x MTBF).
+double young_daly_interval_s(double checkpoint_cost_s, double mtbf_s);
+
+struct SweepPoint {
+  double interval_s = 0;
+  double ettr_mean = 0;
+};
+// ETTR per checkpoint interval (common random numbers across the values).
+std::vector<SweepPoint> sweep_checkpoint_interval(const RunModel& m,
+                                                  const std::vector<double>& intervals_s,
+                                                  int runs, uint64_t seed);
+// Geometric grid from lo to hi with `points` values.
+std::vector<double> geometric_grid(double lo_s, double hi_s, int points);
+
+}  // namespace megascale::reliability
