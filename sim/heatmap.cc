@@ -158,6 +158,8 @@ std::string heatmap_svg(const HeatmapInput& in) {
        fmt("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" + escape(in.title) + "</text>\n";
+  o += "<text x=\"" + fmt("%.1f", left) + "\" y=\"" + fmt("%.1f", top - 28) +
+       "\" font-size=\"11\">each cell: time vs its pipeline rank's median (red = slower)</text>\n";
   for (int i = 0; i < rows; i += label_every) {
     o += "<text x=\"" + fmt("%.1f", left - 6) + "\" y=\"" + fmt("%.1f", top + (i + 0.5) * ch + 4) +
          "\" text-anchor=\"end\" font-size=\"" + fmt("%.0f", std::min(11.0, std::max(7.0, ch))) + "\">" +
@@ -169,7 +171,7 @@ std::string heatmap_svg(const HeatmapInput& in) {
     const double x0 = left + panel * (pw + gap);
     const Scale sc = scale_of(*data[panel]);
     o += "<text x=\"" + fmt("%.1f", x0) + "\" y=\"" + fmt("%.1f", top - 10) + "\" font-weight=\"bold\">" +
-         names[panel] + " time vs its pipeline rank's median (red = slower)</text>\n";
+         names[panel] + "</text>\n";
     for (int c = 0; c < cols; ++c) {
       for (int i = 0; i < rows; ++i) {
         const HeatmapCell& v = (*data[panel])[c][i];
