@@ -1,32 +1,15 @@
 // cli/json.cc: JSON rendering.
 #include "cli/json.h"
 
+#include "base/json_text.h"
+
 #include <cmath>
 #include <cstdio>
 
 namespace megascale::cli {
 
-std::string json_escape(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string json_escape(const std::string& s) { return base::json_escape(s); }
+
 
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";

@@ -47,12 +47,6 @@ void to_little_endian(std::vector<uint16_t>& v) {
 
 }  // namespace
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 void write_dataset(const std::string& path, const std::vector<uint16_t>& tokens,
                    uint32_t vocab) {

@@ -26,6 +26,8 @@
 // Thread-safety: Dataset is immutable after open(); concurrent reads are safe.
 #pragma once
 
+#include "base/splitmix64.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -93,7 +95,7 @@ size_t sample_offset(uint64_t seed, int64_t step, int64_t index, size_t dataset_
 void read_sample(const Dataset& ds, uint64_t seed, int64_t step, int64_t index, int seq_len,
                  int32_t* tokens, int32_t* labels);
 
-// splitmix64: the engine's stateless hash / RNG step (Steele et al. 2014).
-uint64_t splitmix64(uint64_t x);
+// splitmix64: the project's stateless hash / RNG step (base/splitmix64.h).
+using base::splitmix64;
 
 }  // namespace megascale::engine

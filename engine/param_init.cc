@@ -1,6 +1,8 @@
 // engine/param_init.cc: the parameter layout and counter-based initialisation.
 #include "engine/param_init.h"
 
+#include "base/splitmix64.h"
+
 #include "engine/layers.h"
 
 #include <cmath>
@@ -9,22 +11,15 @@
 namespace megascale::engine {
 namespace {
 
-// splitmix64 finaliser (Steele, Lea, Flood 2014; Vigna's reference constants).
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Uniform in (0, 1) from 53 random bits.
 double uniform01(uint64_t stream, uint64_t counter) {
-  const uint64_t bits = mix64(stream ^ mix64(counter)) >> 11;
+  const uint64_t bits = base::splitmix64(stream ^ base::splitmix64(counter)) >> 11;
   return (static_cast<double>(bits) + 0.5) * 0x1.0p-53;
 }
 
 uint64_t stream_key(const TensorSpec& spec, uint64_t seed) {
-  return mix64(mix64(seed) ^ mix64(static_cast<uint64_t>(static_cast<int64_t>(spec.layer) + 7)) ^
+  return base::splitmix64(base::splitmix64(seed) ^ base::splitmix64(static_cast<uint64_t>(static_cast<int64_t>(spec.layer) + 7)) ^
                name_hash(spec.kind));
 }
 

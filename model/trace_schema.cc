@@ -1,6 +1,8 @@
 // model/trace_schema.cc: the trace schema's CSV / Chrome JSON writers and CSV reader.
 #include "model/trace_schema.h"
 
+#include "base/json_text.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -29,27 +31,6 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string fmt_double(double v, const char* f) {
   char buf[64];
@@ -185,11 +166,11 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
     }
     if (e.layer >= 0) name.append(" L").append(std::to_string(e.layer));
     sep();
-    out << "{\"name\":" << json_string(name) << ",\"cat\":\"" << to_string(e.stream)
+    out << "{\"name\":" << base::json_escape(name) << ",\"cat\":\"" << to_string(e.stream)
         << "\",\"ph\":\"X\",\"pid\":" << e.rank << ",\"tid\":" << static_cast<int>(e.stream)
         << ",\"ts\":" << fmt_double(e.start_us, "%.3f")
         << ",\"dur\":" << fmt_double(e.end_us - e.start_us, "%.3f")
-        << ",\"args\":{\"kind\":" << json_string(e.kind) << ",\"microbatch\":" << e.microbatch
+        << ",\"args\":{\"kind\":" << base::json_escape(e.kind) << ",\"microbatch\":" << e.microbatch
         << ",\"chunk\":" << e.chunk << ",\"layer\":" << e.layer << ",\"bytes\":" << e.bytes
         << ",\"flops\":" << fmt_double(e.flops, "%.17g") << "}}";
   }

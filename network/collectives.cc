@@ -1,6 +1,8 @@
 // network/collectives.cc: see collectives.h for the model and its sources.
 #include "network/collectives.h"
 
+#include "base/splitmix64.h"
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -179,15 +181,9 @@ void scatter_servers(std::vector<std::vector<int>>* groups, int gpus_per_server,
   if (gpus_per_server < 1 || servers < 1) throw std::invalid_argument("scatter_servers: sizes must be positive");
   std::vector<int> perm(static_cast<size_t>(servers));
   for (int i = 0; i < servers; ++i) perm[static_cast<size_t>(i)] = i;
-  uint64_t state = seed;
-  auto splitmix64 = [&state] {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
+  base::SplitMix64 rng(seed);
   for (int i = servers - 1; i > 0; --i) {
-    const auto j = static_cast<size_t>(splitmix64() % static_cast<uint64_t>(i + 1));
+    const auto j = static_cast<size_t>(rng.next() % static_cast<uint64_t>(i + 1));
     std::swap(perm[static_cast<size_t>(i)], perm[j]);
   }
   for (std::vector<int>& group : *groups) {

@@ -2,6 +2,8 @@
 // balls-into-bins values it is checked against.
 #include "network/ecmp_stats.h"
 
+#include "base/splitmix64.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -12,17 +14,9 @@ namespace megascale::network {
 
 namespace {
 
-// splitmix64 (Steele, Lea, Flood 2014): a small deterministic generator, the
-// same on every platform (std:: distributions are not).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-};
+// splitmix64 (base/splitmix64.h): a small deterministic generator, the same
+// on every platform (std:: distributions are not).
+using SplitMix64 = base::SplitMix64;
 
 // P(no bin holds more than `cap` of `balls` balls thrown into `bins` bins):
 // assign bins one by one; given r balls left for nb bins, the next bin gets

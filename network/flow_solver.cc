@@ -2,6 +2,8 @@
 // memoisation and the event-driven completion simulation (see flow_solver.h).
 #include "network/flow_solver.h"
 
+#include "base/splitmix64.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -547,13 +549,7 @@ std::uint64_t hash_key(const std::vector<std::uint64_t>& key) {
   for (std::uint64_t w : key) {
     h = (std::rotl(h, 5) ^ w) * 0x9E3779B97F4A7C15ull;
   }
-  // splitmix64 finaliser
-  h ^= h >> 30;
-  h *= 0xBF58476D1CE4E5B9ull;
-  h ^= h >> 27;
-  h *= 0x94D049BB133111EBull;
-  h ^= h >> 31;
-  return h;
+  return base::splitmix64_mix(h);
 }
 
 struct RateEntry {

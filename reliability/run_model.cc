@@ -1,6 +1,8 @@
 // reliability/run_model.cc: the Monte Carlo of run_model.h.
 #include "reliability/run_model.h"
 
+#include "base/splitmix64.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -12,22 +14,18 @@
 namespace megascale::reliability {
 namespace {
 
-// splitmix64: small, fast, good enough for a Monte Carlo of this size.
+// splitmix64 (base/splitmix64.h): small, fast, good enough for a Monte Carlo
+// of this size.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  uint64_t next() { return gen_.next(); }
   // (0, 1)
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
+  double uniform() { return gen_.uniform(); }
   double exponential() { return -std::log(uniform()); }
 
  private:
-  uint64_t state_;
+  base::SplitMix64 gen_;
 };
 
 bool is_hardware(Cause c) { return c != Cause::kSoftware; }

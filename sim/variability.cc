@@ -1,6 +1,8 @@
 // sim/variability.cc: see variability.h.
 #include "sim/variability.h"
 
+#include "base/splitmix64.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -11,18 +13,12 @@
 namespace megascale::sim {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // A uniform double in (0, 1) from a 64-bit hash.
 double unit(uint64_t h) { return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53; }
 
 uint64_t key(uint64_t seed, uint64_t a, uint64_t b, uint64_t salt) {
-  return splitmix64(splitmix64(splitmix64(seed ^ salt) ^ a) ^ b);
+  return base::splitmix64(base::splitmix64(base::splitmix64(seed ^ salt) ^ a) ^ b);
 }
 
 // z ~ N(0, 1) for (seed, step, machine), Box-Muller.
