@@ -154,6 +154,15 @@ std::string usage() {
 void register_event_simulator(EventSimulator fn) { event_simulator_slot() = fn; }
 EventSimulator event_simulator() { return event_simulator_slot(); }
 
+namespace {
+EventEstimator& event_estimator_slot() {
+  static EventEstimator slot = nullptr;
+  return slot;
+}
+}  // namespace
+void register_event_estimator(EventEstimator fn) { event_estimator_slot() = fn; }
+EventEstimator event_estimator() { return event_estimator_slot(); }
+
 int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "simulate", [&] {
     const std::set<std::string> event_only = {"--trace", "--heatmap", "--steps", "--jitter", "--seed",

@@ -175,7 +175,12 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
   return 0;
 }
 
-const bool registered = (register_event_simulator(&simulate_event), true);
+model::Estimate estimate_event(const model::Scenario& s) {
+  EventRequest r;  // defaults: network communication, one step, no variability
+  return sim::simulate_job(s, sim_options(s, r)).estimate;
+}
+
+const bool registered = (register_event_simulator(&simulate_event), register_event_estimator(&estimate_event), true);
 
 }  // namespace
 }  // namespace megascale::cli

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/estimator.h"
 
 namespace megascale::cli {
 
@@ -44,5 +45,13 @@ using EventSimulator = int (*)(const model::Scenario& s, const EventRequest& r, 
 
 void register_event_simulator(EventSimulator fn);
 EventSimulator event_simulator();  // nullptr when this binary has none
+
+// The event-level estimate of one healthy iteration (network communication
+// model, one step, no jitter or stragglers): the model::Estimate that
+// `megascale simulate --fidelity event --json` reports. Used by `validate`
+// and `plan`. Throws std::invalid_argument for an invalid layout.
+using EventEstimator = model::Estimate (*)(const model::Scenario& s);
+void register_event_estimator(EventEstimator fn);
+EventEstimator event_estimator();  // nullptr when this binary has none
 
 }  // namespace megascale::cli
