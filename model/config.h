@@ -158,7 +158,7 @@ struct TrainConfig {
 struct FaultSpec {
   double at_s = 0;                  // wall-clock seconds since the run started
   std::string component = "gpu";    // gpu | node | nic | link | switch | software
-  std::string kind = "crash";       // crash | hang | slowdown | node_down | link_flap
+  std::string kind = "crash";       // crash | hang | slowdown | node_down | link_flap | traffic_drop
 };
 
 // Failure processes ([failures]); reliability/failure_model.h turns them into
@@ -181,6 +181,12 @@ struct FailureConfig {
   double link_flap_mean_s = 20;     // mean flap length (exponential)
   int nccl_ib_timeout = 20;         // NCCL_IB_TIMEOUT
   int nccl_ib_retry_cnt = 7;        // NCCL_IB_RETRY_CNT
+  // Of NIC / link / switch failures: RDMA traffic drops (traffic silently stops,
+  // no error). Assumption: no published share; 0.2.
+  double traffic_drop_fraction = 0.2;
+  // Hardware failures keep arriving while the job is down (detection,
+  // diagnosis, restart); false: the failure clock runs only while training.
+  bool during_recovery = true;
   std::vector<FaultSpec> faults;
 };
 
@@ -196,6 +202,7 @@ struct RecoveryConfig {
   double nccl_timeout_s = 1800;          // PyTorch ProcessGroupNCCL default 30 min
   bool traffic_anomaly_detection = true; // RDMA traffic monitor catches hangs
   double anomaly_detect_s = 120;
+  double traffic_drop_detect_s = 60;     // RDMA traffic monitor, mean (assumed)
   double slowdown_detect_s = 1800;       // mean; exponential
   // Diagnosis.
   double self_check_s = 300;             // loopback + RNIC + intra-node a2a + ToR all-reduce

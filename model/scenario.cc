@@ -616,11 +616,12 @@ constexpr std::string_view kFailureKeys[] = {
     "preset",         "rate_scale",       "gpu_per_hour",      "node_per_hour",   "nic_per_hour",
     "link_per_hour",  "switch_per_hour",  "software_per_hour", "links",           "switches",
     "hang_fraction",  "slowdown_fraction", "slowdown_factor",  "link_flap_mean_s", "nccl_ib_timeout",
-    "nccl_ib_retry_cnt", "faults"};
+    "nccl_ib_retry_cnt", "traffic_drop_fraction", "during_recovery", "faults"};
 constexpr std::string_view kFailurePresets[] = {"none", "llama3"};
 constexpr std::string_view kFaultKeys[] = {"at", "component", "kind"};
 constexpr std::string_view kComponents[] = {"gpu", "node", "nic", "link", "switch", "software"};
-constexpr std::string_view kFaultKinds[] = {"crash", "hang", "slowdown", "node_down", "link_flap"};
+constexpr std::string_view kFaultKinds[] = {"crash",     "hang",      "slowdown",
+                                            "node_down", "link_flap", "traffic_drop"};
 
 FailureConfig read_failures(const Section& s) {
   s.reject_unknown_keys(kFailureKeys);
@@ -645,6 +646,8 @@ FailureConfig read_failures(const Section& s) {
   f.link_flap_mean_s = s.non_negative_number("link_flap_mean_s").value_or(f.link_flap_mean_s);
   f.nccl_ib_timeout = s.integer("nccl_ib_timeout", 1, 31).value_or(f.nccl_ib_timeout);
   f.nccl_ib_retry_cnt = s.integer("nccl_ib_retry_cnt", 0, 7).value_or(f.nccl_ib_retry_cnt);
+  f.traffic_drop_fraction = s.fraction("traffic_drop_fraction").value_or(f.traffic_drop_fraction);
+  f.during_recovery = s.boolean("during_recovery").value_or(f.during_recovery);
   for (const Section& fault : s.table_array("faults")) {
     fault.reject_unknown_keys(kFaultKeys);
     FaultSpec spec;
@@ -664,7 +667,7 @@ constexpr std::string_view kRecoveryKeys[] = {
     "self_check_s",    "false_negative",     "false_positive",    "manual_handling_s",
     "spare_nodes",     "replacement_s",      "repair_s",          "init",
     "process_start_s", "checkpoint_load",    "storage_read_gbs",  "checkpoint",
-    "checkpoint_interval", "pcie_gbs",       "storage_write_gbs"};
+    "checkpoint_interval", "pcie_gbs",       "storage_write_gbs", "traffic_drop_detect_s"};
 constexpr std::string_view kRecoveryPresets[] = {"megascale", "baseline"};
 constexpr std::string_view kInitDesigns[] = {"tcpstore", "redis", "ordered"};
 constexpr std::string_view kLoadDesigns[] = {"every_rank", "one_per_dp_group"};
@@ -682,6 +685,8 @@ RecoveryConfig read_recovery(const Section& s) {
   r.traffic_anomaly_detection =
       s.boolean("traffic_anomaly_detection").value_or(r.traffic_anomaly_detection);
   r.anomaly_detect_s = s.non_negative_number("anomaly_detect_s").value_or(r.anomaly_detect_s);
+  r.traffic_drop_detect_s =
+      s.non_negative_number("traffic_drop_detect_s").value_or(r.traffic_drop_detect_s);
   r.slowdown_detect_s = s.non_negative_number("slowdown_detect_s").value_or(r.slowdown_detect_s);
   r.self_check_s = s.non_negative_number("self_check_s").value_or(r.self_check_s);
   r.false_negative = s.fraction("false_negative").value_or(r.false_negative);

@@ -24,6 +24,7 @@ const char* to_string(Kind k) {
     case Kind::kSlowdown: return "slowdown";
     case Kind::kNodeDown: return "node_down";
     case Kind::kLinkFlap: return "link_flap";
+    case Kind::kTrafficDrop: return "traffic_drop";
   }
   return "?";
 }
@@ -36,7 +37,8 @@ std::optional<Cause> cause_from_string(std::string_view name) {
 }
 
 std::optional<Kind> kind_from_string(std::string_view name) {
-  for (Kind k : {Kind::kCrash, Kind::kHang, Kind::kSlowdown, Kind::kNodeDown, Kind::kLinkFlap}) {
+  for (Kind k : {Kind::kCrash, Kind::kHang, Kind::kSlowdown, Kind::kNodeDown, Kind::kLinkFlap,
+                 Kind::kTrafficDrop}) {
     if (name == to_string(k)) return k;
   }
   return std::nullopt;
@@ -86,6 +88,16 @@ std::array<double, kCauses> cluster_rates_per_hour(int gpus, const model::Hardwa
   std::array<double, kCauses> out{};
   for (int i = 0; i < kCauses; ++i) out[i] = per[i] * count[i] * f.rate_scale;
   return out;
+}
+
+Kind failure_kind(Cause cause, double u_drop, double u_kind, const model::FailureConfig& f) {
+  if (cause == Cause::kNode) return Kind::kNodeDown;
+  const bool network = cause == Cause::kNic || cause == Cause::kLink || cause == Cause::kSwitch;
+  if (network && u_drop < f.traffic_drop_fraction) return Kind::kTrafficDrop;
+  if (cause == Cause::kLink) return Kind::kLinkFlap;
+  if (u_kind < f.hang_fraction) return Kind::kHang;
+  if (u_kind < f.hang_fraction + f.slowdown_fraction) return Kind::kSlowdown;
+  return Kind::kCrash;
 }
 
 double link_flap_tolerance_s(int nccl_ib_timeout, int nccl_ib_retry_cnt) {

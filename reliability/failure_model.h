@@ -15,9 +15,14 @@
 // NIC-hour; switch/cable 35 split half to links, half to switches (assumed) per
 // component-hour on the same CLOS count at 16,384 GPUs.
 //
-// Kinds: a link failure is a flap; a node failure is a node going down (seen by
-// heartbeats); other causes are hangs (hang_fraction), silent slowdowns
-// (slowdown_fraction) or crashes with an explicit error.
+// Kinds: a node failure is a node going down (seen by heartbeats). A NIC, link
+// or switch failure is, with probability traffic_drop_fraction, an RDMA traffic
+// drop: traffic on the NIC / link silently stops, no error is raised and the
+// job hangs until RDMA traffic monitoring sees the drop (else the NCCL timeout).
+// The share is an assumption (nothing published splits network failures this
+// way; default 0.2). Otherwise a link failure is a flap, and the other causes
+// are hangs (hang_fraction), silent slowdowns (slowdown_fraction) or crashes
+// with an explicit error.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -33,7 +38,7 @@ namespace megascale::reliability {
 
 enum class Cause { kGpu, kNode, kNic, kLink, kSwitch, kSoftware };
 constexpr int kCauses = 6;
-enum class Kind { kCrash, kHang, kSlowdown, kNodeDown, kLinkFlap };
+enum class Kind { kCrash, kHang, kSlowdown, kNodeDown, kLinkFlap, kTrafficDrop };
 
 const char* to_string(Cause c);
 const char* to_string(Kind k);
@@ -53,6 +58,11 @@ std::array<double, kCauses> preset_rates_per_hour(const std::string& preset);
 // the preset; every rate multiplied by rate_scale).
 std::array<double, kCauses> cluster_rates_per_hour(int gpus, const model::HardwareConfig& hw,
                                                    const model::FailureConfig& f);
+
+// The kind of a random failure of `cause`, from two uniform numbers in (0, 1):
+// u_drop (traffic drop or not, for NIC / link / switch) and u_kind (hang,
+// slowdown or crash, by hang_fraction and slowdown_fraction).
+Kind failure_kind(Cause cause, double u_drop, double u_kind, const model::FailureConfig& f);
 
 // How long a link may stay down before NCCL gives up: the InfiniBand/RoCE
 // retransmission timer 4.096 us x 2^timeout, retried retry_cnt times

@@ -5,13 +5,18 @@
 //
 // One run: training proceeds in cycles of checkpoint_interval of training then a
 // checkpoint stall; failures arrive as a Poisson process (total rate of
-// failure_model.h) while the job trains, plus the explicit faults. Per failure:
+// failure_model.h) plus the explicit faults. Per failure:
 //  - link flap: shorter than link_flap_tolerance_s -> NCCL retransmits, training
-//    waits the flap out; longer -> a crash (explicit NCCL error);
+//    waits the flap out (the checkpoint cycle pauses); longer -> a crash
+//    (explicit NCCL error);
 //  - detection delay: crash / failed flap: error_report_s x U(0.5, 1.5); node down:
 //    heartbeat_period_s x heartbeat_misses + U(0, period); hang: anomaly_detect_s x
-//    U(0.5, 1.5) with traffic anomaly detection, else nccl_timeout_s; slowdown:
-//    Exp(mean slowdown_detect_s), during which training runs slowdown_factor slower;
+//    U(0.5, 1.5) with traffic anomaly detection, else nccl_timeout_s; RDMA traffic
+//    drop: traffic_drop_detect_s x U(0.5, 1.5) with traffic anomaly detection (the
+//    RDMA traffic monitor sees the NIC's traffic stop), else nccl_timeout_s;
+//    slowdown: Exp(mean slowdown_detect_s), during which training runs
+//    slowdown_factor slower (a second slowdown meanwhile changes nothing: the
+//    job runs at its slowest machine's pace);
 //  - diagnosis: the self-check suite (self_check_s); with probability
 //    false_negative it misses the machine and manual_handling_s is added; with
 //    probability false_positive a healthy machine is evicted too;
@@ -19,16 +24,31 @@
 //    (replacement_s); with no spare left, wait for the earliest repaired one
 //    (repair_s after its eviction);
 //  - restart: process_start_s + comm_init_s(init, GPUs) + checkpoint load; the
-//    work since the last checkpoint that reached storage is lost and redone.
-// Assumptions: failures do not arrive while the job is down (the failure clock
-// runs only while training; Poisson, so memoryless); a flap restarts the
-// checkpoint cycle. "diagnosis" = detection + self-check (the paper's
-// "detection + diagnostic tests"); manual handling is reported apart;
-// "catch-up" = restart + redoing the lost work.
+//    work since the last checkpoint that reached storage is lost and redone
+//    ("catch-up"; it is training time, so failures keep arriving during it).
+// Failures while the job is down (failures.during_recovery, default on): the
+// failure clock runs on wall time. A hardware failure arriving during detection,
+// diagnosis, eviction or restart goes through its own detection, diagnosis and
+// eviction from its arrival; the job restarts once both recoveries are done, so
+// the downtime ends at max(current end, its arrival + its own recovery). One
+// arriving after the restart began restarts the restart (counted as a restart).
+// Software failures need the training code running, so none arrive while the
+// job is down (Poisson thinning); a slowdown or a flap NCCL would survive that
+// arrives while down costs nothing (the self-check before the restart finds a
+// slow machine; the flap is over). With during_recovery off, the failure clock
+// runs only while the job trains (Poisson, so memoryless: pending failures are
+// shifted by the downtime). A straggler still undetected when another failure
+// brings the job down is assumed found by that failure's self-check.
+// "diagnosis" = detection + self-check (the paper's "detection + diagnostic
+// tests"); manual handling is reported apart; "catch-up" = restart + redoing the
+// lost work. Slow-down losses are subtracted before the last checkpoint
+// (conservative by at most one slowdown's loss).
 //
-// Randomness: run i uses its own stream from (seed, i), and every failure draws
-// the same fixed sequence of numbers, so two configurations compared with the
-// same seed see common random numbers.
+// Randomness: run i uses its own stream from (seed, i), and every random failure
+// draws the same fixed sequence of numbers (explicit faults draw from a second
+// stream), so two configurations compared with the same seed see common random
+// numbers: with during_recovery on, the failures' wall-clock times do not depend
+// on the recovery settings at all.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -78,6 +98,7 @@ struct RunOutcome {
   int restarts = 0;
   int failures = 0;        // including flaps NCCL survived
   double diagnosis_s = 0;  // sum over restarts
+  int recovery_failures = 0;  // failures that arrived while the job was down
   double manual_s = 0;
   double catch_up_s = 0;
   std::array<double, kLossKinds> lost_s{};
@@ -90,6 +111,7 @@ struct PlanResult {
   double ettr_mean = 0, ettr_p5 = 0, ettr_p95 = 0;
   double restarts_mean = 0;
   double failures_mean = 0;
+  double recovery_failures_mean = 0;  // of which arrived while the job was down
   double diagnosis_mean_s = 0;  // per restart
   double manual_mean_s = 0;     // per restart
   double catch_up_mean_s = 0;   // per restart
