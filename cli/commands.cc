@@ -133,7 +133,7 @@ std::string usage() {
          "        --max-replicas N         distinct DP replicas simulated per step (default 8)\n"
          "  search FILE [--gpus N] [--top K] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
-         "  validate [--json] [--write] [--dir DIR]\n"
+         "  validate [--json] [--write] [--dir DIR] [--fidelity event|analytical]\n"
          "                                 predicted vs published MegaScale figures; --write\n"
          "                                 regenerates results/validation.md\n"
          "  net collective|ecmp|incast ... the fabric alone: collective times, ECMP\n"
@@ -142,10 +142,14 @@ std::string usage() {
          "  train FILE [--json]            run the real trainer (CPU + MPI) on the scenario;\n"
          "                                 launches mpirun itself\n"
          "  plan FILE [--json] [--runs N] [--seed S] [--sweep checkpoint_interval=5m,15m,60m]\n"
-         "       [--plot FILE.svg]         a multi-week run under failures ([failures],\n"
+         "       [--sweep gpus=1536,3072,6144,12288] [--plot FILE.svg]\n"
+         "                                 a multi-week run under failures ([failures],\n"
          "                                 [recovery], [run]): ETTR mean/p5/p95, restarts,\n"
          "                                 lost time by cause, days to finish, best checkpoint\n"
-         "                                 interval vs Young/Daly\n"
+         "                                 interval vs Young/Daly, labelled assumptions;\n"
+         "                                 iteration time from the event simulator (else\n"
+         "                                 analytical, or [run] iteration_time_s); the gpus\n"
+         "                                 sweep keeps TP and PP and derives DP\n"
          "\n"
          "Scenario format: scenarios/README.md. Exit codes: 0 ok, 1 no answer (nothing fits),\n"
          "2 bad input.\n";
@@ -306,11 +310,16 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "validate", [&] {
-    const ParsedArgs p = parse_args(args, {"--json", "--write"}, {"--dir"});
+    const ParsedArgs p = parse_args(args, {"--json", "--write"}, {"--dir", "--fidelity"});
     if (!p.positional.empty()) throw UsageError("validate takes no positional arguments");
     const std::string dir =
         p.values.count("--dir") ? p.values.at("--dir") : source_dir() + "/scenarios/paper";
-    const ValidationReport r = run_validation(dir);
+    const std::string fidelity = p.values.count("--fidelity") ? p.values.at("--fidelity")
+                                 : event_estimator() != nullptr ? "event"
+                                                                : "analytical";
+    if (fidelity != "event" && fidelity != "analytical")
+      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
+    const ValidationReport r = run_validation(dir, fidelity);
     if (p.switches.count("--write")) {
       const std::string path = source_dir() + "/results/validation.md";
       std::ofstream f(path);
@@ -324,6 +333,7 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
         JsonObject j;
         j.add("case", row.case_name).add("table", row.table).add("metric", row.metric);
         j.add("published", row.published).add("predicted", row.predicted).add("error", row.error);
+        j.add("fidelity", r.fidelity).add("analytical", row.analytical);
         items.push_back(j.str());
       }
       out << json_array(items) << "\n";

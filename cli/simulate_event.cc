@@ -45,6 +45,7 @@ sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
   o.variability.stragglers.machine_fraction = r.straggler_fraction;
   o.variability.stragglers.factor = r.straggler_factor;
   o.variability.stragglers.per_step = r.straggler_per_step;
+  o.variability.gpu_sigma = s.hardware.gpu_speed_sigma;
   o.max_replicas = r.max_replicas;
   o.trace_step = r.trace.empty() ? -1 : 0;
   return o;
@@ -100,6 +101,7 @@ std::string event_json(const sim::JobResult& res, const sim::SimOptions& o, doub
   extra.add("event", ev);
   JsonObject var;
   var.add("jitter_sigma", o.variability.jitter_sigma).add("seed", static_cast<int64_t>(o.variability.seed));
+  var.add("gpu_speed_sigma", o.variability.gpu_sigma);
   var.add("straggler_factor", o.variability.stragglers.factor);
   var.add("straggler_fraction", o.variability.stragglers.machine_fraction);
   var.add("straggler_per_step", o.variability.stragglers.per_step);
@@ -140,8 +142,8 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
               e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
   int most = 0;
   for (const sim::StepResult& st : res.steps) most = std::max(most, static_cast<int>(st.replicas.size()));
-  out += line("    simulated: up to %.0f DP replica(s) x %.0f pipeline ranks; jitter sigma %.3f; ", most,
-              res.scenario.parallel.pp, o.variability.jitter_sigma);
+  out += line("    simulated: up to %.0f DP replica(s) x %.0f pipeline ranks; GPU speed sigma %.3f, jitter sigma %.3f; ",
+              most, res.scenario.parallel.pp, o.variability.gpu_sigma, o.variability.jitter_sigma);
   out += line("stragglers: %.0f GPU(s) + %.2f%% of machines at x%.2f\n",
               static_cast<double>(o.variability.stragglers.gpus.size()),
               100 * o.variability.stragglers.machine_fraction, o.variability.stragglers.factor);

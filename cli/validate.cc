@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <map>
 
+#include <stdexcept>
+
+#include "cli/simulate_event.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 
@@ -54,6 +57,48 @@ std::vector<PaperCase> make_cases() {
 
 std::string stem(const std::string& file) { return file.substr(0, file.rfind('.')); }
 
+// The discussion closing results/validation.md (kept next to the code that
+// produces the figures it discusses).
+constexpr const char* kWhyItMisses =
+    "## What the errors mean\n\n"
+    "- **Per-sample work is right at up to 1,024 GPUs.** At global batch 768 the\n"
+    "  predicted seconds per sample per GPU are within 1.5% of the published ones for\n"
+    "  both systems (table above): operator costs (`model/op_cost.h`, GEMM tile/wave\n"
+    "  model capped at the 85% cuBLAS microbenchmark, FlashAttention-2 efficiencies),\n"
+    "  the TP/SP collectives, and the GPU-to-GPU speed spread (a TP group runs at its\n"
+    "  slowest GPU, the slowest replica gates the step) carry no per-scenario parameter.\n"
+    "- **The per-step cost is under-predicted.** The published times imply a cost per\n"
+    "  step that does not shrink with more GPUs of about 2.6 s (Megatron-LM) and 1.2 s\n"
+    "  (MegaScale) at batch 768; the simulation has 0.8 s and 0.15 s (pipeline fill and\n"
+    "  drain, exposed DP reduce-scatter / all-gather on the fabric, optimizer, data).\n"
+    "  This is why the error grows from 256 to 1,024 GPUs (the step shrinks, the missing\n"
+    "  second does not). Candidates the model does not have, none with a public\n"
+    "  measurement we may use: NCCL network collectives below the nccl-tests bus\n"
+    "  bandwidth when 8 rails run at once, host-side work between steps (Python, the\n"
+    "  optimizer's many small kernels, logging), gradient-buffer management.\n"
+    "- **The large-batch cluster is slower per sample than predicted.** At batch 6,144\n"
+    "  (3,072-12,288 GPUs) the published per-sample cost is 9-12% above its batch-768\n"
+    "  value, while the prediction stays flat (the fabric contention, p2p across\n"
+    "  aggregation/core switches and the larger GPU population add ~1-2%). MegaScale's\n"
+    "  rows at 3,072-8,192 GPUs carry the largest errors; a cluster-specific cause\n"
+    "  (the paper mentions computational stragglers on ~0.5% of machines) would have to\n"
+    "  be given as input (`--stragglers`), it is not assumed.\n"
+    "- **Figure 9 (530B) is the weakest.** PP 35 x VPP 3 puts one layer in each model\n"
+    "  chunk, so pipeline traffic and per-chunk overheads weigh ~12x more than for the\n"
+    "  175B layout; the labels are read off a figure and the batch per replica (280\n"
+    "  micro-batches) is inferred from \"global batch = GPUs\".\n"
+    "- **Assumed inputs.** The sliding window (1,024 tokens) is not printed in the\n"
+    "  paper; synchronous data loading costs an assumed 1 ms per sample (`HostModel`);\n"
+    "  the GPU speed spread (sigma 1.5%) comes from V100/MI60 measurements (Sinha et al.,\n"
+    "  SC'22).\n"
+    "- **MFU accounting.** Our MFU uses 72 B s L h^2 (1 + s/6h + V/12Lh) for both systems.\n"
+    "  The published Megatron-LM MFUs match this formula applied to the published\n"
+    "  iteration times to within 0.2 points; the published MegaScale MFUs are 0.2-1.0\n"
+    "  points lower than the formula gives for their own iteration times (their FLOPs\n"
+    "  count for the sliding-window model is slightly smaller), so part of each\n"
+    "  MegaScale error is accounting, not timing; the iteration-time rows show the\n"
+    "  timing error alone.\n";
+
 struct Stats {
   double sum = 0, max = 0;
   int n = 0;
@@ -72,48 +117,25 @@ const std::vector<PaperCase>& paper_cases() {
   return kCases;
 }
 
-ValidationReport run_validation(const std::string& scenario_dir) {
-  ValidationReport r;
-  Stats t2, t3, f9;
-  std::map<std::string, double> predicted_time;   // by case stem
+namespace {
+
+ValidationSummary summarise(const std::vector<ValidationRow>& rows, bool analytical) {
+  Stats t2, t3, f9, speedup;
   std::vector<double> t3_pred, t3_pub;
-  for (const PaperCase& pc : paper_cases()) {
-    const model::Scenario s = model::load_scenario(scenario_dir + "/" + pc.file);
-    const model::Estimate e = model::estimate(s);
-    r.rows.push_back({stem(pc.file), pc.table, pc.label, "mfu", pc.published_mfu, e.mfu,
-                      e.mfu - pc.published_mfu});
-    if (pc.published_iteration_s > 0) {
-      r.rows.push_back({stem(pc.file), pc.table, pc.label, "iteration_time_s",
-                        pc.published_iteration_s, e.iteration_time_s,
-                        e.iteration_time_s - pc.published_iteration_s});
-    }
-    predicted_time[stem(pc.file)] = e.iteration_time_s;
-    const double err = e.mfu - pc.published_mfu;
-    if (pc.table == "table2") t2.add(err);
-    if (pc.table == "table3") {
+  for (const ValidationRow& row : rows) {
+    const double pred = analytical ? row.analytical : row.predicted;
+    const double err = pred - row.published;
+    if (row.metric == "speedup") speedup.add(err);
+    if (row.metric != "mfu") continue;
+    if (row.table == "table2") t2.add(err);
+    if (row.table == "fig9") f9.add(err);
+    if (row.table == "table3") {
       t3.add(err);
-      t3_pred.push_back(e.mfu);
-      t3_pub.push_back(pc.published_mfu);
+      t3_pred.push_back(pred);
+      t3_pub.push_back(row.published);
     }
-    if (pc.table == "fig9") f9.add(err);
   }
-  // Speedup MegaScale / Megatron-LM per Table 2 row (ratio of iteration times).
-  Stats speedup;
-  for (const PaperCase& pc : paper_cases()) {
-    if (pc.table != "table2" || pc.file.find("megatron") == std::string::npos) continue;
-    const std::string g = pc.file.substr(std::string("table2-megatron-").size());
-    const PaperCase* other = nullptr;
-    for (const PaperCase& q : paper_cases()) {
-      if (q.file == "table2-megascale-" + g) other = &q;
-    }
-    if (other == nullptr) continue;
-    const double pub = pc.published_iteration_s / other->published_iteration_s;
-    const double pred = predicted_time[stem(pc.file)] / predicted_time[stem(other->file)];
-    r.rows.push_back({"table2-speedup-" + stem(g), "table2", "speedup " + stem(g) + " GPUs",
-                      "speedup", pub, pred, pred - pub});
-    speedup.add(pred - pub);
-  }
-  ValidationSummary& sm = r.summary;
+  ValidationSummary sm;
   sm.table2_mean_abs_mfu_error = t2.mean();
   sm.table2_max_abs_mfu_error = t2.max;
   sm.table3_mean_abs_mfu_error = t3.mean();
@@ -126,78 +148,210 @@ ValidationReport run_validation(const std::string& scenario_dir) {
     const double pred_inc = t3_pred[i] - t3_pred[i - 1];
     if ((pub_inc > 0) != (pred_inc > 0)) ++sm.table3_wrong_sign_increments;
   }
+  return sm;
+}
+
+}  // namespace
+
+bool meets(const ValidationSummary& s, const AccuracyBounds& b) {
+  return s.table2_mean_abs_mfu_error <= b.table2_mean && s.table2_max_abs_mfu_error <= b.table2_max &&
+         s.table2_max_abs_speedup_error <= b.speedup && s.table3_max_abs_mfu_error <= b.table3_each &&
+         s.table3_wrong_sign_increments == 0 && s.fig9_max_abs_mfu_error <= b.fig9_each;
+}
+
+ValidationReport run_validation(const std::string& scenario_dir, const std::string& fidelity) {
+  if (fidelity != "event" && fidelity != "analytical")
+    throw std::invalid_argument("validate: fidelity must be 'event' or 'analytical', got '" + fidelity + "'");
+  const EventEstimator event = event_estimator();
+  if (fidelity == "event" && event == nullptr)
+    throw std::invalid_argument("validate: this binary has no event-level simulator (use the megascale executable)");
+  ValidationReport r;
+  r.fidelity = fidelity;
+  struct Times {
+    double predicted = 0, analytical = 0;
+  };
+  std::map<std::string, Times> time_of;  // by case stem
+  for (const PaperCase& pc : paper_cases()) {
+    const model::Scenario s = model::load_scenario(scenario_dir + "/" + pc.file);
+    const model::Estimate a = model::estimate(s);
+    const model::Estimate e = fidelity == "event" ? event(s) : a;
+    r.rows.push_back({stem(pc.file), pc.table, pc.label, "mfu", pc.published_mfu, e.mfu,
+                      e.mfu - pc.published_mfu, a.mfu});
+    if (pc.published_iteration_s > 0) {
+      r.rows.push_back({stem(pc.file), pc.table, pc.label, "iteration_time_s",
+                        pc.published_iteration_s, e.iteration_time_s,
+                        e.iteration_time_s - pc.published_iteration_s, a.iteration_time_s});
+    }
+    time_of[stem(pc.file)] = {e.iteration_time_s, a.iteration_time_s};
+  }
+  // Speedup MegaScale / Megatron-LM per Table 2 row (ratio of iteration times).
+  for (const PaperCase& pc : paper_cases()) {
+    if (pc.table != "table2" || pc.file.find("megatron") == std::string::npos) continue;
+    const std::string g = pc.file.substr(std::string("table2-megatron-").size());
+    const PaperCase* other = nullptr;
+    for (const PaperCase& q : paper_cases()) {
+      if (q.file == "table2-megascale-" + g) other = &q;
+    }
+    if (other == nullptr) continue;
+    const double pub = pc.published_iteration_s / other->published_iteration_s;
+    const Times& slow = time_of[stem(pc.file)];
+    const Times& fast = time_of[stem(other->file)];
+    const double pred = slow.predicted / fast.predicted;
+    r.rows.push_back({"table2-speedup-" + stem(g), "table2", "speedup " + stem(g) + " GPUs", "speedup", pub,
+                      pred, pred - pub, slow.analytical / fast.analytical});
+  }
+  r.summary = summarise(r.rows, false);
+  r.analytical_summary = summarise(r.rows, true);
   return r;
 }
 
+namespace {
+
+std::string summary_rows(const char* fidelity, const ValidationSummary& s) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "| %s | %.2f | %.2f | %.3f | %.2f | %.2f | %d of 8 | %.2f | %.2f |\n", fidelity,
+                100 * s.table2_mean_abs_mfu_error, 100 * s.table2_max_abs_mfu_error,
+                s.table2_max_abs_speedup_error, 100 * s.table3_mean_abs_mfu_error,
+                100 * s.table3_max_abs_mfu_error, s.table3_wrong_sign_increments,
+                100 * s.fig9_mean_abs_mfu_error, 100 * s.fig9_max_abs_mfu_error);
+  return buf;
+}
+
+}  // namespace
+
+// Least-squares fit of iteration_s = x * per_share_s + fixed_s over rows of one
+// system and one global batch, x = global batch / GPUs (samples per GPU).
+// Published rows and predicted rows get the same arithmetic: a diagnosis of
+// where the error lies (work that scales with the samples a GPU processes vs
+// a per-step cost that does not), not a fit of any model parameter.
+struct Decomposition {
+  double per_sample_s = 0, fixed_s = 0;
+};
+Decomposition decompose(const std::vector<std::pair<double, double>>& x_t) {
+  double sx = 0, st = 0, sxx = 0, sxt = 0;
+  const double n = static_cast<double>(x_t.size());
+  for (const auto& [x, t] : x_t) {
+    sx += x;
+    st += t;
+    sxx += x * x;
+    sxt += x * t;
+  }
+  Decomposition d;
+  const double den = n * sxx - sx * sx;
+  if (n < 2 || den == 0) return d;
+  d.per_sample_s = (n * sxt - sx * st) / den;
+  d.fixed_s = (st - d.per_sample_s * sx) / n;
+  return d;
+}
+
+std::string decomposition_table(const ValidationReport& r) {
+  struct Group {
+    const char* system;
+    const char* prefix;
+    int batch;
+    std::vector<int> gpus;
+  };
+  const Group groups[] = {{"Megatron-LM", "table2-megatron-", 768, {256, 512, 768, 1024}},
+                          {"MegaScale", "table2-megascale-", 768, {256, 512, 768, 1024}},
+                          {"Megatron-LM", "table2-megatron-", 6144, {3072, 6144, 8192, 12288}},
+                          {"MegaScale", "table2-megascale-", 6144, {3072, 6144, 8192, 12288}}};
+  std::string out =
+      "| system | global batch | GPUs | published s per sample-per-GPU | predicted | published fixed s "
+      "per step | predicted |\n|---|---|---|---|---|---|---|\n";
+  char buf[256];
+  for (const Group& g : groups) {
+    std::vector<std::pair<double, double>> pub, pred;
+    for (int gpus : g.gpus) {
+      for (const ValidationRow& row : r.rows) {
+        if (row.metric != "iteration_time_s" || row.case_name != g.prefix + std::to_string(gpus)) continue;
+        const double x = static_cast<double>(g.batch) / gpus;
+        pub.emplace_back(x, row.published);
+        pred.emplace_back(x, row.predicted);
+      }
+    }
+    if (pub.size() < 2) continue;
+    const Decomposition a = decompose(pub), b = decompose(pred);
+    std::snprintf(buf, sizeof buf, "| %s | %d | %d-%d | %.2f | %.2f | %.2f | %.2f |\n", g.system, g.batch,
+                  g.gpus.front(), g.gpus.back(), a.per_sample_s, b.per_sample_s, a.fixed_s, b.fixed_s);
+    out += buf;
+  }
+  return out;
+}
+
 std::string validation_markdown(const ValidationReport& r) {
+  const bool event = r.fidelity == "event";
+  const char* primary = event ? "event" : "analytical";
   std::string out;
   char buf[512];
   out +=
       "# Validation: predicted vs published (MegaScale, NSDI'24)\n\n"
-      "Generated by `megascale validate --write` from the scenarios in `scenarios/paper/`\n"
-      "(analytical fidelity, `model/estimator.h`). Published figures: MegaScale Tables 2\n"
-      "and 3 and Figure 9, as collected in `../shared/REFERENCE.md`. One hardware profile\n"
-      "(A100-SXM4-80GB, spec sheets and public microbenchmarks, `model/hardware.cc`) serves\n"
-      "every case; nothing is fitted to these figures. Errors are predicted - published;\n"
-      "MFU errors in percentage points.\n\n";
-  const ValidationSummary& s = r.summary;
-  out += "## Summary\n\n| set | mean abs MFU error (points) | max abs (points) |\n|---|---|---|\n";
-  std::snprintf(buf, sizeof buf, "| Table 2 (16 cells) | %.2f | %.2f |\n", 100 * s.table2_mean_abs_mfu_error,
-                100 * s.table2_max_abs_mfu_error);
-  out += buf;
-  std::snprintf(buf, sizeof buf, "| Table 3 (9 rows) | %.2f | %.2f |\n", 100 * s.table3_mean_abs_mfu_error,
-                100 * s.table3_max_abs_mfu_error);
-  out += buf;
-  std::snprintf(buf, sizeof buf, "| Figure 9 (6 values) | %.2f | %.2f |\n\n", 100 * s.fig9_mean_abs_mfu_error,
-                100 * s.fig9_max_abs_mfu_error);
-  out += buf;
+      "Generated by `megascale validate --write` from the scenarios in `scenarios/paper/`.\n"
+      "Published figures: MegaScale Tables 2 and 3 and Figure 9, as collected in\n"
+      "`../shared/REFERENCE.md`. One hardware profile (A100-SXM4-80GB, spec sheets and\n"
+      "public microbenchmarks, `model/hardware.cc`) and one fabric serve every case;\n"
+      "nothing is fitted to these figures. Errors are predicted - published; MFU errors\n"
+      "in percentage points.\n\n";
   std::snprintf(buf, sizeof buf,
-                "Table 2 speedup (MegaScale / Megatron-LM) max abs error: %.3f. Table 3 increments "
-                "with the wrong sign: %d of 8.\n\n",
-                s.table2_max_abs_speedup_error, s.table3_wrong_sign_increments);
+                "Fidelity of the `predicted` column: **%s**%s. The analytical estimate\n"
+                "(`model/estimator.h`) is shown next to it.\n\n",
+                primary,
+                event ? " (`sim/`: the Schedule IR on SimGrid, communication from `network/` with\n"
+                        "ECMP and congestion control, GPU-to-GPU speed spread of\n"
+                        "`[hardware] gpu_speed_sigma`)"
+                      : "");
+  out += buf;
+  out +=
+      "## Summary\n\n"
+      "| fidelity | Table 2 mean | Table 2 max | speedup max | Table 3 mean | Table 3 max | "
+      "wrong-sign increments | Fig. 9 mean | Fig. 9 max |\n|---|---|---|---|---|---|---|---|---|\n";
+  out += summary_rows(primary, r.summary);
+  if (event) out += summary_rows("analytical", r.analytical_summary);
+  out +=
+      "| **bound (issue 4)** | 2.00 | 4.00 | 0.050 | — | 2.00 | 0 of 8 | — | 3.00 |\n\n";
+  std::snprintf(buf, sizeof buf, "Bounds met by the %s fidelity: **%s**.\n\n", primary,
+                meets(r.summary, AccuracyBounds{}) ? "yes" : "no");
   out += buf;
   const char* titles[][2] = {{"table2", "Table 2: 175B strong scaling"},
                              {"table3", "Table 3: 175B ablation on 256 GPUs (cumulative)"},
                              {"fig9", "Figure 9: 530B weak scaling"}};
   for (const auto& t : titles) {
-    out += std::string("## ") + t[1] + "\n\n| case | metric | published | predicted | error |\n|---|---|---|---|---|\n";
+    out += std::string("## ") + t[1] + "\n\n";
+    if (event) {
+      out += "| case | metric | published | event | error | analytical | error |\n|---|---|---|---|---|---|---|\n";
+    } else {
+      out += "| case | metric | published | predicted | error |\n|---|---|---|---|---|\n";
+    }
     for (const ValidationRow& row : r.rows) {
       if (row.table != t[0]) continue;
-      if (row.metric == "mfu") {
-        std::snprintf(buf, sizeof buf, "| %s | MFU %% | %.1f | %.1f | %+.1f |\n", row.label.c_str(),
-                      100 * row.published, 100 * row.predicted, 100 * row.error);
-      } else if (row.metric == "iteration_time_s") {
-        std::snprintf(buf, sizeof buf, "| %s | iteration s | %.2f | %.2f | %+.2f |\n", row.label.c_str(),
-                      row.published, row.predicted, row.error);
-      } else {
-        std::snprintf(buf, sizeof buf, "| %s | speedup | %.3f | %.3f | %+.3f |\n", row.label.c_str(),
-                      row.published, row.predicted, row.error);
+      const char* metric = row.metric == "mfu" ? "MFU %" : row.metric == "iteration_time_s" ? "iteration s" : "speedup";
+      const double scale = row.metric == "mfu" ? 100.0 : 1.0;
+      const char* f = row.metric == "mfu" ? "%.1f" : row.metric == "iteration_time_s" ? "%.2f" : "%.3f";
+      const char* e = row.metric == "mfu" ? "%+.1f" : row.metric == "iteration_time_s" ? "%+.2f" : "%+.3f";
+      auto num = [&](const char* fmt, double v) {
+        char b[64];
+        std::snprintf(b, sizeof b, fmt, v);
+        return std::string(b);
+      };
+      out += "| " + row.label + " | " + metric + " | " + num(f, scale * row.published) + " | " +
+             num(f, scale * row.predicted) + " | " + num(e, scale * row.error) + " |";
+      if (event) {
+        out += " " + num(f, scale * row.analytical) + " | " + num(e, scale * (row.analytical - row.published)) + " |";
       }
-      out += buf;
+      out += "\n";
     }
     out += "\n";
   }
   out +=
-      "## Why the analytical fidelity misses\n\n"
-      "- **No fabric contention, no stragglers.** Data-parallel and pipeline traffic run\n"
-      "  at the NIC's contention-free NCCL bus bandwidth (24 GB/s per 200G NIC); ECMP\n"
-      "  collisions, congestion control and the slowest of thousands of GPUs gating every\n"
-      "  step are left to the event fidelity (`megascale simulate --fidelity event`,\n"
-      "  sim/ with network/). These effects grow with the job, and so does the error\n"
-      "  (compare the 256- and 12,288-GPU rows of Table 2): at 8,192-12,288 GPUs the\n"
-      "  published MFU falls while the analytical one barely moves.\n"
-      "- **Compute efficiency from microbenchmarks.** GEMMs reach at most 85% of peak\n"
-      "  (cuBLAS microbenchmarks) minus tile/wave quantisation; real training kernels also\n"
-      "  suffer from clock throttling and from communication kernels sharing SMs, which\n"
-      "  the analytical model ignores.\n"
-      "- **Assumed inputs.** The sliding window (1,024 tokens) is not printed in the paper;\n"
-      "  synchronous data loading costs an assumed 1 ms per sample (`HostModel`).\n"
-      "- **MFU accounting.** Our MFU uses 72 B s L h^2 (1 + s/6h + V/12Lh) for both systems.\n"
-      "  The published Megatron-LM MFUs match this formula applied to the published iteration\n"
-      "  times to within 0.2 points; the published MegaScale MFUs are 0.2-1.0 points lower\n"
-      "  than the formula gives for their own iteration times (their FLOPs count for the\n"
-      "  sliding-window model is slightly smaller), so part of each MegaScale error is\n"
-      "  accounting, not timing; the iteration-time rows show the timing error alone.\n";
+      "## Where the error lies: per-sample work vs per-step cost\n\n"
+      "Within one global batch, Table 2 varies only the GPU count, so each system's\n"
+      "iteration time splits into x * (seconds per sample per GPU) + (seconds per step that\n"
+      "do not shrink with x), x = global batch / GPUs. The same least-squares split of\n"
+      "the published and of the predicted times (a diagnosis of this report, nothing\n"
+      "feeds back into the model):\n\n";
+  out += decomposition_table(r);
+  out += "\n";
+  out += kWhyItMisses;
   return out;
 }
 
