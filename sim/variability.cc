@@ -22,9 +22,9 @@ uint64_t key(uint64_t seed, uint64_t a, uint64_t b, uint64_t salt) {
 }
 
 // z ~ N(0, 1) for (seed, step, machine), Box-Muller.
-double normal(uint64_t seed, int step, int machine) {
-  const double u1 = unit(key(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(machine), 1));
-  const double u2 = unit(key(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(machine), 2));
+double normal(uint64_t seed, int step, int machine, uint64_t salt = 1) {
+  const double u1 = unit(key(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(machine), salt));
+  const double u2 = unit(key(seed, static_cast<uint64_t>(step), static_cast<uint64_t>(machine), salt + 1));
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
@@ -48,7 +48,14 @@ Variability::Variability(const model::Scenario& s, const VariabilityOptions& o)
                                   std::to_string(gpus - 1));
   if (!(o.jitter_sigma >= 0.0) || !std::isfinite(o.jitter_sigma))
     throw std::invalid_argument("jitter sigma must be >= 0 and finite");
+  if (!(o.gpu_sigma >= 0.0) || !std::isfinite(o.gpu_sigma))
+    throw std::invalid_argument("GPU speed sigma must be >= 0 and finite");
   if (!st.per_step) fixed_random_ = random_machines(0);
+  if (o.gpu_sigma > 0) {
+    gpu_speed_.resize(static_cast<size_t>(gpus));
+    // Salt 4/5: independent of the per-step jitter (1/2) and straggler draws (3).
+    for (int g = 0; g < gpus; ++g) gpu_speed_[g] = std::exp(o.gpu_sigma * normal(o.seed, 0, g, 4));
+  }
 }
 
 // round(fraction x machines) distinct machines, partial Fisher-Yates.
@@ -70,7 +77,7 @@ bool Variability::uniform() const {
   const StragglerSpec& st = o_.stragglers;
   const bool any_straggler =
       st.factor > 1.0 && (!st.gpus.empty() || std::lround(st.machine_fraction * machines_) > 0);
-  return !any_straggler && o_.jitter_sigma == 0.0;
+  return !any_straggler && o_.jitter_sigma == 0.0 && o_.gpu_sigma == 0.0;
 }
 
 StepFactors Variability::step(int step) const {
@@ -97,7 +104,8 @@ StepFactors Variability::step(int step) const {
         const int g = t + d * p_.tp + r * p_.tp * p_.dp;
         const int m = g / gpus_per_node_;
         const double slow = (slow_gpu[g] || slow_machine[m]) ? st.factor : 1.0;
-        worst = std::max(worst, slow * machine[m]);
+        const double speed = gpu_speed_.empty() ? 1.0 : gpu_speed_[g];
+        worst = std::max(worst, slow * machine[m] * speed);
       }
       f.group[static_cast<size_t>(d) * p_.pp + r] = worst;
     }

@@ -7,7 +7,9 @@
 // What it models
 // --------------
 // A GPU's forward/backward compute time in step k is its nominal time times
-//   straggler factor (StragglerSpec::factor if the GPU, or its machine, is a
+//   speed factor (exp(gpu_sigma * z_g), z_g ~ N(0, 1) drawn once per GPU: the
+//   persistent spread of identical GPUs, model::HardwareConfig::gpu_speed_sigma)
+//   x straggler factor (StragglerSpec::factor if the GPU, or its machine, is a
 //   straggler in step k; else 1)  x  jitter (exp(sigma * z), z ~ N(0, 1) drawn
 //   per (step, machine): a lognormal with median 1).
 // The stragglers are the listed GPUs plus `machine_fraction` of the machines
@@ -59,6 +61,7 @@ struct StragglerSpec {
 struct VariabilityOptions {
   StragglerSpec stragglers;
   double jitter_sigma = 0;  // 0 = no jitter
+  double gpu_sigma = 0;     // persistent per-GPU speed spread; 0 = identical GPUs
   uint64_t seed = 1;
 };
 
@@ -77,7 +80,8 @@ class Variability {
   Variability(const model::Scenario& s, const VariabilityOptions& o);
 
   StepFactors step(int step) const;
-  // True when every factor of every step is 1 (no stragglers, no jitter).
+  // True when every factor of every step is 1 (no stragglers, no jitter, no
+  // GPU speed spread).
   bool uniform() const;
   int machines() const { return machines_; }
 
@@ -89,6 +93,7 @@ class Variability {
   int machines_;
   VariabilityOptions o_;
   std::vector<int> fixed_random_;  // drawn once when !per_step
+  std::vector<double> gpu_speed_;  // per GPU, persistent (empty when gpu_sigma = 0)
 };
 
 struct ReplicaChoice {

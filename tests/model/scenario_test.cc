@@ -429,6 +429,10 @@ layers = -1
                2, "model.layers", "must be >= 1, got -1");
   expect_error(std::string(kValid) + "[hardware]\nnic_gbps = -5\n", 14, "hardware.nic_gbps",
                "must be a finite number > 0");
+  expect_error(std::string(kValid) + "[hardware]\ngpu_speed_sigma = -0.01\n", 14,
+               "hardware.gpu_speed_sigma", "must be a finite number >= 0");
+  expect_error(std::string(kValid) + "[hardware]\ngpu_speed_sigma = 0.9\n", 14,
+               "hardware.gpu_speed_sigma", "must be at most 0.5");
 }
 
 TEST(ScenarioErrorTest, InvalidTomlSyntaxNamesFileAndLine) {
@@ -587,6 +591,7 @@ TEST(ScenarioTest, DefaultsApplied) {
   EXPECT_EQ(sc.hardware.gpus_per_node, 8);
   EXPECT_EQ(sc.hardware.nics_per_node, 8);
   EXPECT_DOUBLE_EQ(sc.hardware.nic_gbps, 200.0);
+  EXPECT_DOUBLE_EQ(sc.hardware.gpu_speed_sigma, 0.015);  // Sinha et al. SC'22, see config.h
   EXPECT_EQ(sc.cluster.topology, "megascale-clos");
   EXPECT_EQ(sc.optimizations.preset, "megatron");
   EXPECT_FALSE(sc.optimizations.tp_overlap);

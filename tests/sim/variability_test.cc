@@ -102,6 +102,41 @@ TEST(Variability, JitterIsLognormalWithTheGivenSigma) {
   EXPECT_EQ(v.step(3).group, Variability(s, o).step(3).group);  // reproducible
 }
 
+// The GPU speed spread is persistent (the same GPUs are slow in every step),
+// lognormal per GPU with the given sigma, and a TP group runs at its slowest
+// GPU's pace, so group factors sit above 1 by about the expected maximum of
+// 8 normals (1.42 sigma).
+TEST(Variability, GpuSpeedSpreadIsPersistentPerGpuAndGatedByTheSlowestInTheGroup) {
+  const double sigma = 0.02;
+  VariabilityOptions o;
+  o.gpu_sigma = sigma;
+  // TP 1: every group is one GPU, so group factors are the GPU factors.
+  const Variability one(scenario(1), o);
+  EXPECT_FALSE(one.uniform());
+  const StepFactors a = one.step(0), b = one.step(7);
+  EXPECT_EQ(a.group, b.group);  // persistent across steps
+  double sum = 0, sum2 = 0;
+  for (double f : a.group) {
+    sum += std::log(f);
+    sum2 += std::log(f) * std::log(f);
+  }
+  const double n = static_cast<double>(a.group.size());  // 8 x 16 = 128 GPUs
+  const double mean = sum / n, sd = std::sqrt(sum2 / n - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 3 * sigma / std::sqrt(n));
+  EXPECT_NEAR(sd, sigma, 0.25 * sigma);
+  // TP 8: a group's factor is the max over its 8 GPUs.
+  const StepFactors g = Variability(scenario(8), o).step(0);
+  double mean_log = 0;
+  for (double f : g.group) mean_log += std::log(f) / static_cast<double>(g.group.size());
+  EXPECT_NEAR(mean_log / sigma, 1.42, 0.3);
+  // A different seed draws a different population of GPUs.
+  VariabilityOptions other = o;
+  other.seed = 2;
+  EXPECT_NE(Variability(scenario(8), other).step(0).group, g.group);
+  // Zero spread: identical GPUs.
+  EXPECT_TRUE(Variability(scenario(8), VariabilityOptions{}).uniform());
+}
+
 TEST(Variability, TooManyDistinctReplicasKeepsTheMostGating) {
   const model::Scenario s = scenario();
   VariabilityOptions o;
@@ -125,6 +160,11 @@ TEST(Variability, TooManyDistinctReplicasKeepsTheMostGating) {
 }
 
 TEST(Variability, BadValuesAreErrors) {
+  {
+    VariabilityOptions o;
+    o.gpu_sigma = -0.1;
+    EXPECT_THROW(Variability(scenario(), o), std::invalid_argument);
+  }
   const model::Scenario s = scenario();
   VariabilityOptions o;
   o.stragglers.factor = 0.9;
