@@ -1,11 +1,19 @@
 // cli/plan_command.cc: `megascale plan FILE [--json] [--runs N] [--seed S]
-// [--sweep checkpoint_interval=5m,15m,60m] [--plot FILE.svg]` — the run-level
-// answer for a multi-week job: ETTR (mean, p5, p95), restarts, time lost per
-// cause, days to finish, and the checkpoint interval that maximises ETTR next to
-// Young/Daly's sqrt(2 x checkpoint cost x MTBF).
+// [--sweep checkpoint_interval=5m,15m,60m | --sweep gpus=1536,3072,6144,12288]
+// [--plot FILE.svg]` — the run-level answer for a multi-week job: ETTR (mean,
+// p5, p95), restarts, time lost per cause, days to finish, the checkpoint
+// interval that maximises ETTR next to Young/Daly's sqrt(2 x checkpoint cost x
+// MTBF), and the assumptions behind the recovery figures with their sources.
 //
-// The per-iteration time comes from model::estimate (megascale_cli_lib links no
-// SimGrid), or from [run] iteration_time_s when the scenario gives it.
+// The per-iteration time: [run] iteration_time_s when the scenario gives it
+// ("scenario"); else the event-level simulator's healthy iteration when the
+// binary has one (cli::event_estimator(), registered by the `megascale`
+// executable, which links sim/: "event"); else model::estimate ("analytical";
+// megascale_cli_lib alone links no SimGrid).
+//
+// --sweep gpus scales the cluster: the layout's TP and PP are kept, DP = GPUs /
+// (TP x PP), the global batch is kept (strong scaling, as MegaScale Table 2), and
+// explicit [failures] links / switches counts scale with the GPUs.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +25,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/json.h"
+#include "cli/simulate_event.h"
 #include "model/estimator.h"
+#include "model/hardware.h"
 #include "model/scenario.h"
 #include "reliability/recovery_model.h"
 #include "reliability/run_model.h"
@@ -26,24 +36,6 @@ namespace megascale::cli {
 namespace {
 
 using reliability::SweepPoint;
-
-std::vector<double> parse_sweep(const std::string& spec) {
-  const std::string prefix = "checkpoint_interval=";
-  if (spec.rfind(prefix, 0) != 0) {
-    throw UsageError("--sweep supports checkpoint_interval=V1,V2,... (durations like 5m), got '" +
-                     spec + "'");
-  }
-  std::vector<double> values;
-  std::stringstream in(spec.substr(prefix.size()));
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const std::optional<double> v = model::parse_duration_s(item);
-    if (!v || *v <= 0) throw UsageError("--sweep: bad duration '" + item + "'");
-    values.push_back(*v);
-  }
-  if (values.empty()) throw UsageError("--sweep: no values");
-  return values;
-}
 
 std::string fmt(double v, int decimals = 1) {
   char buf[64];
@@ -58,16 +50,180 @@ std::string duration_label(double s) {
   return fmt(s, 0) + "s";
 }
 
+struct SweepSpec {
+  std::string quantity;        // "checkpoint_interval" | "gpus"
+  std::vector<double> values;  // seconds | GPU counts
+};
+
+SweepSpec parse_sweep(const std::string& spec) {
+  SweepSpec out;
+  const size_t eq = spec.find('=');
+  out.quantity = spec.substr(0, eq);
+  if (eq == std::string::npos || (out.quantity != "checkpoint_interval" && out.quantity != "gpus")) {
+    throw UsageError(
+        "--sweep supports checkpoint_interval=V1,V2,... (durations like 5m) or gpus=N1,N2,..., got '" +
+        spec + "'");
+  }
+  std::stringstream in(spec.substr(eq + 1));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (out.quantity == "gpus") {
+      char* end = nullptr;
+      const long n = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 1 || n > 10000000) {
+        throw UsageError("--sweep gpus: bad GPU count '" + item + "' (a positive integer)");
+      }
+      out.values.push_back(static_cast<double>(n));
+    } else {
+      const std::optional<double> v = model::parse_duration_s(item);
+      if (!v || *v <= 0) throw UsageError("--sweep: bad duration '" + item + "'");
+      out.values.push_back(*v);
+    }
+  }
+  if (out.values.empty()) throw UsageError("--sweep: no values");
+  return out;
+}
+
+struct IterationTime {
+  double s = 0;
+  std::string source;  // "scenario" | "event" | "analytical"
+};
+
+// One healthy iteration of `s`: the event-level simulator when this binary has
+// it, else the analytical estimator.
+IterationTime simulated_iteration_time(const model::Scenario& s) {
+  if (const EventEstimator event = event_estimator()) return {event(s).iteration_time_s, "event"};
+  return {model::estimate(s).iteration_time_s, "analytical"};
+}
+
+IterationTime iteration_time(const model::Scenario& s) {
+  if (s.run.iteration_time_s > 0) return {s.run.iteration_time_s, "scenario"};
+  return simulated_iteration_time(s);
+}
+
+const char* source_words(const std::string& source) {
+  if (source == "scenario") return "[run] iteration_time_s";
+  if (source == "event") return "event-level simulator, sim/";
+  return "analytical estimator, model::estimate";
+}
+
+// `s` on `gpus` GPUs: TP and PP kept, DP derived, global batch kept.
+model::Scenario scaled_to(const model::Scenario& s, int gpus) {
+  const int tp_pp = s.parallel.tp * s.parallel.pp;
+  const std::string what = "--sweep gpus: " + std::to_string(gpus) + " GPUs";
+  if (gpus % tp_pp != 0) {
+    throw UsageError(what + " is not a multiple of tp x pp = " + std::to_string(s.parallel.tp) + " x " +
+                     std::to_string(s.parallel.pp) + " = " + std::to_string(tp_pp) +
+                     " (the sweep keeps TP and PP and derives DP)");
+  }
+  model::Scenario x = s;
+  x.parallel.dp = gpus / tp_pp;
+  x.cluster.gpus = gpus;
+  std::string key;
+  if (const std::optional<std::string> why = model::check_layout(x.model, x.parallel, gpus, &key)) {
+    throw UsageError(what + " (dp " + std::to_string(x.parallel.dp) + "): " + key + ": " + *why);
+  }
+  const double ratio = static_cast<double>(gpus) / s.parallel.gpus();
+  if (x.failures.links > 0) x.failures.links = std::max(1, static_cast<int>(std::lround(x.failures.links * ratio)));
+  if (x.failures.switches > 0) {
+    x.failures.switches = std::max(1, static_cast<int>(std::lround(x.failures.switches * ratio)));
+  }
+  return x;
+}
+
+// One input behind the recovery figures, its value as used and where it comes
+// from: a published source, "assumption" (no published figure) or "scenario"
+// (the file sets it).
+struct Assumption {
+  std::string key, value, source;
+};
+
+std::vector<Assumption> assumptions_of(const model::Scenario& s) {
+  const model::RecoveryConfig& r = s.recovery;
+  const model::FailureConfig& f = s.failures;
+  const model::RecoveryConfig d;  // the defaults, whose sources scenarios/README.md gives
+  const model::FailureConfig fd;
+  auto label = [](bool is_default, const std::string& source) {
+    return is_default ? source : std::string("scenario");
+  };
+  const std::string assumed = "assumption";
+  std::vector<Assumption> a;
+  std::string rates = f.preset == "llama3" ? "llama3 preset" : "explicit rates";
+  if (f.rate_scale != 1.0) rates += " x " + fmt(f.rate_scale, 2);
+  a.push_back({"failure_rates", rates,
+               f.preset == "llama3" ? "Llama 3 405B interruptions (REFERENCE.md \"Failures\"); scale: scenario"
+                                    : "scenario"});
+  a.push_back({"traffic_drop_fraction", fmt(100 * f.traffic_drop_fraction, 0) + "% of NIC/link/switch failures",
+               label(f.traffic_drop_fraction == fd.traffic_drop_fraction, assumed)});
+  a.push_back({"hang_slowdown_fractions",
+               fmt(100 * f.hang_fraction, 0) + "% hang, " + fmt(100 * f.slowdown_fraction, 0) + "% slowdown",
+               label(f.hang_fraction == fd.hang_fraction && f.slowdown_fraction == fd.slowdown_fraction, assumed)});
+  a.push_back({"failures_during_recovery", f.during_recovery ? "on" : "off",
+               label(f.during_recovery == fd.during_recovery, "model choice (reliability/run_model.h)")});
+  a.push_back({"link_flap_tolerance",
+               fmt(reliability::link_flap_tolerance_s(f.nccl_ib_timeout, f.nccl_ib_retry_cnt), 1) + " s",
+               "NCCL IB retransmission 4.096 us x 2^timeout x (retry + 1) (REFERENCE.md)"});
+  a.push_back({"heartbeat", fmt(r.heartbeat_period_s, 0) + " s x " + std::to_string(r.heartbeat_misses) + " misses",
+               label(r.heartbeat_period_s == d.heartbeat_period_s && r.heartbeat_misses == d.heartbeat_misses, assumed)});
+  a.push_back({"error_report_s", fmt(r.error_report_s, 0) + " s", label(r.error_report_s == d.error_report_s, assumed)});
+  a.push_back({"anomaly_detect_s",
+               fmt(r.anomaly_detect_s, 0) + " s" + (r.traffic_anomaly_detection ? "" : " (detection off)"),
+               label(r.anomaly_detect_s == d.anomaly_detect_s, assumed)});
+  a.push_back({"traffic_drop_detect_s",
+               fmt(r.traffic_drop_detect_s, 0) + " s" + (r.traffic_anomaly_detection ? "" : " (detection off)"),
+               label(r.traffic_drop_detect_s == d.traffic_drop_detect_s, assumed)});
+  a.push_back({"nccl_timeout_s", fmt(r.nccl_timeout_s, 0) + " s",
+               label(r.nccl_timeout_s == d.nccl_timeout_s, "PyTorch ProcessGroupNCCL default")});
+  a.push_back({"slowdown_detect_s", fmt(r.slowdown_detect_s, 0) + " s",
+               label(r.slowdown_detect_s == d.slowdown_detect_s, assumed)});
+  a.push_back({"self_check_s", fmt(r.self_check_s, 0) + " s",
+               label(r.self_check_s == d.self_check_s,
+                     "assumption (MegaScale publishes detection + diagnosis < 10 min on average)")});
+  a.push_back({"false_negative_positive", fmt(100 * r.false_negative, 0) + "% / " + fmt(100 * r.false_positive, 0) + "%",
+               label(r.false_negative == d.false_negative && r.false_positive == d.false_positive, assumed)});
+  a.push_back({"manual_handling_s", fmt(r.manual_handling_s, 0) + " s",
+               label(r.manual_handling_s == d.manual_handling_s, assumed)});
+  a.push_back({"spares_replace_repair",
+               std::to_string(r.spare_nodes) + " nodes, " + fmt(r.replacement_s, 0) + " s, " + fmt(r.repair_s / 86400, 1) + " d",
+               label(r.spare_nodes == d.spare_nodes && r.replacement_s == d.replacement_s && r.repair_s == d.repair_s,
+                     assumed)});
+  a.push_back({"process_start_s", fmt(r.process_start_s, 0) + " s", label(r.process_start_s == d.process_start_s, assumed)});
+  a.push_back({"comm_init", r.init, "fitted to MegaScale NSDI'24's one published point per design at 2,048 GPUs"});
+  a.push_back({"storage_read_gbs", fmt(r.storage_read_gbs, 0) + " GB/s",
+               label(r.storage_read_gbs == d.storage_read_gbs, assumed)});
+  a.push_back({"storage_write_gbs", fmt(r.storage_write_gbs, 0) + " GB/s",
+               label(r.storage_write_gbs == d.storage_write_gbs, assumed)});
+  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  a.push_back({"pcie_gbs", fmt(r.pcie_gbs, 0) + " GB/s per GPU",
+               label(r.pcie_gbs == d.pcie_gbs, "assumption (spec-sheet PCIe peak of " + gpu.name + ": " +
+                                                    fmt(gpu.pcie_gbps / 8, 1) + " GB/s)")});
+  return a;
+}
+
+struct GpuPoint {
+  int gpus = 0, dp = 0;
+  IterationTime iteration;
+  reliability::PlanResult plan;
+};
+
+// A point of the plot: x value, its tick label, ETTR.
+struct PlotPoint {
+  double x = 0;
+  std::string label;
+  double ettr_mean = 0;
+};
+
 // ETTR against the swept value, a hand-written SVG line plot.
-std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& title) {
+std::string sweep_svg(const std::vector<PlotPoint>& points, const std::string& title,
+                      const std::string& x_label) {
   const double W = 640, H = 400, left = 70, right = 20, top = 40, bottom = 60;
   double lo = points.front().ettr_mean, hi = lo;
-  double xmin = points.front().interval_s, xmax = xmin;
-  for (const SweepPoint& p : points) {
+  double xmin = points.front().x, xmax = xmin;
+  for (const PlotPoint& p : points) {
     lo = std::min(lo, p.ettr_mean);
     hi = std::max(hi, p.ettr_mean);
-    xmin = std::min(xmin, p.interval_s);
-    xmax = std::max(xmax, p.interval_s);
+    xmin = std::min(xmin, p.x);
+    xmax = std::max(xmax, p.x);
   }
   if (hi - lo < 1e-3) { lo -= 0.005; hi += 0.005; }
   const bool logx = xmax / xmin > 1.0001;
@@ -87,7 +243,7 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& 
     << "<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << H - bottom
     << "\" stroke=\"black\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"" << H - 15
-    << "\" text-anchor=\"middle\">checkpoint interval (log scale)</text>\n"
+    << "\" text-anchor=\"middle\">" << x_label << " (log scale)</text>\n"
     << "<text x=\"18\" y=\"" << H / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
     << H / 2 << ")\">ETTR (mean)</text>\n";
   for (int i = 0; i <= 4; ++i) {
@@ -96,13 +252,13 @@ std::string sweep_svg(const std::vector<SweepPoint>& points, const std::string& 
       << fmt(v, 3) << "</text>\n";
   }
   o << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"";
-  for (const SweepPoint& p : points) o << fmt(X(p.interval_s), 1) << "," << fmt(Y(p.ettr_mean), 1) << " ";
+  for (const PlotPoint& p : points) o << fmt(X(p.x), 1) << "," << fmt(Y(p.ettr_mean), 1) << " ";
   o << "\"/>\n";
-  for (const SweepPoint& p : points) {
-    o << "<circle cx=\"" << fmt(X(p.interval_s), 1) << "\" cy=\"" << fmt(Y(p.ettr_mean), 1)
+  for (const PlotPoint& p : points) {
+    o << "<circle cx=\"" << fmt(X(p.x), 1) << "\" cy=\"" << fmt(Y(p.ettr_mean), 1)
       << "\" r=\"3\" fill=\"#1f77b4\"/>\n"
-      << "<text x=\"" << fmt(X(p.interval_s), 1) << "\" y=\"" << H - bottom + 16
-      << "\" text-anchor=\"middle\">" << duration_label(p.interval_s) << "</text>\n";
+      << "<text x=\"" << fmt(X(p.x), 1) << "\" y=\"" << H - bottom + 16
+      << "\" text-anchor=\"middle\">" << p.label << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();
@@ -132,14 +288,27 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       if (v.empty() || *end != '\0') throw UsageError("--seed expects an integer >= 0, got '" + v + "'");
       seed = n;
     }
-    const double iteration_s =
-        s.run.iteration_time_s > 0 ? s.run.iteration_time_s : model::estimate(s).iteration_time_s;
+    const std::optional<SweepSpec> spec =
+        p.has("--sweep") ? std::optional<SweepSpec>(parse_sweep(p.values.at("--sweep"))) : std::nullopt;
+    const bool gpu_sweep = spec && spec->quantity == "gpus";
+    if (gpu_sweep && s.run.iteration_time_s > 0) {
+      throw UsageError(
+          "--sweep gpus needs the iteration time at each GPU count, but [run] iteration_time_s fixes "
+          "one; remove it to use the simulator");
+    }
+    // Scale first: a GPU count that does not fit is reported before any simulation.
+    std::vector<model::Scenario> scaled;
+    if (gpu_sweep) {
+      for (double g : spec->values) scaled.push_back(scaled_to(s, static_cast<int>(g)));
+    }
+    const IterationTime iteration = iteration_time(s);
+    const double iteration_s = iteration.s;
     const reliability::RunModel m = reliability::build_run_model(s, iteration_s);
     const reliability::PlanResult r = reliability::monte_carlo(m, runs, seed);
 
-    // The best interval: the sweep's values, or a geometric grid of 1 min .. 4 h.
-    const std::vector<double> grid = p.has("--sweep") ? parse_sweep(p.values.at("--sweep"))
-                                                      : reliability::geometric_grid(60, 4 * 3600, 25);
+    // The best interval: the swept intervals, or a geometric grid of 1 min .. 4 h.
+    const std::vector<double> grid = spec && !gpu_sweep ? spec->values
+                                                        : reliability::geometric_grid(60, 4 * 3600, 25);
     const std::vector<SweepPoint> sweep = reliability::sweep_checkpoint_interval(m, grid, runs, seed);
     const SweepPoint best = *std::max_element(
         sweep.begin(), sweep.end(),
@@ -149,11 +318,30 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     // a two-stage checkpoint it is only the GPU -> host copy.
     const double young_daly_s = reliability::young_daly_interval_s(m.checkpoint_stall_s, mtbf_s);
 
+    // ETTR per GPU count (common random numbers across the counts).
+    std::vector<GpuPoint> gpu_points;
+    for (const model::Scenario& x : scaled) {
+      GpuPoint g;
+      g.gpus = x.parallel.gpus();
+      g.dp = x.parallel.dp;
+      g.iteration = simulated_iteration_time(x);
+      g.plan = reliability::monte_carlo(reliability::build_run_model(x, g.iteration.s), runs, seed);
+      gpu_points.push_back(g);
+    }
+
     if (p.has("--plot")) {
+      std::vector<PlotPoint> plot;
+      if (gpu_sweep) {
+        for (const GpuPoint& g : gpu_points) plot.push_back({double(g.gpus), std::to_string(g.gpus), g.plan.ettr_mean});
+      } else {
+        for (const SweepPoint& q : sweep) plot.push_back({q.interval_s, duration_label(q.interval_s), q.ettr_mean});
+      }
       std::ofstream f(p.values.at("--plot"));
       if (!f) throw UsageError("cannot write " + p.values.at("--plot"));
-      f << sweep_svg(sweep, s.name + ": ETTR vs checkpoint interval");
+      f << (gpu_sweep ? sweep_svg(plot, s.name + ": ETTR vs GPUs", "GPUs")
+                      : sweep_svg(plot, s.name + ": ETTR vs checkpoint interval", "checkpoint interval"));
     }
+    const std::vector<Assumption> assumptions = assumptions_of(s);
 
     if (p.on("--json")) {
       JsonObject lost;
@@ -162,17 +350,23 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       for (const SweepPoint& q : sweep) {
         points.push_back(JsonObject().add("checkpoint_interval_s", q.interval_s).add("ettr_mean", q.ettr_mean).str());
       }
+      JsonObject sources;
+      for (const Assumption& a : assumptions) sources.add(a.key, a.source);
       JsonObject j;
       j.add("scenario", s.name)
           .add("runs", runs)
           .add("seed", static_cast<int64_t>(seed))
+          .add("gpus", s.parallel.gpus())
           .add("iteration_time_s", iteration_s)
+          .add("iteration_time_source", iteration.source)
           .add("duration_days", m.horizon_s / 86400.0)
           .add("ettr_mean", r.ettr_mean)
           .add("ettr_p5", r.ettr_p5)
           .add("ettr_p95", r.ettr_p95)
           .add("restarts_mean", r.restarts_mean)
           .add("failures_mean", r.failures_mean)
+          .add("failures_during_recovery", s.failures.during_recovery)
+          .add("recovery_failures_mean", r.recovery_failures_mean)
           .add("days_to_finish", r.days_to_finish)
           .add("diagnosis_mean_s", r.diagnosis_mean_s)
           .add("manual_mean_s", r.manual_mean_s)
@@ -188,18 +382,37 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
           .add("best_checkpoint_interval_s", best.interval_s)
           .add("best_checkpoint_ettr", best.ettr_mean)
           .add("young_daly_interval_s", young_daly_s)
-          .add_raw("sweep", json_array(points));
+          .add_raw("sweep", json_array(points))
+          .add("assumption_sources", sources);
+      if (gpu_sweep) {
+        std::vector<std::string> rows;
+        for (const GpuPoint& g : gpu_points) {
+          rows.push_back(JsonObject()
+                             .add("gpus", g.gpus)
+                             .add("dp", g.dp)
+                             .add("iteration_time_s", g.iteration.s)
+                             .add("iteration_time_source", g.iteration.source)
+                             .add("ettr_mean", g.plan.ettr_mean)
+                             .add("ettr_p5", g.plan.ettr_p5)
+                             .add("ettr_p95", g.plan.ettr_p95)
+                             .add("restarts_mean", g.plan.restarts_mean)
+                             .add("days_to_finish", g.plan.days_to_finish)
+                             .str());
+        }
+        j.add_raw("gpus_sweep", json_array(rows));
+      }
       out << j.str() << "\n";
       return 0;
     }
     out << "plan: " << s.name << " (" << s.parallel.gpus() << " GPUs, " << fmt(m.horizon_s / 86400, 1)
         << " days, " << runs << " runs, seed " << seed << ")\n"
-        << "  iteration time      " << fmt(iteration_s, 2) << " s"
-        << (s.run.iteration_time_s > 0 ? " ([run])" : " (model::estimate)") << "\n"
+        << "  iteration time      " << fmt(iteration_s, 2) << " s (" << iteration.source << ": "
+        << source_words(iteration.source) << ")\n"
         << "  ETTR                " << fmt(100 * r.ettr_mean, 1) << "% (p5 " << fmt(100 * r.ettr_p5, 1)
         << "%, p95 " << fmt(100 * r.ettr_p95, 1) << "%)\n"
         << "  restarts            " << fmt(r.restarts_mean, 1) << " (failures " << fmt(r.failures_mean, 1)
-        << ", MTBF " << fmt(mtbf_s / 3600, 2) << " h)\n"
+        << ", of which while down " << fmt(r.recovery_failures_mean, 1) << "; MTBF "
+        << fmt(mtbf_s / 3600, 2) << " h)\n"
         << "  days to finish      " << fmt(r.days_to_finish, 1) << "\n"
         << "  per restart         detection+diagnosis " << fmt(r.diagnosis_mean_s / 60, 1)
         << " min, manual " << fmt(r.manual_mean_s / 60, 1) << " min, catch-up "
@@ -213,16 +426,34 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     for (const auto& [cause, hours] : r.lost_hours_by_cause) {
       out << "    " << cause << std::string(12 - std::min<size_t>(cause.size(), 11), ' ') << fmt(hours, 1) << "\n";
     }
-    if (p.has("--sweep")) {
+    if (spec && !gpu_sweep) {
       out << "  sweep checkpoint_interval:\n";
       for (const SweepPoint& q : sweep) {
         out << "    " << duration_label(q.interval_s) << std::string(8, ' ') << "ETTR "
             << fmt(100 * q.ettr_mean, 2) << "%\n";
       }
     }
+    if (gpu_sweep) {
+      out << "  sweep gpus (TP " << s.parallel.tp << ", PP " << s.parallel.pp << ", global batch "
+          << s.parallel.global_batch << " kept):\n"
+          << "    GPUs       DP  iteration s  source      ETTR     p5       p95      restarts  days to finish\n";
+      for (const GpuPoint& g : gpu_points) {
+        char row[200];
+        std::snprintf(row, sizeof row, "    %-7d %5d  %11.2f  %-10s  %5.1f%%   %5.1f%%   %5.1f%%   %8.1f  %14.1f\n",
+                      g.gpus, g.dp, g.iteration.s, g.iteration.source.c_str(), 100 * g.plan.ettr_mean,
+                      100 * g.plan.ettr_p5, 100 * g.plan.ettr_p95, g.plan.restarts_mean,
+                      g.plan.days_to_finish);
+        out << row;
+      }
+    }
     out << "  best checkpoint interval " << fmt(best.interval_s, 0) << " s (ETTR "
         << fmt(100 * best.ettr_mean, 2) << "%); Young/Daly sqrt(2 x " << fmt(m.checkpoint_stall_s, 2)
-        << " s x MTBF) = " << fmt(young_daly_s, 0) << " s\n";
+        << " s x MTBF) = " << fmt(young_daly_s, 0) << " s\n"
+        << "  assumptions (value: source):\n";
+    for (const Assumption& a : assumptions) {
+      out << "    " << a.key << std::string(24 - std::min<size_t>(a.key.size(), 23), ' ') << a.value
+          << ": " << a.source << "\n";
+    }
     return 0;
   } catch (const UsageError& e) {
     err << "megascale plan: " << e.what() << "\n\n" << usage();

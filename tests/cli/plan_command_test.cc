@@ -1,12 +1,17 @@
 // tests/cli/plan_command_test.cc: `megascale plan` end to end: the JSON keys of
-// issue 5, the sweep and its SVG plot, and usage errors (exit 2).
+// issue 5, the iteration-time source (event in the `megascale` binary,
+// analytical in megascale_cli_lib alone, scenario from [run]), the checkpoint
+// and GPU sweeps and their SVG plots, the labelled assumptions, and usage errors
+// (exit 2).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "cli/commands.h"
 #include "run_megascale.h"
 
 namespace {
@@ -40,9 +45,105 @@ TEST(PlanCommandTest, SweepPrintsEttrPerValueAndWritesSvg) {
 }
 
 TEST(PlanCommandTest, BadSweepIsAUsageError) {
-  const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "gpus=1,2"});
+  const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "nodes=1,2"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--sweep"), std::string::npos) << r.err;
+}
+
+// A JSON number after "key": (the first occurrence).
+double json_number(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  EXPECT_NE(at, std::string::npos) << key;
+  if (at == std::string::npos) return NAN;
+  return std::stod(json.substr(at + key.size() + 4));
+}
+
+TEST(PlanCommandTest, IterationTimeFromTheEventSimulatorInTheBinary) {
+  const RunResult r = run_megascale({"plan", kMegaScale, "--json", "--runs", "20"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"iteration_time_source\": \"event\""), std::string::npos) << r.out;
+  const double iteration_s = json_number(r.out, "iteration_time_s");
+  EXPECT_GT(iteration_s, 3.0);  // 175B on 12,288 A100s: MegaScale Table 2 prints 6.34 s
+  EXPECT_LT(iteration_s, 10.0);
+  const RunResult text = run_megascale({"plan", kMegaScale, "--runs", "20"});
+  ASSERT_EQ(text.exit_code, 0) << dump(text);
+  EXPECT_NE(text.out.find("(event: event-level simulator"), std::string::npos) << text.out;
+}
+
+TEST(PlanCommandTest, AnalyticalWithoutTheSimulatorAndScenarioWhenGiven) {
+  // In-process: megascale_cli_lib alone has no event estimator registered.
+  std::ostringstream out, err;
+  ASSERT_EQ(megascale::cli::cmd_plan({kMegaScale, "--json", "--runs", "20"}, out, err), 0) << err.str();
+  EXPECT_NE(out.str().find("\"iteration_time_source\": \"analytical\""), std::string::npos) << out.str();
+
+  const std::string file = (std::filesystem::temp_directory_path() / "megascale-plan-fixed.toml").string();
+  {
+    std::ifstream in(kMegaScale);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    text += "iteration_time_s = 7.5\n";  // [run] is the file's last table
+    std::ofstream(file) << text;
+  }
+  const RunResult r = run_megascale({"plan", file, "--json", "--runs", "20"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"iteration_time_source\": \"scenario\""), std::string::npos) << r.out;
+  EXPECT_DOUBLE_EQ(json_number(r.out, "iteration_time_s"), 7.5);
+  // A GPU sweep needs an iteration time per GPU count: refused with the reason.
+  const RunResult sweep = run_megascale({"plan", file, "--sweep", "gpus=1536,3072"});
+  EXPECT_EQ(sweep.exit_code, 2) << dump(sweep);
+  EXPECT_NE(sweep.err.find("iteration_time_s"), std::string::npos) << sweep.err;
+}
+
+TEST(PlanCommandTest, GpuSweepScalesDpAndEttrFallsWithGpus) {
+  const std::string svg = (std::filesystem::temp_directory_path() / "megascale-plan-gpus.svg").string();
+  std::filesystem::remove(svg);
+  const RunResult r = run_megascale({"plan", kMegaScale, "--json", "--runs", "100", "--sweep",
+                                     "gpus=1536,3072,6144,12288", "--plot", svg});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const size_t at = r.out.find("\"gpus_sweep\": [");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string rows = r.out.substr(at);
+  double previous_ettr = 1.0, previous_iteration_s = 1e9;
+  for (int gpus : {1536, 3072, 6144, 12288}) {
+    const size_t row = rows.find("{\"gpus\": " + std::to_string(gpus) + ",");
+    ASSERT_NE(row, std::string::npos) << gpus << "\n" << rows;
+    rows = rows.substr(row);
+    EXPECT_EQ(json_number(rows, "dp"), gpus / 64);
+    EXPECT_NE(rows.find("\"iteration_time_source\": \"event\""), std::string::npos);
+    const double ettr = json_number(rows, "ettr_mean"), iteration_s = json_number(rows, "iteration_time_s");
+    EXPECT_LT(ettr, previous_ettr) << gpus;  // more GPUs, more failures
+    EXPECT_LT(iteration_s, previous_iteration_s) << gpus;
+    previous_ettr = ettr;
+    previous_iteration_s = iteration_s;
+    rows = rows.substr(1);
+  }
+  std::ifstream f(svg);
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_NE(text.str().find("GPUs (log scale)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find(">12288<"), std::string::npos) << text.str();
+}
+
+TEST(PlanCommandTest, GpuSweepRejectsCountsThatDoNotDivide) {
+  const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "gpus=1536,1000"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("1000 GPUs is not a multiple of tp x pp = 8 x 8 = 64"), std::string::npos) << r.err;
+  const RunResult batch = run_megascale({"plan", kMegaScale, "--sweep", "gpus=448"});  // dp 7
+  EXPECT_EQ(batch.exit_code, 2) << dump(batch);
+  EXPECT_NE(batch.err.find("448 GPUs (dp 7)"), std::string::npos) << batch.err;
+  EXPECT_NE(batch.err.find("global_batch"), std::string::npos) << batch.err;
+}
+
+TEST(PlanCommandTest, TextLabelsTheAssumptions) {
+  const RunResult r = run_megascale({"plan", kMegaScale, "--runs", "20"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  for (const char* line : {"storage_read_gbs        100 GB/s: assumption",
+                           "storage_write_gbs       50 GB/s: assumption",
+                           "pcie_gbs                20 GB/s per GPU: assumption",
+                           "self_check_s            300 s: assumption", "traffic_drop_detect_s   60 s: assumption",
+                           "nccl_timeout_s          1800 s: PyTorch ProcessGroupNCCL default",
+                           "heartbeat               10 s x 3 misses: assumption"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
 }
 
 }  // namespace
