@@ -9,6 +9,7 @@
 // the test into a fresh temporary directory.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -193,6 +194,45 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   EXPECT_EQ(count(r.out, "\"table\": \"table3\", \"metric\": \"mfu\""), 9u) << dump(r);
   EXPECT_EQ(count(r.out, "\"table\": \"fig9\", \"metric\": \"mfu\""), 6u) << dump(r);
   EXPECT_EQ(count(r.out, "\"metric\": \"speedup\""), 8u) << dump(r);
+  EXPECT_EQ(count(r.out, "\"fidelity\": \"event\""), count(r.out, "\"case\": ")) << dump(r);
+
+  // Accuracy guard. Issue 4's bounds (Table 2 mean <= 2.0 / max <= 4.0 points,
+  // speedup within 0.05, Table 3 rows within 2.0 with every increment of the
+  // right sign, Figure 9 within 3.0) are not met yet; until they are, these
+  // are the figures of results/validation.md plus a small margin, so a change
+  // that makes the event fidelity less accurate fails here instead of moving
+  // the report silently. Tighten them when the model improves.
+  double t2_sum = 0, t2_max = 0, t3_max = 0, f9_max = 0, speedup_max = 0;
+  int t2_n = 0, t3_wrong = 0;
+  std::vector<std::pair<double, double>> t3;  // published, predicted
+  size_t at = 0;
+  while ((at = r.out.find("{\"case\"", at)) != std::string::npos) {
+    const std::string row = r.out.substr(at, r.out.find('}', at) - at);
+    ++at;
+    const double error = std::fabs(number_after(row, "error"));
+    const bool mfu = row.find("\"metric\": \"mfu\"") != std::string::npos;
+    if (row.find("\"metric\": \"speedup\"") != std::string::npos) speedup_max = std::max(speedup_max, error);
+    if (!mfu) continue;
+    if (row.find("\"table\": \"table2\"") != std::string::npos) {
+      t2_sum += error;
+      t2_max = std::max(t2_max, error);
+      ++t2_n;
+    } else if (row.find("\"table\": \"table3\"") != std::string::npos) {
+      t3_max = std::max(t3_max, error);
+      t3.emplace_back(number_after(row, "published"), number_after(row, "predicted"));
+    } else {
+      f9_max = std::max(f9_max, error);
+    }
+  }
+  for (size_t i = 1; i < t3.size(); ++i)
+    if ((t3[i].first > t3[i - 1].first) != (t3[i].second > t3[i - 1].second)) ++t3_wrong;
+  ASSERT_EQ(t2_n, 16);
+  EXPECT_LE(t2_sum / t2_n, 0.060) << "Table 2 mean |MFU error| regressed";
+  EXPECT_LE(t2_max, 0.105) << "Table 2 max |MFU error| regressed";
+  EXPECT_LE(speedup_max, 0.13) << "Table 2 speedup error regressed";
+  EXPECT_LE(t3_max, 0.060) << "Table 3 max |MFU error| regressed";
+  EXPECT_EQ(t3_wrong, 0) << "a Table 3 technique's increment has the wrong sign";
+  EXPECT_LE(f9_max, 0.140) << "Figure 9 max |MFU error| regressed";
 }
 
 // Golden output (SimGrid's style): results/validation.md is exactly what
