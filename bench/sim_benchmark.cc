@@ -59,6 +59,7 @@ sim::SimOptions options(const model::Scenario& s) {
   f.collectives = cli::collective_options(gpu, s.hardware.nic_gbps, s.network);
   o.fabric = f;
   o.trace_step = -1;
+  o.variability.gpu_sigma = s.hardware.gpu_speed_sigma;  // as `megascale simulate` does
   return o;
 }
 

@@ -114,9 +114,10 @@ std::string usage() {
          "\n"
          "  compare [FILE] [--json]        Megatron-LM vs MegaScale side by side (default:\n"
          "                                 built-in 175B on 12,288 A100s)\n"
-         "  simulate FILE [--json] [--fidelity analytical|event]\n"
+         "  simulate FILE [--json] [--fidelity event|analytical]\n"
          "                                 predict MFU, iteration time, bubble, memory and\n"
-         "                                 where the time goes (default: analytical)\n"
+         "                                 where the time goes (default: event, the\n"
+         "                                 SimGrid simulation; analytical: closed form)\n"
          "      event-level options (sim/, SimGrid):\n"
          "        --trace FILE             Chrome trace FILE(.json) + FILE.csv of one step\n"
          "        --heatmap FILE.svg       per-rank x step forward/backward time heat-map\n"
@@ -175,7 +176,11 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
     const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step"}, valued);
-    const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity") : "analytical";
+    // Event level by default (issue 4) where this binary has it; the
+    // analytical estimate stays available for quick what-ifs and the search.
+    const std::string fidelity = p.has("--fidelity")            ? p.values.at("--fidelity")
+                                 : event_simulator() != nullptr ? "event"
+                                                                : "analytical";
     if (fidelity != "analytical" && fidelity != "event") {
       throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
     }

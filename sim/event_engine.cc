@@ -26,6 +26,7 @@ bool is_recv(OpKind k) { return k == OpKind::kRecvActivation || k == OpKind::kRe
 bool is_dp(OpKind k) {
   return k == OpKind::kDpAllGather || k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
 }
+bool is_send(OpKind k) { return k == OpKind::kSendActivation || k == OpKind::kSendGradient; }
 
 std::string describe(const model::Schedule& s, int replica, int rank, int index) {
   const Op& op = s.ranks[rank].ops[index];
@@ -45,8 +46,10 @@ struct Rendezvous {
 // id = replica * ops_per_replica + rank_offset[rank] + index.
 class Run {
  public:
-  Run(const model::Schedule& s, int replicas, std::vector<double> duration_s)
-      : s_(s), replicas_(replicas), duration_s_(std::move(duration_s)) {
+  // `nic[replica * ranks + rank]`: the NIC host of that rank, or empty when
+  // NICs are not shared.
+  Run(const model::Schedule& s, int replicas, std::vector<double> duration_s, std::vector<sg::Host*> nic)
+      : s_(s), replicas_(replicas), duration_s_(std::move(duration_s)), nic_(std::move(nic)) {
     const int ranks = static_cast<int>(s.ranks.size());
     rank_offset_.assign(ranks + 1, 0);
     for (int r = 0; r < ranks; ++r)
@@ -98,11 +101,13 @@ class Run {
             wake_[actor]->acquire();
           }
         } else {
-          sleep(duration_s_[me]);
+          transfer(replica, rank, duration_s_[me]);
           rdv.done = true;
           for (int w : rdv.waiters) wake_[w]->release();
           rdv.waiters.clear();
         }
+      } else if (is_dp(op.kind) || is_send(op.kind)) {
+        transfer(replica, rank, duration_s_[me]);
       } else {
         sleep(duration_s_[me]);
       }
@@ -118,6 +123,21 @@ class Run {
       ++activities_;
       sg::this_actor::sleep_for(d);
     }
+  }
+
+  // A Send or DP collective: exclusive-NIC time `d`, shared with whatever
+  // else runs on the same NIC when NICs are shared.
+  void transfer(int replica, int rank, double d) {
+    if (nic_.empty() || d <= 0) {
+      sleep(d);
+      return;
+    }
+    ++activities_;
+    sg::ExecPtr e = sg::Exec::init();
+    e->set_flops_amount(d * kNicWorkPerS);
+    e->set_host(nic_[static_cast<size_t>(replica) * s_.ranks.size() + rank]);
+    e->start();
+    e->wait();
   }
 
   void wait_for(int actor, int64_t op) {
@@ -137,6 +157,7 @@ class Run {
   const model::Schedule& s_;
   int replicas_;
   std::vector<double> duration_s_;
+  std::vector<sg::Host*> nic_;
   std::vector<int64_t> rank_offset_;
   int64_t per_replica_ = 0;
   std::vector<double> start_s_, end_s_;
@@ -176,7 +197,8 @@ std::mutex& engine_mutex() {
 
 }  // namespace
 
-EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDurationFn& duration) {
+EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDurationFn& duration,
+                         const EventOptions& options) {
   if (replicas < 1) throw std::invalid_argument("run_events: replicas must be >= 1");
   // Structure and deadlock check (throws like replay does) before SimGrid runs.
   model::replay(s, [](int, const Op&) { return 0.0; });
@@ -210,13 +232,20 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
     std::unique_ptr<sg::Engine> engine = new_engine();
     sg::NetZone* zone = sg::create_full_zone("megascale-sim");
     std::vector<sg::Host*> host(static_cast<size_t>(replicas) * ranks);
+    std::vector<sg::Host*> nic;
     for (int rep = 0; rep < replicas; ++rep)
       for (int r = 0; r < ranks; ++r)
         host[rep * ranks + r] = zone->create_host(host_name(rep, r), 1.0);
+    if (options.share_nic) {
+      nic.resize(host.size());
+      for (int rep = 0; rep < replicas; ++rep)
+        for (int r = 0; r < ranks; ++r)
+          nic[rep * ranks + r] = zone->create_host(host_name(rep, r) + ".nic", kNicWorkPerS);
+    }
     zone->seal();
-    out.stats.hosts = static_cast<int>(host.size());
+    out.stats.hosts = static_cast<int>(host.size() + nic.size());
 
-    Run run(s, replicas, std::move(duration_s));
+    Run run(s, replicas, std::move(duration_s), std::move(nic));
     run.set_origin();
     for (int rep = 0; rep < replicas; ++rep) {
       for (int r = 0; r < ranks; ++r) {

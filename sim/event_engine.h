@@ -23,6 +23,17 @@
 // agree on the same durations, to rounding (tests/sim/event_engine_test.cc); the
 // replicas are how stragglers break data-parallel symmetry (sim/job_sim.h).
 //
+// NIC sharing (EventOptions::share_nic): the durations of Sends and DP
+// collectives are each op's time with the NICs to itself (network/ already
+// shares the fabric among all groups doing the same collective). With
+// share_nic, every (replica, rank) also gets a host "<name>.nic" of speed
+// kNicWorkPerS, and such an op executes duration x kNicWorkPerS units of work
+// on it instead of sleeping: SimGrid's max-min sharing then slows ops that
+// overlap in time on the same NICs (a p2p send under a DP reduce-scatter, two
+// sends of an interleaved schedule) in proportion, as NCCL kernels sharing one
+// NIC do. A DP collective loads the NIC of the replica that arrives last (the
+// one whose timing gates it). Off, the semantics are exactly replay()'s.
+//
 // Waiting is done with one s4u::Semaphore per actor: an actor that needs an op
 // that has not ended registers itself on that op and acquires its semaphore; the
 // actor that ends the op releases the semaphores of the registered waiters.
@@ -89,8 +100,16 @@ struct EventTimeline {
   }
 };
 
+struct EventOptions {
+  bool share_nic = false;  // see "NIC sharing" above
+};
+
+// Units of NIC work per second of exclusive NIC time (any positive scale works;
+// 1e9 keeps SimGrid's work-amount precision, 1e-5 units, at 1e-14 s).
+inline constexpr double kNicWorkPerS = 1e9;
+
 // Executes one iteration of `schedule` for `replicas` data-parallel replicas.
 EventTimeline run_events(const model::Schedule& schedule, int replicas,
-                         const ReplicaDurationFn& duration);
+                         const ReplicaDurationFn& duration, const EventOptions& options = {});
 
 }  // namespace megascale::sim

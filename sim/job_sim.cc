@@ -51,7 +51,8 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
     auto factor = [&](int i, int r) { return f.factor(choice.replicas[i], r); };
     const EventTimeline t = run_events(
         out.schedule, static_cast<int>(choice.replicas.size()),
-        [&](int i, int r, const model::Op& op) { return costs.duration_s(r, op, factor(i, r)); });
+        [&](int i, int r, const model::Op& op) { return costs.duration_s(r, op, factor(i, r)); },
+        EventOptions{o.share_nic});
     const std::vector<PathSegment> path = critical_path(out.schedule, t);
     std::vector<std::vector<OpParts>> busy_parts(choice.replicas.size());
     for (size_t i = 0; i < choice.replicas.size(); ++i)

@@ -57,6 +57,8 @@ struct SimOptions {
   VariabilityOptions variability;      // stragglers, jitter, seed
   int max_replicas = 8;                // distinct DP replicas simulated per step
   int trace_step = 0;                  // the step whose timeline is kept (-1: none)
+  // Sends and DP collectives of a rank share its NICs in time (event_engine.h).
+  bool share_nic = true;
 };
 
 struct StepResult {

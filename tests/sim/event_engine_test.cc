@@ -96,6 +96,64 @@ TEST(EventEngine, WithCommunicationStillReproducesReplay) {
   }
 }
 
+bool uses_nic(OpKind k) {
+  return k == OpKind::kSendActivation || k == OpKind::kSendGradient || k == OpKind::kDpAllGather ||
+         k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
+}
+
+// Length of the union of intervals.
+double union_length(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, lo = 0, hi = -1;
+  for (const auto& [a, b] : v) {
+    if (a > hi) {
+      if (hi > lo) total += hi - lo;
+      lo = a;
+      hi = b;
+    } else {
+      hi = std::max(hi, b);
+    }
+  }
+  if (hi > lo) total += hi - lo;
+  return total;
+}
+
+// With NIC sharing the NIC of a rank is work-conserving: whenever any of its
+// sends or DP collectives is active it runs at full rate, so the time it is
+// busy (the union of those ops' intervals) equals the sum of their
+// exclusive-NIC durations, and ops that overlap are stretched. Without
+// sharing, overlapping ops each take their own duration (replay semantics)
+// and the union is shorter than the sum.
+TEST(EventEngine, SharedNicIsWorkConservingAndStretchesOverlappingTransfers) {
+  const model::Schedule s = model::build_schedule(options(4, 2, 8, 4, true));
+  const model::DurationFn f = durations(5.0);  // heavy traffic: sends overlap DP collectives
+  const EventTimeline shared = run_events(s, 1, same_for_all_replicas(f), EventOptions{true});
+  const EventTimeline alone = run_events(s, 1, same_for_all_replicas(f), EventOptions{false});
+  int stretched = 0;
+  bool any_overlap_alone = false;
+  for (int r = 0; r < 4; ++r) {
+    double work = 0;
+    std::vector<std::pair<double, double>> busy_shared, busy_alone;
+    for (size_t i = 0; i < s.ranks[r].ops.size(); ++i) {
+      const Op& op = s.ranks[r].ops[i];
+      if (!uses_nic(op.kind)) continue;
+      const double d = f(r, op);
+      work += d;
+      const model::OpTiming& a = shared.timing[0][r][i];
+      busy_shared.emplace_back(a.start_s, a.end_s);
+      busy_alone.emplace_back(alone.timing[0][r][i].start_s, alone.timing[0][r][i].end_s);
+      EXPECT_GE(a.end_s - a.start_s, d - 1e-9) << "sharing never speeds a transfer up";
+      if (a.end_s - a.start_s > d + 1e-6) ++stretched;
+    }
+    EXPECT_NEAR(union_length(busy_shared), work, 1e-9 * shared.iteration_s) << "rank " << r;
+    if (union_length(busy_alone) < work - 1e-6) any_overlap_alone = true;
+  }
+  EXPECT_TRUE(any_overlap_alone) << "the case must have overlapping transfers to mean anything";
+  EXPECT_GT(stretched, 0);
+  EXPECT_GE(shared.iteration_s, alone.iteration_s - 1e-9);
+  EXPECT_EQ(shared.stats.hosts, 2 * alone.stats.hosts);  // one NIC host per rank
+}
+
 TEST(EventEngine, RepeatedRunsInOneProcessAgree) {
   const model::Schedule s = model::build_schedule(options(4, 2, 8, 2, false));
   const ReplicaDurationFn f = same_for_all_replicas(durations(1.0));
