@@ -74,6 +74,15 @@ struct HardwareConfig {
   int gpus_per_node = 8;
   int nics_per_node = 8;
   double nic_gbps = 200.0;             // line rate of one NIC, Gb/s
+  // Persistent GPU-to-GPU speed spread of one SKU: each GPU's compute time is
+  // its nominal time x exp(sigma x z), z ~ N(0, 1) drawn once per GPU (power
+  // management and manufacturing variation). Source: Sinha et al., "Not All
+  // GPUs Are Created Equal" (SC'22, arXiv 2208.11035): 8% average performance
+  // variation between identical GPUs of a cluster (box-plot whisker to
+  // whisker, outliers apart), about 5.4 sigma of a normal -> sigma ~1.5%.
+  // Measured on V100 / MI60 clusters; assumed to carry over to A100/H100.
+  // Used by the event fidelity (sim/variability.h); 0 = identical GPUs.
+  double gpu_speed_sigma = 0.015;
 };
 
 struct ClusterConfig {

@@ -82,29 +82,46 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
 }
 
 
+std::vector<StepTime> program_step_times(const LayerProgram& program, const std::vector<OperatorCost>& ops,
+                                         bool backward, const Scenario& s, const Link& tp_link,
+                                         const GpuProfile& gpu) {
+  std::vector<StepTime> out;
+  out.reserve(program.size());
+  const bool overlap = s.optimizations.tp_overlap;
+  for (const LayerStep& step : program) {
+    const bool as_forward = !backward || step.recompute;
+    StepTime st;
+    if (step.kind == LayerStepKind::kCompute) {
+      for (int i : step.ops) {
+        st.op_s.push_back(as_forward ? forward_time_s(ops[i], gpu) : backward_time_s(ops[i], gpu));
+        st.added_s += st.op_s.back();
+      }
+    } else {
+      st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
+                                          static_cast<double>(step.bytes), tp_link);
+      st.added_s = overlap && step.fused_with >= 0
+                       ? std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, st.collective_s,
+                                                     s.parallel.tp, gpu))
+                       : st.collective_s;
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
                          const GpuProfile& gpu) {
   ProgramTime t;
-  const bool overlap = s.optimizations.tp_overlap;
-  for (const LayerStep& step : program) {
-    const bool as_forward = !backward || step.recompute;
+  const std::vector<StepTime> steps = program_step_times(program, ops, backward, s, tp_link, gpu);
+  for (size_t k = 0; k < program.size(); ++k) {
+    const LayerStep& step = program[k];
     if (step.kind == LayerStepKind::kCompute) {
-      double sum = 0;
-      for (int i : step.ops) {
-        sum += as_forward ? forward_time_s(ops[i], gpu) : backward_time_s(ops[i], gpu);
-        t.flops += as_forward ? ops[i].fwd_flops : ops[i].bwd_flops;
-      }
-      (step.recompute ? t.recompute_s : t.compute_s) += sum;
-      continue;
-    }
-    const double comm_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
-                                            static_cast<double>(step.bytes), tp_link);
-    if (overlap && step.fused_with >= 0) {
-      t.tp_exposed_s += std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, comm_s,
-                                                    s.parallel.tp, gpu));
+      const bool as_forward = !backward || step.recompute;
+      for (int i : step.ops) t.flops += as_forward ? ops[i].fwd_flops : ops[i].bwd_flops;
+      (step.recompute ? t.recompute_s : t.compute_s) += steps[k].added_s;
     } else {
-      t.tp_exposed_s += comm_s;
+      t.tp_exposed_s += steps[k].added_s;
     }
   }
   return t;

@@ -95,6 +95,20 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
                          bool backward, const Scenario& s, const Link& tp_link,
                          const GpuProfile& gpu);
 
+// The same pass step by step (program_time() is their sum): a compute step's
+// kernels (op_s[j] for operator step.ops[j], run forward when !backward or the
+// step is recomputation); a collective's full time (collective_s) and what it
+// adds to the pass (added_s: all of it when blocking, the fused pair's extra
+// over its GEMM under tp_overlap). Used for per-layer traces (sim/layer_trace.h).
+struct StepTime {
+  std::vector<double> op_s;
+  double collective_s = 0;
+  double added_s = 0;  // seconds this step adds to the pass
+};
+std::vector<StepTime> program_step_times(const LayerProgram& program, const std::vector<OperatorCost>& ops,
+                                         bool backward, const Scenario& s, const Link& tp_link,
+                                         const GpuProfile& gpu);
+
 // Embedding (output_head = false) or output head work per micro-batch: kernels
 // plus the TP collectives around them (SP: RS of the embedding output, AG before
 // the logits; vocab-parallel cross-entropy: three small all-reduces).

@@ -419,7 +419,8 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
   return p;
 }
 
-constexpr std::string_view kHardwareKeys[] = {"gpu", "gpus_per_node", "nics_per_node", "nic_gbps"};
+constexpr std::string_view kHardwareKeys[] = {"gpu", "gpus_per_node", "nics_per_node", "nic_gbps",
+                                              "gpu_speed_sigma"};
 
 HardwareConfig read_hardware(const Section& s) {
   s.reject_unknown_keys(kHardwareKeys);
@@ -429,6 +430,8 @@ HardwareConfig read_hardware(const Section& s) {
   hw.gpus_per_node = s.integer("gpus_per_node", 1).value_or(hw.gpus_per_node);
   hw.nics_per_node = s.integer("nics_per_node", 1).value_or(hw.nics_per_node);
   hw.nic_gbps = s.positive_number("nic_gbps").value_or(hw.nic_gbps);
+  hw.gpu_speed_sigma = s.non_negative_number("gpu_speed_sigma").value_or(hw.gpu_speed_sigma);
+  if (hw.gpu_speed_sigma > 0.5) s.fail("gpu_speed_sigma", "must be at most 0.5 (a 50% spread), got " + std::to_string(hw.gpu_speed_sigma));
   return hw;
 }
 
