@@ -120,6 +120,8 @@ std::string usage() {
          "                                 SimGrid simulation; analytical: closed form)\n"
          "      event-level options (sim/, SimGrid):\n"
          "        --trace FILE             Chrome trace FILE(.json) + FILE.csv of one step\n"
+         "        --trace-layers           add each chunk's layers to the trace: operators\n"
+         "                                 (compute) and TP collectives (tp_comm)\n"
          "        --heatmap FILE.svg       per-rank x step forward/backward time heat-map\n"
          "        --steps N                simulate N iterations (default 1)\n"
          "        --jitter SIGMA           lognormal per-step compute jitter per machine\n"
@@ -175,7 +177,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
                                               "--comm", "--max-replicas"};
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
-    const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step"}, valued);
+    const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step", "--trace-layers"}, valued);
     // Event level by default (issue 4) where this binary has it; the
     // analytical estimate stays available for quick what-ifs and the search.
     const std::string fidelity = p.has("--fidelity")            ? p.values.at("--fidelity")
@@ -188,6 +190,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       for (const std::string& name : event_only)
         if (p.has(name)) throw UsageError(name + " needs --fidelity event");
       if (p.on("--straggler-per-step")) throw UsageError("--straggler-per-step needs --fidelity event");
+      if (p.on("--trace-layers")) throw UsageError("--trace-layers needs --fidelity event");
     }
     const model::Scenario s = one_scenario(p, "simulate");
     if (fidelity == "event") {
@@ -199,6 +202,8 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       EventRequest r;
       r.json = p.on("--json");
       if (p.has("--trace")) r.trace = p.values.at("--trace");
+      r.trace_layers = p.on("--trace-layers");
+      if (r.trace_layers && r.trace.empty()) throw UsageError("--trace-layers needs --trace FILE");
       if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
       r.steps = positive_int(p, "--steps", 1);
       if (p.has("--jitter")) r.jitter_sigma = number(p, "--jitter", 0.0);

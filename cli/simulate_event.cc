@@ -48,6 +48,7 @@ sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
   o.variability.gpu_sigma = s.hardware.gpu_speed_sigma;
   o.max_replicas = r.max_replicas;
   o.trace_step = r.trace.empty() ? -1 : 0;
+  o.trace_layers = r.trace_layers;
   return o;
 }
 

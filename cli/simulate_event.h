@@ -26,6 +26,7 @@ namespace megascale::cli {
 struct EventRequest {
   bool json = false;
   std::string trace;    // --trace FILE ("" = none): FILE(.json) + .csv
+  bool trace_layers = false;  // --trace-layers: per-layer operators and TP collectives
   std::string heatmap;  // --heatmap FILE.svg ("" = none)
   int steps = 1;
   std::optional<double> jitter_sigma;  // --jitter; default: 0 for 1 step, else the sim default

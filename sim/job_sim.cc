@@ -2,6 +2,7 @@
 #include "sim/job_sim.h"
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include "model/job_schedule.h"
@@ -89,7 +90,9 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
     if (k == o.trace_step) {
       out.trace = t;
       out.trace_replicas = choice.replicas;
-      out.trace_events = timeline_events(p, out.schedule, t, choice.replicas, costs);
+      const std::optional<LayerTrace> layers =
+          o.trace_layers ? std::optional<LayerTrace>(LayerTrace(s)) : std::nullopt;
+      out.trace_events = timeline_events(p, out.schedule, t, choice.replicas, costs, layers ? &*layers : nullptr);
       out.trace_step = k;
     }
     add(&mean, step.breakdown, 1.0 / o.steps);

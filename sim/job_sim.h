@@ -57,6 +57,7 @@ struct SimOptions {
   VariabilityOptions variability;      // stragglers, jitter, seed
   int max_replicas = 8;                // distinct DP replicas simulated per step
   int trace_step = 0;                  // the step whose timeline is kept (-1: none)
+  bool trace_layers = false;           // per-layer slices in the trace (sim/layer_trace.h)
   // Sends and DP collectives of a rank share its NICs in time (event_engine.h).
   bool share_nic = true;
 };

@@ -12,7 +12,7 @@ namespace megascale::sim {
 
 std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const model::Schedule& s,
                                         const EventTimeline& t, const std::vector<int>& replicas,
-                                        const OpCosts& costs) {
+                                        const OpCosts& costs, const LayerTrace* layers) {
   std::vector<TraceEvent> events;
   for (int i = 0; i < t.replicas; ++i) {
     for (size_t r = 0; r < s.ranks.size(); ++r) {
@@ -31,6 +31,27 @@ std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const mo
         e.bytes = op.bytes;
         e.flops = costs.flops(static_cast<int>(r), op);
         if (op.kind == model::OpKind::kForward || op.kind == model::OpKind::kBackward) e.bytes = 0;
+        if (layers != nullptr && i == 0) {  // the most gating replica only (file size)
+          const double nominal_s = layers->nominal_s(static_cast<int>(r), op);
+          const double scale = nominal_s > 0 ? (e.end_us - e.start_us) / (nominal_s * 1e6) : 0.0;
+          for (const LayerSlice& sl : layers->op_slices(static_cast<int>(r), op)) {
+            TraceEvent x;
+            x.rank = rank;
+            x.stream = sl.stream;
+            x.kind = sl.kind;
+            x.microbatch = op.microbatch;
+            x.chunk = op.chunk;
+            x.layer = sl.layer;
+            x.start_us = e.start_us + sl.start_s * 1e6 * scale;
+            // A collective fused with the last GEMM may outlast the op by
+            // rounding only; compute slices stay inside it.
+            x.end_us = std::min(e.start_us + sl.end_s * 1e6 * scale,
+                                sl.stream == model::Stream::kCompute ? e.end_us : 1e300);
+            x.bytes = sl.bytes;
+            x.flops = sl.flops;
+            events.push_back(std::move(x));
+          }
+        }
         events.push_back(std::move(e));
       }
     }

@@ -12,8 +12,11 @@
 //     event ran on (Megatron-LM order: d*TP + r*TP*DP); TP ranks of a stage
 //     and replicas with the same compute factors have identical timelines;
 //   - stream: model::to_string(Stream); kind: model::to_string(OpKind);
-//   - microbatch, chunk: the op's (-1 when not about one); layer: -1 (ops are
-//     whole chunks at this fidelity);
+//   - microbatch, chunk: the op's (-1 when not about one); layer: -1 for the
+//     ops themselves (whole chunks at this fidelity); with `layers` each
+//     Forward / Backward op is followed by its per-layer slices
+//     (sim/layer_trace.h: operators on the compute stream, TP collectives on
+//     tp_comm, global layer numbers), scaled to the op's interval;
 //   - bytes: the op's payload per GPU (p2p message, DP chunk); flops: FLOPs
 //     one GPU executes for a Forward / Backward op.
 // CSV: header `rank,stream,kind,microbatch,chunk,layer,start_us,end_us,bytes,flops`,
@@ -34,6 +37,7 @@
 #include "model/schedule.h"
 #include "model/trace_schema.h"
 #include "sim/event_engine.h"
+#include "sim/layer_trace.h"
 #include "sim/op_costs.h"
 
 namespace megascale::sim {
@@ -45,10 +49,12 @@ using model::write_chrome_trace;
 using model::write_trace_csv;
 
 
-// Events of every op of `t` (replica i is DP index replicas[i]), sorted.
+// Events of every op of `t` (replica i is DP index replicas[i]), sorted;
+// with `layers`, also the per-layer slices of every Forward / Backward op of
+// the first (most gating) replica.
 std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const model::Schedule& s,
                                         const EventTimeline& t, const std::vector<int>& replicas,
-                                        const OpCosts& costs);
+                                        const OpCosts& costs, const LayerTrace* layers = nullptr);
 
 // `file` names the trace: a trailing ".json" or ".csv" is dropped and both
 // PREFIX.json (Chrome) and PREFIX.csv are written. Returns {json, csv} paths.

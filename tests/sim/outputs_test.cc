@@ -120,6 +120,63 @@ TEST_F(SimOutputs, TraceHasTheEngineSchemaAndTheScheduleOrder) {
   EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
 }
 
+// Per-layer slices (--trace-layers): for every Forward / Backward op of the
+// traced replica, the compute slices lie inside the op, carry the global layer
+// numbers of REFERENCE.md's chunk placement, and add up (with the blocking TP
+// collectives of the baseline) to the op's whole interval; their FLOPs add up
+// to the op's. With tp_overlap the fused collectives run beside the compute.
+TEST_F(SimOutputs, LayerSlicesTileEachChunkOpWithItsLayers) {
+  for (const char* preset : {"megatron", "megascale"}) {
+    SCOPED_TRACE(preset);
+    model::Scenario s = scenario();
+    model::apply_preset(preset, &s.optimizations);
+    SimOptions o = options(s);
+    o.trace_step = 0;
+    o.trace_layers = true;
+    const JobResult r = simulate_job(s, o);
+    const int P = s.parallel.pp, V = s.parallel.vpp, L = s.model.layers;
+    int ops_checked = 0, overlapped = 0;
+    for (const TraceEvent& e : r.trace_events) {
+      if (e.rank != 0 && e.rank != 8 * 4 * (P - 1)) continue;  // stage 0 and the last stage, replica 0
+      if (e.kind != "forward" && e.kind != "backward") continue;
+      const int stage = e.rank / (8 * 4);
+      double compute_us = 0, blocking_tp_us = 0, flops = 0;
+      std::map<int, int> layers;
+      for (const TraceEvent& x : r.trace_events) {
+        if (x.rank != e.rank || x.microbatch != e.microbatch || x.chunk != e.chunk) continue;
+        if (x.kind == "forward" || x.kind == "backward" || x.kind.find("send") == 0 || x.kind.find("recv") == 0 ||
+            x.kind.find("dp_") == 0 || x.kind == "data_load" || x.kind == "optimizer_step")
+          continue;
+        const bool bwd = x.kind.size() > 4 && x.kind.compare(x.kind.size() - 4, 4, ".bwd") == 0;
+        if (bwd != (e.kind == "backward")) continue;
+        if (x.stream == model::Stream::kCompute) {
+          EXPECT_GE(x.start_us, e.start_us - 1e-6) << x.kind;
+          EXPECT_LE(x.end_us, e.end_us + 1e-6) << x.kind;
+          compute_us += x.duration_us();
+          flops += x.flops;
+          if (x.layer >= 0) ++layers[x.layer];
+        } else if (!s.optimizations.tp_overlap) {
+          blocking_tp_us += x.duration_us();
+        } else {
+          for (const TraceEvent& y : r.trace_events)
+            if (y.rank == x.rank && y.stream == model::Stream::kCompute && y.layer == x.layer &&
+                y.start_us < x.end_us - 1e-6 && y.end_us > x.start_us + 1e-6 && y.microbatch == x.microbatch)
+              ++overlapped;
+        }
+      }
+      const int per_chunk = L / (P * V);
+      ASSERT_EQ(static_cast<int>(layers.size()), per_chunk) << e.kind << " chunk " << e.chunk;
+      EXPECT_EQ(layers.begin()->first, e.chunk * L / V + stage * per_chunk);
+      EXPECT_NEAR(flops, e.flops, 1e-6 * e.flops);
+      if (!s.optimizations.tp_overlap) EXPECT_NEAR(compute_us + blocking_tp_us, e.duration_us(), 1e-6 * e.duration_us());
+      else EXPECT_LE(compute_us, e.duration_us() * (1 + 1e-9));
+      if (++ops_checked >= 12) break;
+    }
+    EXPECT_GE(ops_checked, 12);
+    if (s.optimizations.tp_overlap) EXPECT_GT(overlapped, 0);
+  }
+}
+
 TEST_F(SimOutputs, NoTraceWhenNotAsked) {
   const model::Scenario s = scenario();
   SimOptions o = options(s);
