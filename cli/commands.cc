@@ -112,8 +112,9 @@ model::Scenario one_scenario(const ParsedArgs& p, const char* command) {
 std::string usage() {
   return "usage: megascale <command> [options]\n"
          "\n"
-         "  compare [FILE] [--json]        Megatron-LM vs MegaScale side by side (default:\n"
-         "                                 built-in 175B on 12,288 A100s)\n"
+         "  compare [FILE] [--json] [--fidelity event|analytical]\n"
+         "                                 Megatron-LM vs MegaScale side by side (default:\n"
+         "                                 built-in 175B on 12,288 A100s; event fidelity)\n"
          "  simulate FILE [--json] [--fidelity event|analytical]\n"
          "                                 predict MFU, iteration time, bubble, memory and\n"
          "                                 where the time goes (default: event, the\n"
@@ -230,8 +231,17 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "compare", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity"});
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
+    const std::string fidelity = p.has("--fidelity")            ? p.values.at("--fidelity")
+                                 : event_estimator() != nullptr ? "event"
+                                                                : "analytical";
+    if (fidelity != "analytical" && fidelity != "event")
+      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
+    const EventEstimator event = event_estimator();
+    if (fidelity == "event" && event == nullptr)
+      throw UsageError("--fidelity event: this binary was built without the event-level simulator "
+                       "(sim/, SimGrid); use the `megascale` executable");
     model::Scenario base, fast;
     if (p.positional.empty()) {
       base = model::default_scenario("megatron");
@@ -245,15 +255,15 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
       model::apply_preset("megascale", &fast.optimizations);
       fast.model.block = model::BlockKind::kParallel;
     }
-    const model::Estimate eb = model::estimate(base);
-    const model::Estimate ef = model::estimate(fast);
+    const model::Estimate eb = fidelity == "event" ? event(base) : model::estimate(base);
+    const model::Estimate ef = fidelity == "event" ? event(fast) : model::estimate(fast);
     if (p.switches.count("--json")) {
       JsonObject j;
-      j.add("megatron", estimate_json(base, eb)).add("megascale", estimate_json(fast, ef));
-      j.add("speedup", eb.iteration_time_s / ef.iteration_time_s);
+      j.add("megatron", estimate_json(base, eb, fidelity)).add("megascale", estimate_json(fast, ef, fidelity));
+      j.add("speedup", eb.iteration_time_s / ef.iteration_time_s).add("fidelity", fidelity);
       out << j.str() << "\n";
     } else {
-      out << compare_text(base, eb, fast, ef);
+      out << compare_text(base, eb, fast, ef, fidelity);
     }
     return 0;
   });

@@ -49,7 +49,7 @@ JsonObject parallel_json(const model::ParallelConfig& p) {
   return j;
 }
 
-JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e) {
+JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e, const std::string& fidelity) {
   JsonObject breakdown;
   for (const Row& r : breakdown_rows(e.breakdown)) breakdown.add(r.name, r.s);
   JsonObject memory;
@@ -63,7 +63,7 @@ JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e) {
   opt.add("data_pipeline", o.data_pipeline).add("optimizer", model::to_string(o.optimizer));
 
   JsonObject j;
-  j.add("scenario", s.name).add("source", s.source).add("fidelity", "analytical");
+  j.add("scenario", s.name).add("source", s.source).add("fidelity", fidelity);
   j.add("gpu", s.hardware.gpu).add("gpus", s.cluster.gpus);
   j.add("mfu", e.mfu).add("iteration_time_s", e.iteration_time_s);
   j.add("tokens_per_s", e.tokens_per_s).add("bubble_fraction", e.bubble_fraction);
@@ -91,7 +91,7 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
 }
 
 std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
-                         const model::Scenario& b, const model::Estimate& eb) {
+                         const model::Scenario& b, const model::Estimate& eb, const std::string& fidelity) {
   std::string out;
   out += line("%d x %s, model %s (%d layers, hidden %d), global batch %d", a.cluster.gpus,
               a.hardware.gpu.c_str(), a.model.name.c_str(), a.model.layers, a.model.hidden,
@@ -113,7 +113,8 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
     out += line("  %-20s %14.3f %14.3f", (std::string(ra[i].name) + " (s)").c_str(), ra[i].s, rb[i].s);
   }
   out += line("%-22s %29.2fx", "speedup", ea.iteration_time_s / eb.iteration_time_s);
-  out += line("(analytical fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)");
+  out += line("(%s fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)",
+              fidelity.c_str());
   return out;
 }
 

@@ -18,13 +18,16 @@
 namespace megascale::cli {
 
 JsonObject parallel_json(const model::ParallelConfig& p);
-JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e);
+// `fidelity`: "analytical" (model::estimate) or "event" (sim/).
+JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e,
+                         const std::string& fidelity = "analytical");
 
 // Multi-line human summary of one estimate.
 std::string estimate_text(const model::Scenario& s, const model::Estimate& e);
 
 // Two estimates side by side (baseline | improved) with the speedup.
 std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
-                         const model::Scenario& b, const model::Estimate& eb);
+                         const model::Scenario& b, const model::Estimate& eb,
+                         const std::string& fidelity = "analytical");
 
 }  // namespace megascale::cli

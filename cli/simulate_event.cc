@@ -52,17 +52,12 @@ sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
   return o;
 }
 
-// estimate_json with "fidelity": "event" (report.cc writes "analytical") and
-// the event-level fields appended.
+// estimate_json with "fidelity": "event" and the event-level fields appended.
 std::string event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
                       const std::vector<std::string>& files) {
   const model::Scenario& s = res.scenario;
   const model::Estimate& e = res.estimate;
-  std::string base = estimate_json(s, e).str();
-  const std::string from = "\"fidelity\": \"analytical\"";
-  const size_t at = base.find(from);
-  if (at == std::string::npos) throw std::logic_error("estimate_json no longer writes the fidelity key");
-  base.replace(at, from.size(), "\"fidelity\": \"event\"");
+  std::string base = estimate_json(s, e, "event").str();
   base.pop_back();  // the closing brace; more fields follow
 
   JsonObject extra;

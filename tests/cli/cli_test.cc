@@ -168,6 +168,16 @@ TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   ASSERT_NE(at, std::string::npos) << dump(r);
   const double speedup = number_after(r.out, "speedup", at);
   EXPECT_GT(speedup, 1.0) << dump(r);
+  // Event level by default, both systems; the analytical fidelity on request
+  // gives the closed form, which is faster (it has no contention, no GPU spread).
+  EXPECT_EQ(count(r.out, "\"fidelity\": \"event\""), 3u) << dump(r);
+  const RunResult a = run_megascale({"compare", "--json", "--fidelity", "analytical"});
+  ASSERT_EQ(a.exit_code, 0) << dump(a);
+  EXPECT_EQ(count(a.out, "\"fidelity\": \"analytical\""), 3u) << dump(a);
+  EXPECT_LT(number_after(a.out, "iteration_time_s"), number_after(r.out, "iteration_time_s")) << dump(a);
+  const RunResult bad = run_megascale({"compare", "--fidelity", "exact"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("--fidelity"), std::string::npos) << dump(bad);
 }
 
 TEST_F(CliTest, SearchTopThreeRankedByMfu) {
