@@ -135,8 +135,10 @@ std::string usage() {
          "        --comm network|analytical|zero  communication times (default network:\n"
          "                                 the scenario's fabric, ECMP, congestion control)\n"
          "        --max-replicas N         distinct DP replicas simulated per step (default 8)\n"
-         "  search FILE [--gpus N] [--top K] [--json]\n"
+         "  search FILE [--gpus N] [--top K] [--refine N] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
+         "                                 (analytical); --refine N re-simulates the best N\n"
+         "                                 at event level and re-ranks them by it\n"
          "  validate [--json] [--write] [--dir DIR] [--fidelity event|analytical]\n"
          "                                 predicted vs published MegaScale figures; --write\n"
          "                                 regenerates results/validation.md\n"
@@ -271,11 +273,15 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine"});
     const model::Scenario s = one_scenario(p, "search");
     model::SearchOptions o;
     o.gpus = positive_int(p, "--gpus", s.cluster.gpus);
     o.top_k = positive_int(p, "--top", 10);
+    const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;
+    const EventEstimator event = event_estimator();
+    if (refine > 0 && event == nullptr)
+      throw UsageError("--refine needs the event-level simulator (sim/, SimGrid); use the `megascale` executable");
     const bool json = p.switches.count("--json") > 0;
     const auto t0 = std::chrono::steady_clock::now();
     o.progress = [&](int64_t done, int64_t total) {
@@ -285,20 +291,61 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                     static_cast<long long>(total), 100.0 * done / total);
       err << buf << (done == total ? "\n" : "") << std::flush;
     };
-    const model::SearchResult r = model::search(s, o);
+    model::SearchResult r = model::search(s, o);
+    // Two stages: the closed form ranks every layout, the event simulation
+    // re-times the best `refine` and they are re-ranked by it.
+    auto scenario_of = [&](const model::ParallelConfig& par) {
+      model::Scenario c = s;
+      c.cluster.gpus = o.gpus;
+      c.parallel = par;
+      return c;
+    };
+    const size_t refined = std::min(r.top.size(), static_cast<size_t>(refine));
+    std::vector<model::Estimate> event_estimate(refined);
+    if (refined > 0) {
+      std::vector<size_t> order(refined);
+      for (size_t i = 0; i < refined; ++i) {
+        order[i] = i;
+        event_estimate[i] = event(scenario_of(r.top[i].parallel));
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return event_estimate[a].mfu > event_estimate[b].mfu; });
+      std::vector<model::Candidate> top(r.top);
+      std::vector<model::Estimate> ev(event_estimate);
+      for (size_t i = 0; i < refined; ++i) {
+        top[i] = r.top[order[i]];
+        ev[i] = event_estimate[order[i]];
+      }
+      r.top = std::move(top);
+      event_estimate = std::move(ev);
+    }
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Why a layout ranks where it does: refined ones against the event-level
+    // #1 with their event breakdowns, the others against the closed form's #1.
+    auto why = [&](size_t i) {
+      if (i < refined) {
+        const model::Candidate best{r.top[0].parallel, event_estimate[0]};
+        if (i == 0) return model::explain(best, best);
+        return model::explain(model::Candidate{r.top[i].parallel, event_estimate[i]}, best);
+      }
+      return model::explain(r.top[i], r.top[0]);
+    };
     if (json) {
       std::vector<std::string> items;
       for (size_t i = 0; i < r.top.size(); ++i) {
-        model::Scenario c = s;
-        c.cluster.gpus = o.gpus;
-        c.parallel = r.top[i].parallel;
+        const model::Scenario c = scenario_of(r.top[i].parallel);
         JsonObject item = estimate_json(c, r.top[i].estimate);
-        item.add("rank", static_cast<int64_t>(i + 1)).add("why", model::explain(r.top[i], r.top[0]));
+        item.add("rank", static_cast<int64_t>(i + 1)).add("why", why(i));
+        if (i < refined) {
+          JsonObject ev;
+          ev.add("mfu", event_estimate[i].mfu).add("iteration_time_s", event_estimate[i].iteration_time_s);
+          item.add("event", ev);
+        }
         items.push_back(item.str());
       }
       JsonObject j;
       j.add("gpus", o.gpus).add("enumerated", r.enumerated).add("valid", r.valid).add("fit", r.fit);
+      j.add("refined", static_cast<int64_t>(refined));
       j.add("wall_time_s", wall_s).add_raw("top", json_array(items));
       out << j.str() << "\n";
     } else {
@@ -309,14 +356,33 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                     static_cast<long long>(r.enumerated), static_cast<long long>(r.valid),
                     static_cast<long long>(r.fit), wall_s);
       out << buf;
-      out << " #   MFU%   iter s  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
+      if (refined > 0) {
+        std::snprintf(buf, sizeof buf,
+                      "best %zu re-simulated at event level (SimGrid, fabric contention, GPU spread) and "
+                      "re-ranked by it\n",
+                      refined);
+        out << buf;
+      }
+      out << " #   MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
+          << "  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
       for (size_t i = 0; i < r.top.size(); ++i) {
         const model::ParallelConfig& c = r.top[i].parallel;
-        std::snprintf(buf, sizeof buf, "%2zu %6.2f %8.3f %3d %2d %3d %5d %3d %3s %4d %-9s  ", i + 1,
-                      100 * r.top[i].estimate.mfu, r.top[i].estimate.iteration_time_s, c.tp, c.pp,
-                      c.vpp, c.dp, c.micro_batch, c.sequence_parallel ? "yes" : "no", c.zero_stage,
+        std::snprintf(buf, sizeof buf, "%2zu %6.2f %8.3f", i + 1, 100 * r.top[i].estimate.mfu,
+                      r.top[i].estimate.iteration_time_s);
+        out << buf;
+        if (refined > 0) {
+          if (i < refined) {
+            std::snprintf(buf, sizeof buf, " %7.2f %8.3f", 100 * event_estimate[i].mfu,
+                          event_estimate[i].iteration_time_s);
+          } else {
+            std::snprintf(buf, sizeof buf, " %7s %8s", "-", "-");
+          }
+          out << buf;
+        }
+        std::snprintf(buf, sizeof buf, " %3d %2d %3d %5d %3d %3s %4d %-9s  ", c.tp, c.pp, c.vpp, c.dp,
+                      c.micro_batch, c.sequence_parallel ? "yes" : "no", c.zero_stage,
                       model::to_string(c.recompute));
-        out << buf << model::explain(r.top[i], r.top[0]) << "\n";
+        out << buf << why(i) << "\n";
       }
     }
     if (r.top.empty()) {

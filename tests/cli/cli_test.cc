@@ -180,6 +180,28 @@ TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   EXPECT_NE(bad.err.find("--fidelity"), std::string::npos) << dump(bad);
 }
 
+// --refine N: the best N of the closed form re-simulated at event level and
+// re-ranked by the event MFU; the rest keep the closed form's order.
+TEST_F(CliTest, SearchRefineReRanksTheBestByTheEventSimulation) {
+  const RunResult r = run_megascale({"search", kSmall, "--top", "4", "--refine", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_EQ(number_after(r.out, "refined"), 3.0) << dump(r);
+  const std::vector<std::string> top = array_items(r.out, "top");
+  ASSERT_EQ(top.size(), 4u) << dump(r);
+  double previous = 1.0;
+  for (size_t i = 0; i < 3; ++i) {
+    const size_t at = top[i].find("\"event\": {");
+    ASSERT_NE(at, std::string::npos) << top[i];
+    const double event_mfu = number_after(top[i], "mfu", at);
+    EXPECT_GT(event_mfu, 0.0) << top[i];
+    EXPECT_LE(event_mfu, previous) << "refined rank " << i + 1 << " beats the one above it";
+    previous = event_mfu;
+  }
+  EXPECT_EQ(top[3].find("\"event\": {"), std::string::npos) << top[3];
+  const RunResult bad = run_megascale({"search", kSmall, "--refine", "0"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+}
+
 TEST_F(CliTest, SearchTopThreeRankedByMfu) {
   const RunResult r = run_megascale({"search", kSmall, "--top", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
