@@ -416,4 +416,18 @@ TEST_F(CliTest, EventFidelityReportsEventJson) {
   EXPECT_GT(number_after(r.out, "iteration_time_s"), 0.0) << dump(r);
 }
 
+// The event fidelity is the default of simulate; event-only options are
+// refused with the analytical one, and --trace-layers needs a trace file.
+TEST_F(CliTest, SimulateDefaultsToEventAndChecksEventOnlyOptions) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"fidelity\": \"event\""), std::string::npos) << dump(r);
+  const RunResult analytical = run_megascale({"simulate", kSmall, "--fidelity", "analytical", "--trace-layers"});
+  EXPECT_EQ(analytical.exit_code, 2) << dump(analytical);
+  EXPECT_NE(analytical.err.find("--trace-layers needs --fidelity event"), std::string::npos) << dump(analytical);
+  const RunResult no_file = run_megascale({"simulate", kSmall, "--trace-layers"});
+  EXPECT_EQ(no_file.exit_code, 2) << dump(no_file);
+  EXPECT_NE(no_file.err.find("--trace-layers needs --trace FILE"), std::string::npos) << dump(no_file);
+}
+
 }  // namespace
