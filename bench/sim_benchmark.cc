@@ -95,6 +95,17 @@ BENCHMARK(BM_EventIteration)
     ->ArgsProduct({{1536, 3072, 6144, 12288}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
+// The cost of NIC sharing (sends and DP collectives as SimGrid executions on
+// a per-rank NIC host instead of sleeps): the same MegaScale iteration with it
+// off, to compare with BM_EventIteration/N/1 in one run.
+void BM_EventIterationNoNicSharing(benchmark::State& state) {
+  const model::Scenario s = gpt175b(static_cast<int>(state.range(0)), true);
+  sim::SimOptions o = options(s);
+  o.share_nic = false;
+  run(state, s, o);
+}
+BENCHMARK(BM_EventIterationNoNicSharing)->Arg(1536)->Arg(12288)->Unit(benchmark::kMillisecond);
+
 sim::SimOptions straggling(const model::Scenario& s, int max_replicas) {
   sim::SimOptions o = options(s);
   o.variability.stragglers.machine_fraction = 0.005;

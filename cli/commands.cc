@@ -78,6 +78,21 @@ EventSimulator& event_simulator_slot() {
   return fn;
 }
 
+// --fidelity of simulate / compare / validate: "event" by default where this
+// binary has the event-level simulator (issue 4), else "analytical"; asking
+// for "event" in a binary without it is a usage error.
+std::string chosen_fidelity(const ParsedArgs& p, bool event_available) {
+  const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity")
+                               : event_available   ? "event"
+                                                   : "analytical";
+  if (fidelity != "analytical" && fidelity != "event")
+    throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
+  if (fidelity == "event" && !event_available)
+    throw UsageError("--fidelity event: this binary was built without the event-level simulator "
+                     "(sim/, SimGrid); use the `megascale` executable");
+  return fidelity;
+}
+
 std::string source_dir() {
   if (const char* env = std::getenv("MEGASCALE_ROOT")) return env;
   return MEGASCALE_SOURCE_DIR;
@@ -181,14 +196,8 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
     const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step", "--trace-layers"}, valued);
-    // Event level by default (issue 4) where this binary has it; the
-    // analytical estimate stays available for quick what-ifs and the search.
-    const std::string fidelity = p.has("--fidelity")            ? p.values.at("--fidelity")
-                                 : event_simulator() != nullptr ? "event"
-                                                                : "analytical";
-    if (fidelity != "analytical" && fidelity != "event") {
-      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
-    }
+    const EventSimulator simulate = event_simulator();
+    const std::string fidelity = chosen_fidelity(p, simulate != nullptr);
     if (fidelity == "analytical") {
       for (const std::string& name : event_only)
         if (p.has(name)) throw UsageError(name + " needs --fidelity event");
@@ -197,11 +206,6 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     }
     const model::Scenario s = one_scenario(p, "simulate");
     if (fidelity == "event") {
-      const EventSimulator simulate = event_simulator();
-      if (simulate == nullptr) {
-        throw UsageError("--fidelity event: this binary was built without the event-level simulator "
-                         "(sim/, SimGrid); use the `megascale` executable");
-      }
       EventRequest r;
       r.json = p.on("--json");
       if (p.has("--trace")) r.trace = p.values.at("--trace");
@@ -235,15 +239,8 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "compare", [&] {
     const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity"});
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
-    const std::string fidelity = p.has("--fidelity")            ? p.values.at("--fidelity")
-                                 : event_estimator() != nullptr ? "event"
-                                                                : "analytical";
-    if (fidelity != "analytical" && fidelity != "event")
-      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
     const EventEstimator event = event_estimator();
-    if (fidelity == "event" && event == nullptr)
-      throw UsageError("--fidelity event: this binary was built without the event-level simulator "
-                       "(sim/, SimGrid); use the `megascale` executable");
+    const std::string fidelity = chosen_fidelity(p, event != nullptr);
     model::Scenario base, fast;
     if (p.positional.empty()) {
       base = model::default_scenario("megatron");
@@ -400,11 +397,7 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
     if (!p.positional.empty()) throw UsageError("validate takes no positional arguments");
     const std::string dir =
         p.values.count("--dir") ? p.values.at("--dir") : source_dir() + "/scenarios/paper";
-    const std::string fidelity = p.values.count("--fidelity") ? p.values.at("--fidelity")
-                                 : event_estimator() != nullptr ? "event"
-                                                                : "analytical";
-    if (fidelity != "event" && fidelity != "analytical")
-      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
+    const std::string fidelity = chosen_fidelity(p, event_estimator() != nullptr);
     const ValidationReport r = run_validation(dir, fidelity);
     if (p.switches.count("--write")) {
       const std::string path = source_dir() + "/results/validation.md";

@@ -43,10 +43,10 @@ std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const mo
             x.chunk = op.chunk;
             x.layer = sl.layer;
             x.start_us = e.start_us + sl.start_s * 1e6 * scale;
-            // A collective fused with the last GEMM may outlast the op by
-            // rounding only; compute slices stay inside it.
-            x.end_us = std::min(e.start_us + sl.end_s * 1e6 * scale,
-                                sl.stream == model::Stream::kCompute ? e.end_us : 1e300);
+            x.end_us = e.start_us + sl.end_s * 1e6 * scale;
+            // Compute slices stay inside their op despite rounding (a fused
+            // collective on tp_comm may end after it).
+            if (sl.stream == model::Stream::kCompute) x.end_us = std::min(x.end_us, e.end_us);
             x.bytes = sl.bytes;
             x.flops = sl.flops;
             events.push_back(std::move(x));
