@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/collective_cost.h"
+#include "model/fused_overlap.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
 
@@ -35,21 +36,23 @@ CollectiveKind collective_kind(LayerStepKind k) {
 
 // Extra time a TP collective adds when fused with GEMM `op` (MegaScale section
 // 3.2): the GEMM is split into `chunks` pieces along the sequence and each piece's
-// communication overlaps the neighbouring piece's compute, so the pair takes
-// max(gemm, comm) plus one piece of the smaller; splitting lowers the GEMM's own
-// efficiency (computed from the smaller shape). The implementation picks the
-// chunk count (2, 4 or tp) that is fastest, or runs unfused when that is faster.
-double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s, int tp,
-                     const GpuProfile& gpu) {
-  auto gemm_s = [&](int64_t rows) {
-    return backward_dgrad ? gemm_time_s(gpu, rows, op.k, op.n) : gemm_time_s(gpu, rows, op.n, op.k);
+// communication overlaps the neighbouring piece's compute (model/fused_overlap.h:
+// a two-stage pipeline in which the GEMM piece beside an NCCL kernel runs on the
+// SMs the kernel leaves); splitting lowers the GEMM's own efficiency (computed
+// from the smaller shape). The implementation picks the chunk count (2, 4 or tp)
+// that is fastest, or runs unfused when that is faster.
+double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s, CommSide side,
+                     int tp, const GpuProfile& gpu) {
+  const GpuProfile shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
+    return backward_dgrad ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k);
   };
-  const double whole_s = gemm_s(op.m);
+  const double whole_s = gemm_s(gpu, op.m);
   double best_extra_s = comm_s;  // unfused: the collective runs alone
   for (int chunks : {2, 4, tp}) {
     if (chunks < 2 || chunks > tp || op.m % chunks != 0) continue;
-    const double split_s = chunks * gemm_s(op.m / chunks);
-    const double pair_s = std::max(split_s, comm_s) + std::min(split_s, comm_s) / chunks;
+    const double pair_s = fused_pair_time_s(chunks, gemm_s(gpu, op.m / chunks),
+                                            gemm_s(shared, op.m / chunks), comm_s, side);
     best_extra_s = std::min(best_extra_s, pair_s - whole_s);
   }
   return best_extra_s;
@@ -101,6 +104,8 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
                                           static_cast<double>(step.bytes), tp_link);
       st.added_s = overlap && step.fused_with >= 0
                        ? std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, st.collective_s,
+                                                     step.kind == LayerStepKind::kTpAllGather ? CommSide::kBefore
+                                                                                              : CommSide::kAfter,
                                                      s.parallel.tp, gpu))
                        : st.collective_s;
     }

@@ -49,6 +49,14 @@ constexpr double kHopperNvlinkBusbwGbs = 370.0;
 constexpr double kPcieGen4Gbps = 16.0 * 16.0 * 128.0 / 130.0;
 constexpr double kPcieGen5Gbps = 16.0 * 32.0 * 128.0 / 130.0;
 
+// SMs an NCCL ring collective inside one 8-GPU NVSwitch node holds: one CTA per
+// channel, and an NCCL CTA never shares its SM with compute kernels (NCCL
+// maintainers, NVIDIA/nccl#689). HGX A100: 24 channels ("NCCL INFO Channel
+// 23/24" in the logs of NVIDIA/nccl-tests#100 and NVIDIA/nccl#578). Hopper: 32,
+// NCCL's default maximum channel count; an assumption, no 8xH100 ring log cited.
+constexpr int kA100NcclNvlinkCtas = 24;
+constexpr int kHopperNcclNvlinkCtas = 32;
+
 // NCCL bus bandwidth over one NIC as a fraction of its line rate: 24 GB/s of
 // 25 GB/s for 200G HDR, 46-49 of 50 for 400G NDR (REFERENCE.md).
 constexpr double kNicProtocolEfficiency = 0.96;
@@ -59,16 +67,16 @@ const std::array<GpuProfile, 4>& profiles() {
   static const std::array<GpuProfile, 4> kProfiles = {{
       {"A100-SXM4-40GB", 312.0, 40 * kGB, 1555.0, kHbmEfficiency, 600.0,
        kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
-       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps},
+       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps, kA100NcclNvlinkCtas},
       {"A100-SXM4-80GB", 312.0, 80 * kGB, 2039.0, kHbmEfficiency, 600.0,
        kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
-       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps},
+       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps, kA100NcclNvlinkCtas},
       {"H100-SXM5-80GB", 989.0, 80 * kGB, 3350.0, kHbmEfficiency, 900.0,
        kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
-       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps},
+       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps, kHopperNcclNvlinkCtas},
       {"H200-SXM-141GB", 989.0, 141 * kGB, 4800.0, kHbmEfficiency, 900.0,
        kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
-       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps},
+       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps, kHopperNcclNvlinkCtas},
   }};
   return kProfiles;
 }

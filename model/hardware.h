@@ -37,6 +37,7 @@ struct GpuProfile {
   int default_nics_per_node = 0;
   double default_nic_gbps = 0;         // Gb/s line rate
   double pcie_gbps = 0;                // GPU <-> NIC PCIe x16, Gb/s per direction, spec sheet
+  int nccl_nvlink_ctas = 0;            // SMs an NCCL collective inside the node holds (channels)
 };
 
 // The profile with this name; throws std::invalid_argument naming the known ones.

@@ -1,0 +1,85 @@
+// model/fused_overlap.cc: the fused TP collective + GEMM pipeline with SM sharing.
+#include "model/fused_overlap.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace megascale::model {
+namespace {
+
+struct Interval {
+  double begin_s;
+  double end_s;
+};
+
+// End of a compute piece started at `start_s`: it progresses at 1/piece_shared_s
+// while communication is in flight (the union of `busy`, sorted and disjoint)
+// and at 1/piece_s otherwise.
+double advance_piece(double start_s, double piece_s, double piece_shared_s,
+                     const std::vector<Interval>& busy) {
+  double t = start_s;
+  double left = 1.0;  // fraction of the piece still to do
+  for (const Interval& iv : busy) {
+    if (iv.end_s <= t) continue;
+    if (iv.begin_s > t) {  // a stretch without communication first
+      const double free_s = iv.begin_s - t;
+      if (left * piece_s <= free_s) return t + left * piece_s;
+      left -= free_s / piece_s;
+      t = iv.begin_s;
+    }
+    const double shared_s = iv.end_s - t;
+    if (left * piece_shared_s <= shared_s) return t + left * piece_shared_s;
+    left -= shared_s / piece_shared_s;
+    t = iv.end_s;
+  }
+  return t + left * piece_s;
+}
+
+}  // namespace
+
+double fused_pair_time_s(int chunks, double piece_s, double piece_shared_s, double comm_s,
+                          CommSide side) {
+  const int n = std::max(1, chunks);
+  const double c = comm_s / n;
+  piece_shared_s = std::max(piece_shared_s, piece_s);
+  std::vector<Interval> busy;
+  double end_s = 0;
+  if (side == CommSide::kBefore) {
+    // Communication pieces back to back from 0; piece i computes after its data.
+    for (int i = 0; i < n; ++i) busy.push_back({i * c, (i + 1) * c});
+    double t = 0;
+    for (int i = 0; i < n; ++i) {
+      t = advance_piece(std::max(t, (i + 1) * c), piece_s, piece_shared_s, busy);
+    }
+    end_s = std::max(t, n * c);
+  } else {
+    // Compute pieces back to back; communication piece i follows compute piece i.
+    // The communication schedule depends on when compute ends, and compute's pace
+    // on communication: build both piece by piece (piece i's compute can only be
+    // slowed by communication pieces < i, which are known by then).
+    double t = 0;
+    double comm_t = 0;
+    for (int i = 0; i < n; ++i) {
+      t = advance_piece(t, piece_s, piece_shared_s, busy);
+      const double begin = std::max(comm_t, t);
+      comm_t = begin + c;
+      if (!busy.empty() && busy.back().end_s >= begin) {
+        busy.back().end_s = comm_t;
+      } else {
+        busy.push_back({begin, comm_t});
+      }
+    }
+    end_s = std::max(t, comm_t);
+  }
+  return end_s;
+}
+
+GpuProfile without_comm_sms(const GpuProfile& gpu, int comm_ctas) {
+  GpuProfile g = gpu;
+  g.sm_count = std::max(1, gpu.sm_count - std::max(0, comm_ctas));
+  // Peak tensor throughput is per SM: the remaining SMs have their share of it.
+  g.peak_bf16_tflops = gpu.peak_bf16_tflops * g.sm_count / gpu.sm_count;
+  return g;
+}
+
+}  // namespace megascale::model
