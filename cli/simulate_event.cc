@@ -73,6 +73,14 @@ std::string event_json(const sim::JobResult& res, const sim::SimOptions& o, doub
   extra.add_raw("step_times_s", json_array(times));
   JsonObject comm;
   comm.add("model", sim::to_string(res.comm.model)).add("p2p", res.comm.p2p_s);
+  auto numbers = [](const std::vector<double>& v) {
+    std::vector<std::string> out;
+    for (double x : v) out.push_back(json_number(x));
+    return json_array(out);
+  };
+  // Per sending pipeline rank (network model; empty otherwise: every send takes p2p).
+  comm.add_raw("p2p_to_next_stage", numbers(res.comm.p2p_next_s));
+  comm.add_raw("p2p_to_previous_stage", numbers(res.comm.p2p_prev_s));
   comm.add("dp_reduce_chunk", e.dp_reduce_scatter_chunk_s).add("dp_all_gather_chunk", e.dp_all_gather_chunk_s);
   comm.add("embedding_sync", res.comm.embedding_sync_s).add("solves", res.comm.solves);
   std::vector<std::string> notes;
@@ -133,9 +141,17 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
   const model::TimeBreakdown& b = e.breakdown;
   out += line("    exposed by dimension: TP %.4f s, PP %.4f s + bubble %.4f s, DP %.4f s\n", b.tp_exposed_s,
               b.pp_exposed_s, b.bubble_s, b.dp_exposed_s);
-  out += "    communication: " + std::string(sim::to_string(res.comm.model)) +
-         line(" (p2p %.3f ms, DP reduce %.2f ms / all-gather %.2f ms per chunk)\n", res.comm.p2p_s * 1e3,
-              e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
+  // Fastest boundary with a send (V = 1 leaves one direction of the end stages empty).
+  double p2p_min_s = res.comm.p2p_s;
+  for (const std::vector<double>* v : {&res.comm.p2p_next_s, &res.comm.p2p_prev_s})
+    for (double x : *v)
+      if (x > 0) p2p_min_s = std::min(p2p_min_s, x);
+  const std::string p2p = p2p_min_s < res.comm.p2p_s
+                              ? line("p2p %.3f-%.3f ms by boundary", p2p_min_s * 1e3, res.comm.p2p_s * 1e3)
+                              : line("p2p %.3f ms", res.comm.p2p_s * 1e3);
+  out += "    communication: " + std::string(sim::to_string(res.comm.model)) + " (" + p2p +
+         line(", DP reduce %.2f ms / all-gather %.2f ms per chunk)\n", e.dp_reduce_scatter_chunk_s * 1e3,
+              e.dp_all_gather_chunk_s * 1e3);
   int most = 0;
   for (const sim::StepResult& st : res.steps) most = std::max(most, static_cast<int>(st.replicas.size()));
   out += line("    simulated: up to %.0f DP replica(s) x %.0f pipeline ranks; GPU speed sigma %.3f, jitter sigma %.3f; ",

@@ -71,7 +71,7 @@ constexpr const char* kWhyItMisses =
     "  step) carry no per-scenario parameter.\n"
     "- **The per-step cost is under-predicted.** The published times imply a cost per\n"
     "  step that does not shrink with more GPUs of about 2.6 s (Megatron-LM) and 1.2 s\n"
-    "  (MegaScale) at batch 768; the simulation has 0.8 s and 0.15 s (pipeline fill and\n"
+    "  (MegaScale) at batch 768; the simulation has 0.7 s and 0.15 s (pipeline fill and\n"
     "  drain, exposed DP reduce-scatter / all-gather on the fabric, optimizer, data).\n"
     "  This is why the error grows from 256 to 1,024 GPUs (the step shrinks, the missing\n"
     "  second does not). Candidates the model does not have, none with a public\n"

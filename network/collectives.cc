@@ -360,6 +360,8 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
   FlowSet fs;
   fs.reserve(flows.size() * static_cast<size_t>(qps), flows.size() * static_cast<size_t>(qps) * 10);
   std::vector<uint8_t> network;  // per sub-flow
+  std::vector<uint32_t> transfer_of;  // per sub-flow: index of its StepFlow
+  transfer_of.reserve(flows.size() * static_cast<size_t>(qps));
   network.reserve(flows.size() * static_cast<size_t>(qps));
   std::vector<LinkId> path;
   const double nvlink_gbps = options_.nvlink_busbw_gbs * kBitsPerByte;
@@ -370,6 +372,7 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
       router_.route_gpus(f.src_gpu, f.dst_gpu, kRoceSourcePortMin, &path);
       fs.add(path, f.bytes, nvlink_gbps / nvlink_out[static_cast<size_t>(f.src_gpu)]);
       network.push_back(0);
+      transfer_of.push_back(static_cast<uint32_t>(&f - flows.data()));
       continue;
     }
     const NodeId a = t.nic_node_of_gpu(f.src_gpu);
@@ -383,6 +386,7 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
       }
       fs.add(path, f.bytes / qps, nic_gbps / qps);
       network.push_back(1);
+      transfer_of.push_back(static_cast<uint32_t>(&f - flows.data()));
     }
   }
 
@@ -396,6 +400,7 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
 
   StepOutcome o;
   o.transfers = flows.size();
+  o.transfer_bandwidth_s.assign(flows.size(), 0.0);
   o.subflows = fs.size();
   o.solver = sol.stats;
   o.cc.algorithm = options_.congestion_control;
@@ -447,6 +452,8 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
       time_s = effective_gbps > 0 ? bytes * kBitsPerByte / (effective_gbps * 1e9)
                                   : std::numeric_limits<double>::infinity();
     }
+    double& transfer_s = o.transfer_bandwidth_s[transfer_of[i]];
+    transfer_s = std::max(transfer_s, time_s);
     if (critical == fs.size() || time_s > o.bandwidth_s) {
       o.bandwidth_s = time_s;
       critical = i;

@@ -203,6 +203,9 @@ struct CcEffectUsed {
 // One solved step pattern.
 struct StepOutcome {
   double bandwidth_s = 0;             // slowest sub-flow: bytes / (rate x CC fraction)
+  // Per StepFlow, in the order given: its slowest sub-flow's bandwidth time (for
+  // callers whose transfers do not wait for each other, e.g. pipeline sends).
+  std::vector<double> transfer_bandwidth_s;
   double network_path_latency_us = 0; // max fabric path latency over network sub-flows
   double nvlink_path_latency_us = 0;  // max path latency over NVLink flows
   double mean_added_latency_us = 0;   // CC queueing delay, mean over network sub-flows

@@ -88,18 +88,42 @@ class NetworkTimer {
     return run("dp", op, bytes, std::move(groups), t);
   }
 
-  // Every (TP rank, replica) pipeline: a ring over the stages.
-  double p2p(double bytes, CommTimes* t) {
+  // One message of `bytes` from every stage to its next (`step` = +1) or previous
+  // (-1) stage, every (TP rank, replica) pipeline at once; per sending stage, the
+  // latency of one NCCL send plus its slowest transfer. The wrap-around between
+  // the last and the first stage only when `wrap`.
+  std::vector<double> p2p_boundaries(double bytes, int step, bool wrap, CommTimes* t) {
     const model::ParallelConfig& p = s_.parallel;
-    std::vector<std::vector<int>> groups;
+    std::vector<network::StepFlow> flows;
+    std::vector<int> stage_of;
     for (int d = 0; d < p.dp; ++d) {
       for (int tp = 0; tp < p.tp; ++tp) {
-        std::vector<int> g;
-        for (int r = 0; r < p.pp; ++r) g.push_back(gpu_of(p, tp, d, r));
-        groups.push_back(std::move(g));
+        for (int r = 0; r < p.pp; ++r) {
+          const int to = r + step;
+          if (!wrap && (to < 0 || to >= p.pp)) continue;
+          flows.push_back({gpu_of(p, tp, d, r), gpu_of(p, tp, d, (to + p.pp) % p.pp), 0, bytes});
+          stage_of.push_back(r);
+        }
       }
     }
-    return run("pp", network::CollectiveOp::kSendRecv, bytes, std::move(groups), t);
+    std::vector<double> out(static_cast<size_t>(p.pp), 0.0);
+    if (flows.empty() || bytes <= 0) return out;
+    const network::StepOutcome o = sim_.solve_step(flows);
+    ++t->solves;
+    const network::NcclLatency& lat = sim_.options().latency;
+    const double hop_us = o.network_subflows > 0
+                              ? lat.network_hop_us + o.network_path_latency_us + o.mean_added_latency_us
+                              : lat.nvlink_hop_us + o.nvlink_path_latency_us;
+    for (size_t i = 0; i < flows.size(); ++i) {
+      double& s = out[static_cast<size_t>(stage_of[i])];
+      s = std::max(s, (lat.base_us + hop_us) * 1e-6 + o.transfer_bandwidth_s[i]);
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "pp %s: sendrecv of %.1f MB, per boundary %.3f-%.3f ms",
+                  step > 0 ? "to next stage" : "to previous stage", bytes / 1e6,
+                  *std::min_element(out.begin(), out.end()) * 1e3, *std::max_element(out.begin(), out.end()) * 1e3);
+    t->notes.push_back(buf);
+    return out;
   }
 
   // First and last stage of every (TP rank, replica).
@@ -141,7 +165,13 @@ void fill_network(const model::Scenario& s, const FabricInputs& f, CommTimes* t)
   const model::ParallelConfig& p = s.parallel;
   NetworkTimer net(s, f);
   if (p.pp > 1) {
-    t->p2p_s = net.p2p(static_cast<double>(model::p2p_message_bytes(s)), t);
+    const double bytes = static_cast<double>(model::p2p_message_bytes(s));
+    const bool wrap = p.vpp > 1;  // interleaved: the last stage feeds the first's next chunk
+    t->p2p_next_s = net.p2p_boundaries(bytes, +1, wrap, t);
+    t->p2p_prev_s = net.p2p_boundaries(bytes, -1, wrap, t);
+    // A stage without a send in a direction (V = 1 ends) has 0 there.
+    t->p2p_s = std::max(*std::max_element(t->p2p_next_s.begin(), t->p2p_next_s.end()),
+                        *std::max_element(t->p2p_prev_s.begin(), t->p2p_prev_s.end()));
     t->embedding_sync_s =
         net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * kGradBytes, t);
   }

@@ -11,10 +11,15 @@
 //               cost:
 //                 DP reduce-scatter / all-gather (all-reduce with ZeRO 0) of a
 //                   chunk: ring, all TP x PP data-parallel groups at once;
-//                 p2p (one activation / gradient message): every (TP rank, DP
-//                   replica) pipeline sending to its next stage at once (a
-//                   ring over the P stages: the steady state of the pipeline;
-//                   with V = 1 the wrap-around flow P-1 -> 0 is extra load);
+//                 p2p (one activation / gradient message), per stage boundary
+//                   and direction: every (TP rank, DP replica) pipeline sending
+//                   to its next stage at once (the steady state of the
+//                   pipeline; the wrap-around P-1 -> 0 of the interleaved
+//                   schedule only when V > 1), and separately every pipeline
+//                   sending to its previous stage; a boundary's time is NCCL's
+//                   send latency plus the slowest of its transfers (one
+//                   placement can put some boundaries inside a pod and others
+//                   across the core);
 //                 tied-embedding gradient all-reduce between the first and last
 //                   stage: every (TP rank, replica) pair at once.
 //               Collectives are memoised by (op, bytes): a 175B iteration needs
@@ -63,7 +68,10 @@ struct FabricInputs {
 struct CommTimes {
   CommModel model = CommModel::kZero;
   int pp = 1, vpp = 1;
-  double p2p_s = 0;                 // one activation or gradient message
+  double p2p_s = 0;                 // one activation or gradient message, the slowest boundary
+  // Per sending pipeline rank r: to r+1 (mod P; activations) and to r-1 (mod P;
+  // gradients). Empty: every boundary takes p2p_s.
+  std::vector<double> p2p_next_s, p2p_prev_s;
   std::vector<double> dp_reduce_s;  // [pp_rank * V + chunk]: RS (ZeRO >= 1) or AR (ZeRO 0)
   std::vector<double> dp_gather_s;  // [pp_rank * V + chunk]: parameter AG (ZeRO >= 1)
   double embedding_sync_s = 0;      // tied-embedding gradient AR, first <-> last stage
@@ -73,6 +81,11 @@ struct CommTimes {
   std::vector<std::string> notes;
 
   double dp_reduce(int pp_rank, int chunk) const { return dp_reduce_s[pp_rank * vpp + chunk]; }
+  // One message from pipeline rank `from` to its neighbour `to`.
+  double p2p(int from, int to) const {
+    if (p2p_next_s.empty() || from < 0 || from >= pp) return p2p_s;
+    return to == (from + 1) % pp ? p2p_next_s[from] : p2p_prev_s[from];
+  }
   double dp_gather(int pp_rank, int chunk) const { return dp_gather_s[pp_rank * vpp + chunk]; }
 };
 

@@ -121,7 +121,7 @@ OpParts OpCosts::parts(int pp_rank, const model::Op& op) const {
       break;
     case OpKind::kSendActivation:
     case OpKind::kSendGradient:
-      t.pp = comm_.p2p_s;
+      t.pp = comm_.p2p(pp_rank, op.peer);
       break;
     case OpKind::kRecvActivation:
     case OpKind::kRecvGradient:

@@ -20,7 +20,7 @@
 //   statistics), timed by the estimator's own head_time() (model/estimator.h);
 //   the estimator adds only the busier head to its critical path, the
 //   simulation runs both where they are.
-// Send: CommTimes::p2p_s. Recv: 0 (it waits for its Send).
+// Send: CommTimes::p2p(rank, peer), the boundary's own time. Recv: 0 (it waits for its Send).
 // DP all-gather / reduce-scatter / all-reduce of (rank, chunk): CommTimes.
 // DataLoad: the estimate's data time (synchronous loading, data pipeline off).
 // OptimizerStep: the estimate's optimizer time (shard update + gradient-norm

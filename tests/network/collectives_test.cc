@@ -300,6 +300,29 @@ TEST(CollectiveSendRecv, NvlinkAndNetwork) {
   EXPECT_EQ(net.steps, 1);
 }
 
+// Per-transfer times (pipeline sends do not wait for each other): two sends into
+// one NIC share its downlink and take twice as long as a lone send elsewhere; an
+// NVLink send is ~10x faster; the step's time is the slowest transfer's.
+TEST(CollectiveSendRecv, PerTransferTimesSeeTheirOwnBottleneck) {
+  const Topology t = Topology::build(megascale_clos(64));
+  const Router router(t);
+  CollectiveSimulator sim(t, router, no_cc());
+  const std::vector<StepFlow> flows = {
+      {8, 16, 0, kGiB}, {24, 16, 0, kGiB}, {40, 48, 0, kGiB}, {0, 1, 0, kGiB}};
+  const StepOutcome o = sim.solve_step(flows);
+  ASSERT_EQ(o.transfer_bandwidth_s.size(), flows.size());
+  const double lone_s = kGiB / (kHdrNicBusbwGbs * 1e9);
+  EXPECT_NEAR(o.transfer_bandwidth_s[2], lone_s, 0.01 * lone_s);
+  EXPECT_NEAR(o.transfer_bandwidth_s[0], 2 * lone_s, 0.01 * lone_s);
+  EXPECT_NEAR(o.transfer_bandwidth_s[1], 2 * lone_s, 0.01 * lone_s);
+  EXPECT_NEAR(o.transfer_bandwidth_s[3], kGiB / (kA100BusbwGbs * 1e9), 0.01 * lone_s);
+  EXPECT_DOUBLE_EQ(o.bandwidth_s, *std::max_element(o.transfer_bandwidth_s.begin(), o.transfer_bandwidth_s.end()));
+  // From the memo: the same answer.
+  bool hit = false;
+  EXPECT_EQ(sim.solve_step(flows, &hit).transfer_bandwidth_s, o.transfer_bandwidth_s);
+  EXPECT_TRUE(hit);
+}
+
 TEST(CollectiveMemo, IdenticalStepsSolvedOnce) {
   const Topology t = Topology::build(megascale_clos(1024));
   const Router router(t);

@@ -168,8 +168,11 @@ TEST_F(SimOutputs, LayerSlicesTileEachChunkOpWithItsLayers) {
       ASSERT_EQ(static_cast<int>(layers.size()), per_chunk) << e.kind << " chunk " << e.chunk;
       EXPECT_EQ(layers.begin()->first, e.chunk * L / V + stage * per_chunk);
       EXPECT_NEAR(flops, e.flops, 1e-6 * e.flops);
-      if (!s.optimizations.tp_overlap) EXPECT_NEAR(compute_us + blocking_tp_us, e.duration_us(), 1e-6 * e.duration_us());
-      else EXPECT_LE(compute_us, e.duration_us() * (1 + 1e-9));
+      if (!s.optimizations.tp_overlap) {
+        EXPECT_NEAR(compute_us + blocking_tp_us, e.duration_us(), 1e-6 * e.duration_us());
+      } else {
+        EXPECT_LE(compute_us, e.duration_us() * (1 + 1e-9));
+      }
       if (++ops_checked >= 12) break;
     }
     EXPECT_GE(ops_checked, 12);
