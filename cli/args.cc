@@ -27,6 +27,7 @@ ParsedArgs parse_args(const std::vector<std::string>& args, const std::set<std::
         value = args[++i];
       }
       p.values[name] = value;
+      p.repeated[name].push_back(value);
     } else {
       throw UsageError("unknown option '" + a + "'");
     }

@@ -119,7 +119,7 @@ model::Scenario one_scenario(const ParsedArgs& p, const char* command) {
   if (p.positional.size() != 1) {
     throw UsageError(std::string(command) + " expects exactly one scenario FILE");
   }
-  return model::load_scenario(p.positional[0]);
+  return model::load_scenario(p.positional[0], p.all("--set"));
 }
 
 }  // namespace
@@ -172,6 +172,10 @@ std::string usage() {
          "                                 analytical, or [run] iteration_time_s); the gpus\n"
          "                                 sweep keeps TP and PP and derives DP\n"
          "\n"
+         "--set KEY=VALUE (simulate, compare FILE, search, validate, plan; repeatable)\n"
+         "  overrides one scenario key before it is checked, e.g. --set parallel.dp=96\n"
+         "  --set cluster.gpus=6144, --set hardware.gpu_speed_sigma=0 (TOML value; a bare\n"
+         "  word is a string); validate applies it to every paper scenario (what-if).\n\n"
          "Scenario format: scenarios/README.md. Exit codes: 0 ok, 1 no answer (nothing fits),\n"
          "2 bad input.\n";
 }
@@ -195,6 +199,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
                                               "--comm", "--max-replicas"};
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
+    valued.insert("--set");
     const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step", "--trace-layers"}, valued);
     const EventSimulator simulate = event_simulator();
     const std::string fidelity = chosen_fidelity(p, simulate != nullptr);
@@ -237,8 +242,9 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "compare", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity", "--set"});
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
+    if (p.positional.empty() && p.has("--set")) throw UsageError("--set needs a scenario FILE");
     const EventEstimator event = event_estimator();
     const std::string fidelity = chosen_fidelity(p, event != nullptr);
     model::Scenario base, fast;
@@ -246,7 +252,7 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
       base = model::default_scenario("megatron");
       fast = model::default_scenario("megascale");
     } else {
-      base = model::load_scenario(p.positional[0]);
+      base = model::load_scenario(p.positional[0], p.all("--set"));
       fast = base;
       model::apply_preset("megatron", &base.optimizations);
       base.model.block = model::BlockKind::kSequential;
@@ -270,7 +276,7 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set"});
     const model::Scenario s = one_scenario(p, "search");
     model::SearchOptions o;
     o.gpus = positive_int(p, "--gpus", s.cluster.gpus);
@@ -393,12 +399,14 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "validate", [&] {
-    const ParsedArgs p = parse_args(args, {"--json", "--write"}, {"--dir", "--fidelity"});
+    const ParsedArgs p = parse_args(args, {"--json", "--write"}, {"--dir", "--fidelity", "--set"});
     if (!p.positional.empty()) throw UsageError("validate takes no positional arguments");
+    if (p.on("--write") && p.has("--set"))
+      throw UsageError("--write regenerates the reference report from the unchanged scenarios; drop --set");
     const std::string dir =
         p.values.count("--dir") ? p.values.at("--dir") : source_dir() + "/scenarios/paper";
     const std::string fidelity = chosen_fidelity(p, event_estimator() != nullptr);
-    const ValidationReport r = run_validation(dir, fidelity);
+    const ValidationReport r = run_validation(dir, fidelity, p.all("--set"));
     if (p.switches.count("--write")) {
       const std::string path = source_dir() + "/results/validation.md";
       std::ofstream f(path);

@@ -268,10 +268,10 @@ std::string sweep_svg(const std::vector<PlotPoint>& points, const std::string& t
 
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
   try {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set"});
     if (p.positional.size() != 1) throw UsageError("plan expects exactly one scenario FILE");
     if (p.has("--plot") && !p.has("--sweep")) throw UsageError("--plot needs --sweep");
-    const model::Scenario s = model::load_scenario(p.positional[0]);
+    const model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
     int runs = s.run.runs;
     uint64_t seed = static_cast<uint64_t>(s.run.seed);
     if (p.has("--runs")) {

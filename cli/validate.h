@@ -47,6 +47,7 @@ struct ValidationSummary {
 
 struct ValidationReport {
   std::string fidelity;  // "event" | "analytical": what `predicted` comes from
+  std::vector<std::string> overrides;  // --set applied to every paper scenario (what-if)
   std::vector<ValidationRow> rows;
   ValidationSummary summary;             // of `predicted`
   ValidationSummary analytical_summary;  // of `analytical`
@@ -65,7 +66,8 @@ bool meets(const ValidationSummary& s, const AccuracyBounds& b);
 // `megascale` binary) and always at the analytical one. Throws
 // model::ScenarioError for a broken scenario file, std::invalid_argument for
 // an unknown fidelity or an event fidelity this binary lacks.
-ValidationReport run_validation(const std::string& scenario_dir, const std::string& fidelity);
+ValidationReport run_validation(const std::string& scenario_dir, const std::string& fidelity,
+                                const std::vector<std::string>& overrides = {});
 
 // results/validation.md contents: tables, summary, and the known causes of error.
 std::string validation_markdown(const ValidationReport& r);

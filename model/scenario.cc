@@ -9,6 +9,8 @@
 
 #include <toml++/toml.h>
 
+#include "model/scenario_overrides.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -115,11 +117,13 @@ std::string range_reason(int64_t value, int min_value, int max_value) {
 struct Position {
   int line = 0;
   int column = 0;
+  std::string file;  // empty: the file being read; else the override that set it
 };
 
 Position position_of(const toml::node& node) {
-  const toml::source_position& begin = node.source().begin;
-  return {static_cast<int>(begin.line), static_cast<int>(begin.column)};
+  const toml::source_region& region = node.source();
+  if (region.path && is_override_source(*region.path)) return {0, 0, *region.path};
+  return {static_cast<int>(region.begin.line), static_cast<int>(region.begin.column), {}};
 }
 
 // One table of the scenario being read: its dotted name (empty for the root)
@@ -142,14 +146,14 @@ class Section {
   // of its nearest enclosing table present in the file when it is absent.
   [[noreturn]] void fail(std::string_view key, std::string reason) const {
     const Position at = position_of_path(key);
-    throw ScenarioError(file_, at.line, at.column, dotted(key), std::move(reason));
+    throw ScenarioError(at.file.empty() ? file_ : at.file, at.line, at.column, dotted(key), std::move(reason));
   }
 
   // Fails at the position of `node`, the value of `key` in this table.
   [[noreturn]] void fail_at(const toml::node& node, std::string_view key,
                             std::string reason) const {
     const Position at = position_of(node);
-    throw ScenarioError(file_, at.line, at.column, dotted(key), std::move(reason));
+    throw ScenarioError(at.file.empty() ? file_ : at.file, at.line, at.column, dotted(key), std::move(reason));
   }
 
   [[noreturn]] void fail_missing(std::string_view key, std::string_view detail = {}) const {
@@ -343,7 +347,7 @@ class Section {
       path = path.substr(0, dot);
     }
     const Position own = position_of(table_);
-    return own.line > 0 ? own : Position{1, 0};
+    return own.line > 0 || !own.file.empty() ? own : Position{1, 0, {}};
   }
 
   const toml::table& table_;
@@ -882,7 +886,9 @@ ScenarioError::ScenarioError(std::string file, int line, int column, std::string
       key_(std::move(key)),
       reason_(std::move(reason)) {}
 
-Scenario load_scenario(const std::string& path) {
+Scenario load_scenario(const std::string& path) { return load_scenario(path, {}); }
+
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ignored;
   if (std::filesystem::is_directory(path, ignored)) {
     throw ScenarioError(path, 0, 0, "", "cannot open file: is a directory");
@@ -893,10 +899,15 @@ Scenario load_scenario(const std::string& path) {
   }
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_scenario(text.str(), path);
+  return parse_scenario(text.str(), path, overrides);
 }
 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source) {
+  return parse_scenario(toml_text, source, {});
+}
+
+Scenario parse_scenario(std::string_view toml_text, const std::string& source,
+                        const std::vector<std::string>& overrides) {
   toml::table root;
   try {
     root = toml::parse(toml_text, std::string_view(source));
@@ -905,6 +916,7 @@ Scenario parse_scenario(std::string_view toml_text, const std::string& source) {
     throw ScenarioError(source, static_cast<int>(at.line), static_cast<int>(at.column), "",
                         std::string(e.description()));
   }
+  apply_overrides(overrides, &root);
   return read_scenario(root, source);
 }
 

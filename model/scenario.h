@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/config.h"
 
@@ -46,6 +47,18 @@ Scenario load_scenario(const std::string& path);
 
 // Same, from text already in memory; `source` is the name used in errors.
 Scenario parse_scenario(std::string_view toml_text, const std::string& source);
+
+// With command-line overrides (`--set`), each "dotted.key=value", applied in order
+// over the file's keys before anything is validated, so an override goes through
+// the same checks as the file. The value is TOML ("parallel.dp=96",
+// "hardware.gpu_speed_sigma=0.0", "optimizations.tp_overlap=false",
+// 'hardware.gpu="H100-SXM5-80GB"'); a value that is not valid TOML is taken as a
+// string ("hardware.gpu=H100-SXM5-80GB"). Missing tables are created. An error
+// about an overridden value names the override ("--set parallel.dp=7: parallel.dp:
+// ..."); a malformed override is a ScenarioError naming it.
+Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides);
+Scenario parse_scenario(std::string_view toml_text, const std::string& source,
+                        const std::vector<std::string>& overrides);
 
 // The reason a parallel layout is impossible for this model, batch and cluster,
 // or nullopt when it is possible. Used by the parser (which adds file/line/key)

@@ -159,6 +159,33 @@ TEST_F(CliTest, SimulateTextPrintsMfu) {
   EXPECT_EQ(r.out.find("\"mfu\""), std::string::npos) << "text mode printed JSON\n" << dump(r);
 }
 
+// --set overrides a scenario key before the checks; a bad one is exit 2 naming
+// the override, and validate --write refuses to mix a what-if into the reference.
+TEST_F(CliTest, SetOverridesAScenarioKey) {
+  const RunResult base = run_megascale({"simulate", kSmall, "--json", "--fidelity", "analytical"});
+  ASSERT_EQ(base.exit_code, 0) << dump(base);
+  const RunResult r = run_megascale(
+      {"simulate", kSmall, "--json", "--fidelity", "analytical", "--set", "hardware.gpu=H100-SXM5-80GB"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("H100-SXM5-80GB"), std::string::npos) << dump(r);
+  EXPECT_LT(number_after(r.out, "iteration_time_s"), number_after(base.out, "iteration_time_s")) << dump(r);
+
+  const RunResult bad = run_megascale({"simulate", kSmall, "--set", "parallel.tp=0"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("--set parallel.tp=0: parallel.tp:"), std::string::npos) << dump(bad);
+  const RunResult malformed = run_megascale({"simulate", kSmall, "--set", "parallel.tp"});
+  EXPECT_EQ(malformed.exit_code, 2) << dump(malformed);
+  EXPECT_NE(malformed.err.find("KEY=VALUE"), std::string::npos) << dump(malformed);
+
+  const RunResult write = run_megascale({"validate", "--write", "--set", "hardware.gpu_speed_sigma=0"});
+  EXPECT_EQ(write.exit_code, 2) << dump(write);
+  const RunResult what_if =
+      run_megascale({"validate", "--fidelity", "analytical", "--set", "optimizations.tp_overlap=false"});
+  ASSERT_EQ(what_if.exit_code, 0) << dump(what_if);
+  EXPECT_NE(what_if.out.find("What-if, not the reference report"), std::string::npos) << dump(what_if);
+  EXPECT_NE(what_if.out.find("`--set optimizations.tp_overlap=false`"), std::string::npos) << dump(what_if);
+}
+
 TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   const RunResult r = run_megascale({"compare", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
