@@ -176,7 +176,9 @@ TEST_F(SimOutputs, LayerSlicesTileEachChunkOpWithItsLayers) {
       if (++ops_checked >= 12) break;
     }
     EXPECT_GE(ops_checked, 12);
-    if (s.optimizations.tp_overlap) EXPECT_GT(overlapped, 0);
+    if (s.optimizations.tp_overlap) {
+      EXPECT_GT(overlapped, 0);
+    }
   }
 }
 
