@@ -4,6 +4,8 @@
 // name the override.
 #include <gtest/gtest.h>
 
+#include "tests/model/valid_scenario.h"
+
 #include <string>
 #include <vector>
 
@@ -12,19 +14,7 @@
 namespace megascale::model {
 namespace {
 
-constexpr const char* kValid = R"([model]
-layers = 24
-hidden = 2048
-heads = 16
-seq_len = 2048
-vocab = 51200
-[parallel]
-tp = 2
-pp = 2
-global_batch = 64
-[cluster]
-gpus = 16
-)";
+constexpr const char* kValid = testing::kValidScenario;
 
 Scenario with(const std::vector<std::string>& overrides) { return parse_scenario(kValid, "t.toml", overrides); }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/model/valid_scenario.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -14,20 +16,7 @@
 namespace megascale::model {
 namespace {
 
-// A valid scenario: dp defaults to 16 / (2*2) = 4, 16 micro-batches per replica.
-constexpr const char* kValid = R"([model]
-layers = 24
-hidden = 2048
-heads = 16
-seq_len = 2048
-vocab = 51200
-[parallel]
-tp = 2
-pp = 2
-global_batch = 64
-[cluster]
-gpus = 16
-)";
+constexpr const char* kValid = testing::kValidScenario;
 
 // The ScenarioError parse_scenario(text, "t.toml") throws.
 ScenarioError error_of(const std::string& text) {
