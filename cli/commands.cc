@@ -150,6 +150,9 @@ std::string usage() {
          "        --comm network|analytical|zero  communication times (default network:\n"
          "                                 the scenario's fabric, ECMP, congestion control)\n"
          "        --max-replicas N         distinct DP replicas simulated per step (default 8)\n"
+         "        --fail-gpu G --fail-at T  GPU G's host fails T s into the step: which\n"
+         "                                 ranks stop, when, on what, and where the wait\n"
+         "                                 chains lead (one step; sim/failure_sim.h)\n"
          "  search FILE [--gpus N] [--top K] [--refine N] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
          "                                 (analytical); --refine N re-simulates the best N\n"
@@ -196,7 +199,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "simulate", [&] {
     const std::set<std::string> event_only = {"--trace", "--heatmap", "--steps", "--jitter", "--seed",
                                               "--stragglers", "--straggler-gpus", "--straggler-factor",
-                                              "--comm", "--max-replicas"};
+                                              "--comm", "--max-replicas", "--fail-gpu", "--fail-at"};
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
     valued.insert("--set");
@@ -226,6 +229,15 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       r.straggler_per_step = p.on("--straggler-per-step");
       if (p.has("--comm")) r.comm = p.values.at("--comm");
       r.max_replicas = positive_int(p, "--max-replicas", r.max_replicas);
+      if (p.has("--fail-gpu") != p.has("--fail-at")) throw UsageError("--fail-gpu G and --fail-at T go together");
+      if (p.has("--fail-gpu")) {
+        if (p.has("--steps") || p.has("--heatmap"))
+          throw UsageError("--fail-gpu simulates one step and writes no heat-map; drop --steps / --heatmap");
+        const std::vector<int> gpu = int_list(p, "--fail-gpu");
+        if (gpu.size() != 1) throw UsageError("--fail-gpu takes one GPU rank");
+        r.fail_gpu = gpu[0];
+        r.fail_at_s = number(p, "--fail-at", 0.0);
+      }
       return simulate(s, r, out, err);
     }
     const auto t0 = std::chrono::steady_clock::now();

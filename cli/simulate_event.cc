@@ -4,6 +4,7 @@
 #include "cli/simulate_event.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <numeric>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "cli/json.h"
 #include "cli/report.h"
 #include "model/hardware.h"
+#include "sim/failure_sim.h"
 #include "sim/heatmap.h"
 #include "sim/job_sim.h"
 #include "sim/trace_writer.h"
@@ -164,9 +166,119 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
   return out;
 }
 
+const char* state_name(sim::RankWait::State st) {
+  switch (st) {
+    case sim::RankWait::State::kFinished: return "finished";
+    case sim::RankWait::State::kDead: return "down";
+    case sim::RankWait::State::kBlocked: return "blocked";
+  }
+  return "?";
+}
+
+// `simulate --fail-gpu G --fail-at T`: the step with GPU G's host failing.
+int simulate_failure_report(const model::Scenario& s, const EventRequest& r, const sim::SimOptions& o,
+                            std::ostream& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const sim::FailureResult f = sim::simulate_failure(s, o, *r.fail_gpu, r.fail_at_s);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::string> files;
+  if (!r.trace.empty()) {
+    try {
+      files = sim::write_trace_files(r.trace, f.trace_events);
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(e.what());
+    }
+  }
+  const model::ParallelConfig& p = s.parallel;
+  const sim::HangReport& h = f.hang;
+  // Ranks by when they stopped (the failed one first).
+  std::vector<const sim::RankWait*> order;
+  for (const sim::RankWait& w : h.ranks) order.push_back(&w);
+  std::stable_sort(order.begin(), order.end(), [](const sim::RankWait* a, const sim::RankWait* b) {
+    const bool da = a->state == sim::RankWait::State::kDead, db = b->state == sim::RankWait::State::kDead;
+    if (da != db) return da;
+    return a->last_progress_s < b->last_progress_s;
+  });
+  auto first_gpu = [&](int sim_replica, int rank) { return sim::gpu_of(p, 0, f.replicas[sim_replica], rank); };
+
+  if (r.json) {
+    JsonObject j;
+    j.add("scenario", s.name).add("fidelity", "event").add("gpu", f.gpu).add("dp_replica", f.dp_replica);
+    j.add("pp_rank", f.pp_rank).add("tp_rank", f.tp_rank).add("at_s", f.at_s);
+    j.add("healthy_step_s", f.healthy_step_s).add("hung", h.hung).add("host_went_down", h.failed_at_s >= 0);
+    j.add("blocked_ranks", h.blocked).add("ranks_waiting_at_step_end", h.waiting_at_step_end);
+    j.add("last_progress_s", h.last_progress_s);
+    std::vector<std::string> roots, ranks, replicas;
+    for (const auto& [i, rank] : h.roots) {
+      JsonObject x;
+      x.add("dp_replica", f.replicas[i]).add("pp_rank", rank).add("first_gpu", first_gpu(i, rank));
+      x.add("gpus", p.tp);
+      roots.push_back(x.str());
+    }
+    for (const sim::RankWait* w : order) {
+      JsonObject x;
+      x.add("dp_replica", f.replicas[w->replica]).add("pp_rank", w->rank).add("state", state_name(w->state));
+      x.add("last_progress_s", w->last_progress_s).add("waiting_on", w->blocked_on);
+      ranks.push_back(x.str());
+    }
+    for (int d : f.replicas) replicas.push_back(std::to_string(d));
+    j.add_raw("wait_chains_end_at", json_array(roots));
+    j.add_raw("ranks", json_array(ranks));
+    j.add_raw("simulated_dp_replicas", json_array(replicas));
+    std::vector<std::string> written;
+    for (const std::string& w : files) written.push_back(json_escape(w));
+    j.add_raw("files", json_array(written));
+    j.add("wall_time_s", wall_s);
+    out << j.str() << "\n";
+    return 0;
+  }
+
+  std::string text = s.name + " (" + s.source + ")\n";
+  text += line("  failure: GPU %.0f (DP replica %.0f, pipeline stage %.0f, TP rank %.0f)", f.gpu, f.dp_replica,
+               f.pp_rank, f.tp_rank) +
+          line(" goes down %.3f s into a %.3f s step\n", f.at_s, f.healthy_step_s);
+  if (!h.hung) {
+    text += h.failed_at_s < 0
+                ? std::string("  the step had ended: nothing to see in it; the next step hangs at its first\n"
+                              "  collective\n")
+                : std::string("  the host had done its part of the step: the step ends; every rank then\n"
+                              "  waits for it in the end-of-step all-reduce and the next step\n");
+  } else {
+    text += line("  the step hangs: %.0f of %.0f simulated ranks are stuck", h.blocked + h.waiting_at_step_end,
+                 static_cast<double>(h.ranks.size()) - 1) +
+            line(" (%.0f in a receive or collective, %.0f at the end-of-step all-reduce)\n", h.blocked,
+                 h.waiting_at_step_end);
+    const size_t shown = std::min<size_t>(order.size(), 12);
+    for (size_t k = 0; k < shown; ++k) {
+      const sim::RankWait& w = *order[k];
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "    replica %4d stage %2d  %-8s last progress %.3f s: ", f.replicas[w.replica],
+                    w.rank, state_name(w.state), w.last_progress_s);
+      text += buf + w.blocked_on + "\n";
+    }
+    if (order.size() > shown) text += line("    ... %.0f more\n", static_cast<double>(order.size() - shown));
+    for (const auto& [i, rank] : h.roots) {
+      const int g = first_gpu(i, rank);
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "  the wait chains end at replica %d stage %d (GPUs %d-%d)%s\n", f.replicas[i],
+                    rank, g, g + p.tp - 1, i == f.failed_sim_replica && rank == f.pp_rank ? ": the failed host" : "");
+      text += buf;
+    }
+    text += line("  no simulated rank moves after %.3f s; the job waits for detection (heartbeats,\n",
+                 h.last_progress_s);
+    text += "  NCCL timeout: [recovery]) and a restart from the last checkpoint: `megascale plan`\n";
+  }
+  text += line("  simulated: %.0f DP replica(s) x %.0f pipeline ranks, wall time %.3f s\n",
+               static_cast<double>(f.replicas.size()), p.pp, wall_s);
+  for (const std::string& w : files) text += "    wrote " + w + "\n";
+  out << text;
+  return 0;
+}
+
 int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream& out, std::ostream& err) {
   (void)err;
   const sim::SimOptions o = sim_options(s, r);
+  if (r.fail_gpu) return simulate_failure_report(s, r, o, out);
   const sim::JobResult res = sim::simulate_job(s, o);
   std::vector<std::string> files;
   try {

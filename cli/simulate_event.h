@@ -37,6 +37,8 @@ struct EventRequest {
   bool straggler_per_step = false;     // --straggler-per-step
   std::string comm = "network";        // --comm network|analytical|zero
   int max_replicas = 8;                // --max-replicas N
+  std::optional<int> fail_gpu;         // --fail-gpu G: its host fails part-way (sim/failure_sim.h)
+  double fail_at_s = 0;                // --fail-at T: seconds into the step
 };
 
 // Runs the simulation and prints the report; returns the exit code. Throws

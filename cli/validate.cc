@@ -348,7 +348,11 @@ std::string validation_markdown(const ValidationReport& r) {
       out += "| " + row.label + " | " + metric + " | " + num(f, scale * row.published) + " | " +
              num(f, scale * row.predicted) + " | " + num(e, scale * row.error) + " |";
       if (event) {
-        out += " " + num(f, scale * row.analytical) + " | " + num(e, scale * (row.analytical - row.published)) + " |";
+        out += ' ';
+        out += num(f, scale * row.analytical);
+        out += " | ";
+        out += num(e, scale * (row.analytical - row.published));
+        out += " |";
       }
       out += "\n";
     }

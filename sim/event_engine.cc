@@ -59,6 +59,7 @@ class Run {
     start_s_.assign(total, 0.0);
     end_s_.assign(total, 0.0);
     done_.assign(total, 0);
+    started_.assign(total, 0);
     waiters_.resize(total);
     rendezvous_.resize(per_replica_);
   }
@@ -68,12 +69,16 @@ class Run {
   }
   double start_s(int64_t id) const { return start_s_[id]; }
   double end_s(int64_t id) const { return end_s_[id]; }
+  OpState state(int64_t id) const {
+    return done_[id] ? OpState::kEnded : started_[id] ? OpState::kStarted : OpState::kNotStarted;
+  }
   bool all_done() const {
     for (uint8_t d : done_)
       if (!d) return false;
     return true;
   }
   int64_t activities() const { return activities_; }
+  sg::Host* nic_host(size_t index) const { return nic_.empty() ? nullptr : nic_[index]; }
 
   // Times are reported relative to the clock when this is called.
   void set_origin() { origin_s_ = sg::Engine::get_clock(); }
@@ -91,6 +96,7 @@ class Run {
       const int64_t me = id(replica, rank, index);
       for (int dep : op.deps) wait_for(actor, id(replica, rank, dep));
       start_s_[me] = now_s();
+      started_[me] = 1;
       if (is_recv(op.kind)) {
         wait_for(actor, id(replica, op.peer, op.match));
       } else if (is_dp(op.kind) && replicas_ > 1) {
@@ -161,7 +167,7 @@ class Run {
   std::vector<int64_t> rank_offset_;
   int64_t per_replica_ = 0;
   std::vector<double> start_s_, end_s_;
-  std::vector<uint8_t> done_;
+  std::vector<uint8_t> done_, started_;
   std::vector<std::vector<int>> waiters_;
   std::vector<Rendezvous> rendezvous_;
   std::vector<sg::SemaphorePtr> wake_;
@@ -172,8 +178,10 @@ class Run {
 // A fresh SimGrid engine for one run (see the header: one at a time per
 // process, clock not reset, no hosts added after sealing).
 std::unique_ptr<sg::Engine> new_engine() {
+  // Only critical messages; the kernel's deadlock report (expected after an
+  // injected host failure, and otherwise caught by the all-done check) to /dev/null.
   std::vector<std::string> args = {"megascale-sim", "--log=root.thres:critical",
-                                   "--cfg=contexts/stack-size:256"};
+                                   "--log=ker_engine.app:file:/dev/null", "--cfg=contexts/stack-size:256"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -200,6 +208,13 @@ std::mutex& engine_mutex() {
 EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDurationFn& duration,
                          const EventOptions& options) {
   if (replicas < 1) throw std::invalid_argument("run_events: replicas must be >= 1");
+  if (const std::optional<HostFailure>& f = options.failure) {
+    if (f->replica < 0 || f->replica >= replicas || f->rank < 0 || f->rank >= static_cast<int>(s.ranks.size()))
+      throw std::invalid_argument("run_events: the failed host (replica " + std::to_string(f->replica) +
+                                  ", pp rank " + std::to_string(f->rank) + ") is not simulated");
+    if (!(f->at_s >= 0) || !std::isfinite(f->at_s))
+      throw std::invalid_argument("run_events: the failure time must be >= 0 and finite");
+  }
   // Structure and deadlock check (throws like replay does) before SimGrid runs.
   model::replay(s, [](int, const Op&) { return 0.0; });
 
@@ -242,6 +257,7 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
         for (int r = 0; r < ranks; ++r)
           nic[rep * ranks + r] = zone->create_host(host_name(rep, r) + ".nic", kNicWorkPerS);
     }
+    sg::Host* injector = options.failure ? zone->create_host("failure-injector", 1.0) : nullptr;
     zone->seal();
     out.stats.hosts = static_cast<int>(host.size() + nic.size());
 
@@ -262,25 +278,43 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
         }
       }
     }
+    double failed_at_s = -1;
+    if (const std::optional<HostFailure>& f = options.failure) {
+      const size_t victim = static_cast<size_t>(f->replica) * ranks + f->rank;
+      sg::Host* nic_host = run.nic_host(victim);
+      sg::Actor::create("failure-injector", injector, [&run, &failed_at_s, f, h = host[victim], nic_host] {
+        sg::this_actor::sleep_for(f->at_s);
+        if (run.all_done()) return;  // the step ended first
+        failed_at_s = f->at_s;
+        h->turn_off();
+        if (nic_host != nullptr) nic_host->turn_off();
+      });
+    }
     engine->run();
-    if (!run.all_done())
+    out.complete = run.all_done();
+    out.failed_at_s = failed_at_s;
+    if (!out.complete && !options.failure)
       throw std::logic_error("run_events: SimGrid ended with ops not executed (internal error)");
 
     out.timing.assign(replicas, std::vector<std::vector<model::OpTiming>>(ranks));
+    out.state.assign(replicas, std::vector<std::vector<OpState>>(ranks));
     for (int rep = 0; rep < replicas; ++rep) {
       for (int r = 0; r < ranks; ++r) {
         const int n = static_cast<int>(s.ranks[r].ops.size());
         out.timing[rep][r].resize(n);
+        out.state[rep][r].resize(n);
         for (int i = 0; i < n; ++i) {
           const int64_t id = run.id(rep, r, i);
           out.timing[rep][r][i] = model::OpTiming{run.start_s(id), run.end_s(id)};
+          out.state[rep][r][i] = run.state(id);
           out.iteration_s = std::max(out.iteration_s, run.end_s(id));
         }
         out.stats.ops += n;
       }
     }
     out.stats.activities = run.activities();
-    // Actors hold references into `run` and `stream_ops`; all have ended here.
+    // Actors hold references into `run` and `stream_ops`; all have ended (or were
+    // killed by the failure or SimGrid's deadlock handling) here.
   }
   out.stats.engine_wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -59,7 +59,8 @@
 // Errors: a malformed schedule or a cycle through receives throws as
 // model::replay() does (std::invalid_argument / std::logic_error); a negative
 // or non-finite duration throws std::invalid_argument naming the op; replicas
-// < 1 throws std::invalid_argument.
+// < 1 or a failure outside the simulated hosts or at a negative / non-finite
+// time throws std::invalid_argument.
 //
 // Thread-safety: SimGrid allows one engine per process at a time, so calls are
 // serialised by a process-wide mutex (concurrent callers wait). `duration` is
@@ -69,6 +70,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "model/replay.h"    // defines: OpTiming
@@ -88,11 +90,18 @@ struct EventRunStats {
   double engine_wall_s = 0;  // wall time of create platform + Engine::run + teardown
 };
 
+// How far an op got (a run with a host failure leaves some ops unfinished).
+enum class OpState : uint8_t { kNotStarted, kStarted, kEnded };
+
 struct EventTimeline {
   int replicas = 0;
-  double iteration_s = 0;  // max end over all ops of all replicas
-  // [replica][pp_rank][op index]: seconds since the start of the run.
+  double iteration_s = 0;  // max end over all ops that ended, all replicas
+  // [replica][pp_rank][op index]: seconds since the start of the run (an op not
+  // ended has end 0; not started, start 0 too: see `state`).
   std::vector<std::vector<std::vector<model::OpTiming>>> timing;
+  std::vector<std::vector<std::vector<OpState>>> state;  // same shape
+  bool complete = true;     // every op ended (false only after a host failure)
+  double failed_at_s = -1;  // when the failed host went down (-1: no failure, or after the end)
   EventRunStats stats;
 
   const model::OpTiming& at(int replica, int pp_rank, int op) const {
@@ -100,8 +109,21 @@ struct EventTimeline {
   }
 };
 
+// A host failure injected into the run: the host of (replica, pp_rank) (and its
+// NIC host) is turned off at `at_s` seconds after the start (SimGrid
+// Host::turn_off: its actors die, their activities are cancelled). Ops of other
+// ranks that need it wait forever; SimGrid ends the run when nothing can move
+// (its deadlock report is sent to /dev/null) and the timeline says which ops
+// ended, which were running and which never started.
+struct HostFailure {
+  int replica = 0;  // simulated replica index (0-based, < replicas)
+  int rank = 0;     // pipeline rank
+  double at_s = 0;  // >= 0
+};
+
 struct EventOptions {
   bool share_nic = false;  // see "NIC sharing" above
+  std::optional<HostFailure> failure;
 };
 
 // Units of NIC work per second of exclusive NIC time (any positive scale works;

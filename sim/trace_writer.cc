@@ -20,6 +20,8 @@ std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const mo
       const std::vector<model::Op>& ops = s.ranks[r].ops;
       for (size_t k = 0; k < ops.size(); ++k) {
         const model::Op& op = ops[k];
+        // After a host failure (sim/failure_sim.h) ops that never ended have no slice.
+        if (!t.state.empty() && t.state[i][r][k] != OpState::kEnded) continue;
         TraceEvent e;
         e.rank = rank;
         e.stream = op.stream;

@@ -186,6 +186,39 @@ TEST_F(CliTest, SetOverridesAScenarioKey) {
   EXPECT_NE(what_if.out.find("`--set optimizations.tp_overlap=false`"), std::string::npos) << dump(what_if);
 }
 
+// --fail-gpu G --fail-at T: the step with G's host going down hangs, and the
+// wait chains lead back to G's (replica, stage). Usage errors are exit 2.
+TEST_F(CliTest, SimulateAFailedGpu) {
+  // example-small: TP 2, PP 2, DP 4; GPU 3 = TP 1 of replica 1, stage 0.
+  const RunResult r = run_megascale({"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "0.1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"hung\": true"), std::string::npos) << dump(r);
+  EXPECT_NE(r.out.find("\"wait_chains_end_at\": [{\"dp_replica\": 1, \"pp_rank\": 0, \"first_gpu\": 2"),
+            std::string::npos)
+      << dump(r);
+  EXPECT_EQ(number_after(r.out, "dp_replica"), 1.0);
+  EXPECT_EQ(number_after(r.out, "pp_rank"), 0.0);
+  EXPECT_GT(number_after(r.out, "blocked_ranks"), 0.0);
+  const RunResult text = run_megascale({"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "0.1"});
+  ASSERT_EQ(text.exit_code, 0) << dump(text);
+  EXPECT_NE(text.out.find("the wait chains end at replica 1 stage 0 (GPUs 2-3): the failed host"),
+            std::string::npos)
+      << dump(text);
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"simulate", kSmall, "--fail-gpu", "3"},
+        std::vector<std::string>{"simulate", kSmall, "--fail-at", "0.1"},
+        std::vector<std::string>{"simulate", kSmall, "--fail-gpu", "16", "--fail-at", "0.1"},
+        std::vector<std::string>{"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "-1"},
+        std::vector<std::string>{"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "0.1", "--steps", "2"},
+        std::vector<std::string>{"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "0.1", "--fidelity",
+                                 "analytical"}}) {
+    const RunResult e = run_megascale(bad);
+    EXPECT_EQ(e.exit_code, 2) << dump(e);
+    EXPECT_NE(e.err.find("fail"), std::string::npos) << dump(e);
+  }
+}
+
 TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   const RunResult r = run_megascale({"compare", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);

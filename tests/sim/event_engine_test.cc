@@ -12,6 +12,7 @@
 
 #include "model/replay.h"
 #include "model/schedule.h"
+#include "tests/sim/schedule_options.h"
 
 namespace megascale::sim {
 namespace {
@@ -19,21 +20,7 @@ namespace {
 using model::Op;
 using model::OpKind;
 
-model::ScheduleOptions options(int pp, int vpp, int microbatches, int dp, bool overlap) {
-  model::ScheduleOptions o;
-  o.pp = pp;
-  o.vpp = vpp;
-  o.microbatches = microbatches;
-  o.layers = pp * vpp * 2;
-  o.dp = dp;
-  o.zero_stage = 1;
-  o.pp_overlap = overlap;
-  o.dp_overlap = overlap;
-  o.data_pipeline = overlap;
-  o.activation_bytes = 1 << 20;
-  o.dp_bytes_per_chunk = 1 << 24;
-  return o;
-}
+using testing::options;
 
 // Irregular but deterministic durations: every rank a little different, the
 // last stage heavier (like the output head), communication `comm_scale` x.
@@ -127,8 +114,8 @@ double union_length(std::vector<std::pair<double, double>> v) {
 TEST(EventEngine, SharedNicIsWorkConservingAndStretchesOverlappingTransfers) {
   const model::Schedule s = model::build_schedule(options(4, 2, 8, 4, true));
   const model::DurationFn f = durations(5.0);  // heavy traffic: sends overlap DP collectives
-  const EventTimeline shared = run_events(s, 1, same_for_all_replicas(f), EventOptions{true});
-  const EventTimeline alone = run_events(s, 1, same_for_all_replicas(f), EventOptions{false});
+  const EventTimeline shared = run_events(s, 1, same_for_all_replicas(f), EventOptions{true, std::nullopt});
+  const EventTimeline alone = run_events(s, 1, same_for_all_replicas(f), EventOptions{false, std::nullopt});
   int stretched = 0;
   bool any_overlap_alone = false;
   for (int r = 0; r < 4; ++r) {
