@@ -150,6 +150,8 @@ std::string usage() {
          "        --comm network|analytical|zero  communication times (default network:\n"
          "                                 the scenario's fabric, ECMP, congestion control)\n"
          "        --max-replicas N         distinct DP replicas simulated per step (default 8)\n"
+         "        --simgrid-check          re-time the step's transfers with SimGrid's own\n"
+         "                                 network model (small jobs; sim/network_crosscheck.h)\n"
          "        --fail-gpu G --fail-at T  GPU G's host fails T s into the step: which\n"
          "                                 ranks stop, when, on what, and where the wait\n"
          "                                 chains lead (one step; sim/failure_sim.h)\n"
@@ -203,7 +205,8 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
     valued.insert("--set");
-    const ParsedArgs p = parse_args(args, {"--json", "--straggler-per-step", "--trace-layers"}, valued);
+    const ParsedArgs p =
+        parse_args(args, {"--json", "--straggler-per-step", "--trace-layers", "--simgrid-check"}, valued);
     const EventSimulator simulate = event_simulator();
     const std::string fidelity = chosen_fidelity(p, simulate != nullptr);
     if (fidelity == "analytical") {
@@ -211,6 +214,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
         if (p.has(name)) throw UsageError(name + " needs --fidelity event");
       if (p.on("--straggler-per-step")) throw UsageError("--straggler-per-step needs --fidelity event");
       if (p.on("--trace-layers")) throw UsageError("--trace-layers needs --fidelity event");
+      if (p.on("--simgrid-check")) throw UsageError("--simgrid-check needs --fidelity event");
     }
     const model::Scenario s = one_scenario(p, "simulate");
     if (fidelity == "event") {
@@ -229,6 +233,9 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       r.straggler_per_step = p.on("--straggler-per-step");
       if (p.has("--comm")) r.comm = p.values.at("--comm");
       r.max_replicas = positive_int(p, "--max-replicas", r.max_replicas);
+      r.simgrid_check = p.on("--simgrid-check");
+      if (r.simgrid_check && (p.has("--fail-gpu") || p.has("--steps")))
+        throw UsageError("--simgrid-check checks one healthy step; drop --fail-gpu / --steps");
       if (p.has("--fail-gpu") != p.has("--fail-at")) throw UsageError("--fail-gpu G and --fail-at T go together");
       if (p.has("--fail-gpu")) {
         if (p.has("--steps") || p.has("--heatmap"))

@@ -16,6 +16,7 @@
 #include "sim/failure_sim.h"
 #include "sim/heatmap.h"
 #include "sim/job_sim.h"
+#include "sim/network_crosscheck.h"
 #include "sim/trace_writer.h"
 
 namespace megascale::cli {
@@ -293,10 +294,39 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument(e.what());  // a path that cannot be written: bad input
   }
+  std::optional<sim::NetworkCrossCheck> check;
+  if (r.simgrid_check) {
+    sim::SimOptions every = o;
+    every.max_replicas = std::max(o.max_replicas, s.parallel.dp);
+    check = sim::network_crosscheck(s, every);
+  }
   if (r.json) {
-    out << event_json(res, o, res.wall_s, files) << "\n";
+    std::string json = event_json(res, o, res.wall_s, files);
+    if (check) {
+      JsonObject x;
+      x.add("event_step_s", check->event_step_s).add("simgrid_step_s", check->simgrid_step_s);
+      x.add("rounds", check->rounds).add("flows", static_cast<int64_t>(check->flows));
+      x.add("send_ops", check->send_ops).add("send_mean_rel_diff", check->send_mean_rel_diff);
+      x.add("send_max_rel_diff", check->send_max_rel_diff).add("worst_send", check->worst_send);
+      x.add("dp_ops", check->dp_ops).add("dp_mean_rel_diff", check->dp_mean_rel_diff);
+      x.add("dp_max_rel_diff", check->dp_max_rel_diff).add("wall_s", check->wall_s);
+      json.pop_back();  // the closing brace
+      json += ", \"simgrid_check\": " + x.str() + "}";
+    }
+    out << json << "\n";
   } else {
     out << event_text(res, o, res.wall_s, files);
+    if (check) {
+      out << line("  SimGrid cross-check (every replica, %.0f rounds, %.0f flows, %.2f s):\n", check->rounds,
+                  static_cast<double>(check->flows), check->wall_s);
+      out << line("    step: event %.4f s, with SimGrid's transfer times %.4f s (%+.2f%%)\n", check->event_step_s,
+                  check->simgrid_step_s, 100 * (check->simgrid_step_s / check->event_step_s - 1));
+      out << line("    sends (%.0f): |SimGrid - event| mean %.1f%%, max %.0f%%, ", check->send_ops,
+                  100 * check->send_mean_rel_diff, 100 * check->send_max_rel_diff)
+          << check->worst_send << "\n";
+      out << line("    DP collectives (%.0f): mean %.2f%%, max %.2f%%\n", check->dp_ops, 100 * check->dp_mean_rel_diff,
+                  100 * check->dp_max_rel_diff);
+    }
   }
   return 0;
 }

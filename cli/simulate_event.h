@@ -39,6 +39,7 @@ struct EventRequest {
   int max_replicas = 8;                // --max-replicas N
   std::optional<int> fail_gpu;         // --fail-gpu G: its host fails part-way (sim/failure_sim.h)
   double fail_at_s = 0;                // --fail-at T: seconds into the step
+  bool simgrid_check = false;          // --simgrid-check: sim/network_crosscheck.h
 };
 
 // Runs the simulation and prints the report; returns the exit code. Throws

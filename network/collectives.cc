@@ -327,20 +327,10 @@ void CollectiveSimulator::clear_cache() {
 
 size_t CollectiveSimulator::cache_entries() const { return memo_->entries; }
 
-StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, bool* memo_hit) {
-  const uint64_t key = hash_flows(flows);
-  if (auto it = memo_->steps.find(key); it != memo_->steps.end()) {
-    for (const Memo::Entry& e : it->second) {
-      if (std::equal(e.flows.begin(), e.flows.end(), flows.begin(), flows.end())) {
-        if (memo_hit) *memo_hit = true;
-        StepOutcome o = e.outcome;
-        o.solver = {};
-        return o;
-      }
-    }
-  }
-  if (memo_hit) *memo_hit = false;
-
+void CollectiveSimulator::subflows(std::span<const StepFlow> flows, std::span<const double> start_s, FlowSet* out,
+                                   std::vector<uint32_t>* transfer_of, std::vector<uint8_t>* network) const {
+  if (!start_s.empty() && start_s.size() != flows.size()) bad_request("one start time per transfer, or none");
+  auto start_of = [&](size_t k) { return start_s.empty() ? 0.0 : start_s[k]; };
   const Topology& t = topology_;
   const int gpus = t.spec().gpus;
   const int qps = router_.config().qps_per_connection;
@@ -357,12 +347,12 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
     if (t.server_of_gpu(f.src_gpu) == t.server_of_gpu(f.dst_gpu)) ++nvlink_out[static_cast<size_t>(f.src_gpu)];
   }
 
-  FlowSet fs;
-  fs.reserve(flows.size() * static_cast<size_t>(qps), flows.size() * static_cast<size_t>(qps) * 10);
-  std::vector<uint8_t> network;  // per sub-flow
-  std::vector<uint32_t> transfer_of;  // per sub-flow: index of its StepFlow
-  transfer_of.reserve(flows.size() * static_cast<size_t>(qps));
-  network.reserve(flows.size() * static_cast<size_t>(qps));
+  out->clear();
+  out->reserve(flows.size() * static_cast<size_t>(qps), flows.size() * static_cast<size_t>(qps) * 10);
+  transfer_of->clear();
+  network->clear();
+  transfer_of->reserve(flows.size() * static_cast<size_t>(qps));
+  network->reserve(flows.size() * static_cast<size_t>(qps));
   std::vector<LinkId> path;
   const double nvlink_gbps = options_.nvlink_busbw_gbs * kBitsPerByte;
   const double nic_gbps = options_.nic_busbw_gbs * kBitsPerByte;
@@ -370,9 +360,10 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
     if (t.server_of_gpu(f.src_gpu) == t.server_of_gpu(f.dst_gpu)) {
       path.clear();
       router_.route_gpus(f.src_gpu, f.dst_gpu, kRoceSourcePortMin, &path);
-      fs.add(path, f.bytes, nvlink_gbps / nvlink_out[static_cast<size_t>(f.src_gpu)]);
-      network.push_back(0);
-      transfer_of.push_back(static_cast<uint32_t>(&f - flows.data()));
+      const size_t k = static_cast<size_t>(&f - flows.data());
+      out->add(path, f.bytes, nvlink_gbps / nvlink_out[static_cast<size_t>(f.src_gpu)], start_of(k));
+      network->push_back(0);
+      transfer_of->push_back(static_cast<uint32_t>(k));
       continue;
     }
     const NodeId a = t.nic_node_of_gpu(f.src_gpu);
@@ -384,11 +375,36 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
         throw std::logic_error("collective: no route from GPU " + std::to_string(f.src_gpu) + " to GPU " +
                                std::to_string(f.dst_gpu));
       }
-      fs.add(path, f.bytes / qps, nic_gbps / qps);
-      network.push_back(1);
-      transfer_of.push_back(static_cast<uint32_t>(&f - flows.data()));
+      const size_t k = static_cast<size_t>(&f - flows.data());
+      out->add(path, f.bytes / qps, nic_gbps / qps, start_of(k));
+      network->push_back(1);
+      transfer_of->push_back(static_cast<uint32_t>(k));
     }
   }
+
+}
+
+StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, bool* memo_hit) {
+  const uint64_t key = hash_flows(flows);
+  if (auto it = memo_->steps.find(key); it != memo_->steps.end()) {
+    for (const Memo::Entry& e : it->second) {
+      if (std::equal(e.flows.begin(), e.flows.end(), flows.begin(), flows.end())) {
+        if (memo_hit) *memo_hit = true;
+        StepOutcome o = e.outcome;
+        o.solver = {};
+        return o;
+      }
+    }
+  }
+  if (memo_hit) *memo_hit = false;
+
+  const Topology& t = topology_;
+  FlowSet fs;
+  std::vector<uint8_t> network;       // per sub-flow
+  std::vector<uint32_t> transfer_of;  // per sub-flow: index of its StepFlow
+  subflows(flows, {}, &fs, &transfer_of, &network);
+  const int qps = router_.config().qps_per_connection;
+  const double nvlink_gbps = options_.nvlink_busbw_gbs * kBitsPerByte;
 
   const RateSolution sol = solver_.solve_rates(capacity_gbps_, fs);
 

@@ -274,6 +274,17 @@ class CollectiveSimulator {
   // benchmarks and for callers that build their own patterns.
   StepOutcome solve_step(std::span<const StepFlow> flows, bool* memo_hit = nullptr);
 
+  // The sub-flows solve_step hands the solver for `flows` (paths through the
+  // Router's ECMP per QP, NIC and NVLink caps), flow k starting at start_s[k]
+  // (all at 0 when empty): for callers that solve them another way, e.g.
+  // over time or with SimGrid (sim/network_crosscheck.h). transfer_of[j] is
+  // the index in `flows` of sub-flow j; network[j] is 1 for a fabric sub-flow,
+  // 0 for NVLink. Throws std::invalid_argument as solve_step does.
+  void subflows(std::span<const StepFlow> flows, std::span<const double> start_s, FlowSet* out,
+                std::vector<uint32_t>* transfer_of, std::vector<uint8_t>* network) const;
+  // Link capacities the solver uses (NIC-ToR links limited to the NIC busbw).
+  const std::vector<double>& link_capacity_gbps() const { return capacity_gbps_; }
+
   void clear_cache();
   std::size_t cache_entries() const;
 

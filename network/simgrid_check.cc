@@ -132,11 +132,16 @@ void run_simgrid(std::span<const double> capacity_gbps, const FlowSet& flows, co
                    [&](std::size_t a, std::size_t b) { return flows.start_s(a) < flows.start_s(b); });
   std::vector<sg::s4u::CommPtr> comm(F);
   out.completion_s.assign(F, 0.0);
+  // SimGrid's clock is a process-wide static that a new Engine does not reset (a
+  // process that ran the event simulator, sim/event_engine.h, before forking this
+  // child starts later than 0): flow times are taken relative to it.
+  const double origin_s = sg::s4u::Engine::get_clock();
   sg::s4u::Actor::create("controller", sink, [&] {
     std::vector<sg::s4u::CommPtr> started;
     started.reserve(F);
     for (std::size_t f : order) {
-      if (flows.start_s(f) > sg::s4u::Engine::get_clock()) sg::s4u::this_actor::sleep_until(flows.start_s(f));
+      const double at_s = origin_s + flows.start_s(f);
+      if (at_s > sg::s4u::Engine::get_clock()) sg::s4u::this_actor::sleep_until(at_s);
       const auto bytes = static_cast<std::uint64_t>(std::llround(flows.bytes(f)));
       if (bytes == 0) continue;  // completes at its start; SimGrid would not start it
       // set_destination starts a host-to-host Comm once both ends are known.
@@ -154,7 +159,7 @@ void run_simgrid(std::span<const double> capacity_gbps, const FlowSet& flows, co
   engine.run();
   out.run_wall_s = std::chrono::duration<double>(Clock::now() - t_run).count();
   for (std::size_t f = 0; f < F; ++f)
-    out.completion_s[f] = comm[f] ? comm[f]->get_finish_time() : flows.start_s(f);
+    out.completion_s[f] = comm[f] ? comm[f]->get_finish_time() - origin_s : flows.start_s(f);
 }
 
 // Pipe protocol: status (u64: 0 ok, 1 error), then for ok: flows (u64),

@@ -30,6 +30,15 @@ double chunk_params(const model::Scenario& s, int r, int c) {
   return params;
 }
 
+}  // namespace
+
+double dp_payload_bytes(const model::Scenario& s, int pp_rank, int chunk, model::OpKind kind) {
+  const double params = chunk_params(s, pp_rank, chunk);
+  return kind == model::OpKind::kDpAllGather ? params * kParamBytes : params * kGradBytes;
+}
+
+namespace {
+
 void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTimes* t) {
   const model::ParallelConfig& p = s.parallel;
   const model::ParallelLinks link = model::parallel_links(s, model::gpu_profile(s.hardware.gpu));

@@ -180,8 +180,16 @@ class Run {
 std::unique_ptr<sg::Engine> new_engine() {
   // Only critical messages; the kernel's deadlock report (expected after an
   // injected host failure, and otherwise caught by the all-done check) to /dev/null.
-  std::vector<std::string> args = {"megascale-sim", "--log=root.thres:critical",
-                                   "--log=ker_engine.app:file:/dev/null", "--cfg=contexts/stack-size:256"};
+  // The network model is unused here, but SimGrid keeps the configuration of the
+  // first Engine of a process: the flags network/simgrid_check.h needs (plain
+  // max-min, no cross-traffic) are set now so that a later SimGrid cross-check in
+  // a forked child (sim/network_crosscheck.h) gets them.
+  std::vector<std::string> args = {"megascale-sim",
+                                   "--log=root.thres:critical",
+                                   "--log=ker_engine.app:file:/dev/null",
+                                   "--cfg=contexts/stack-size:256",
+                                   "--cfg=network/model:CM02",
+                                   "--cfg=network/crosstraffic:0"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

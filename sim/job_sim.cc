@@ -53,7 +53,7 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
     const EventTimeline t = run_events(
         out.schedule, static_cast<int>(choice.replicas.size()),
         [&](int i, int r, const model::Op& op) { return costs.duration_s(r, op, factor(i, r)); },
-        EventOptions{o.share_nic});
+        EventOptions{o.share_nic, std::nullopt});
     const std::vector<PathSegment> path = critical_path(out.schedule, t);
     std::vector<std::vector<OpParts>> busy_parts(choice.replicas.size());
     for (size_t i = 0; i < choice.replicas.size(); ++i)

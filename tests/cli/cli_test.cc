@@ -219,6 +219,20 @@ TEST_F(CliTest, SimulateAFailedGpu) {
   }
 }
 
+// --simgrid-check re-times the step's transfers with SimGrid's network model.
+TEST_F(CliTest, SimulateSimGridCheck) {
+  const RunResult r = run_megascale({"simulate", kSmall, "--simgrid-check", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const size_t at = r.out.find("\"simgrid_check\": {");
+  ASSERT_NE(at, std::string::npos) << dump(r);
+  const double event = number_after(r.out, "event_step_s", at);
+  const double simgrid = number_after(r.out, "simgrid_step_s", at);
+  EXPECT_NEAR(simgrid, event, 0.02 * event) << dump(r);
+  EXPECT_GT(number_after(r.out, "flows", at), 0.0);
+  const RunResult bad = run_megascale({"simulate", kSmall, "--simgrid-check", "--fidelity", "analytical"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+}
+
 TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   const RunResult r = run_megascale({"compare", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
