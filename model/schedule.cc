@@ -282,8 +282,6 @@ class RankBuilder {
   int last_backward_ = -1;
 };
 
-bool is_send(OpKind k) { return k == OpKind::kSendActivation || k == OpKind::kSendGradient; }
-bool is_recv(OpKind k) { return k == OpKind::kRecvActivation || k == OpKind::kRecvGradient; }
 
 // Second pass: every receive's `match` is the index of the send of the same
 // (kind, micro-batch) from the neighbouring virtual stage.

@@ -57,6 +57,13 @@ enum class Stream {
 };
 
 const char* to_string(OpKind k);
+
+// Kinds of op: a pipeline send / receive; a data-parallel collective.
+inline bool is_send(OpKind k) { return k == OpKind::kSendActivation || k == OpKind::kSendGradient; }
+inline bool is_recv(OpKind k) { return k == OpKind::kRecvActivation || k == OpKind::kRecvGradient; }
+inline bool is_dp_collective(OpKind k) {
+  return k == OpKind::kDpAllGather || k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
+}
 const char* to_string(Stream s);
 
 struct Op {

@@ -11,10 +11,6 @@ namespace {
 using model::Op;
 using model::OpKind;
 
-bool is_recv(OpKind k) { return k == OpKind::kRecvActivation || k == OpKind::kRecvGradient; }
-bool is_dp(OpKind k) {
-  return k == OpKind::kDpAllGather || k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
-}
 
 // [rank][op] -> previous op on the same stream of the rank, or -1.
 std::vector<std::vector<int>> stream_predecessors(const model::Schedule& s) {
@@ -56,12 +52,12 @@ std::vector<PathSegment> critical_path(const model::Schedule& s, const EventTime
     const Op& o = s.ranks[rank].ops[op];
     double start = t.at(rep, rank, op).start_s;
     const double end = t.at(rep, rank, op).end_s;
-    if (is_recv(o.kind) && end > start + eps) {
+    if (model::is_recv(o.kind) && end > start + eps) {
       rank = o.peer;
       op = o.match;
       continue;
     }
-    if (is_dp(o.kind) && t.replicas > 1) {
+    if (model::is_dp_collective(o.kind) && t.replicas > 1) {
       for (int q = 0; q < t.replicas; ++q) {
         if (t.at(q, rank, op).start_s > start) {
           start = t.at(q, rank, op).start_s;

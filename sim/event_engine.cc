@@ -22,11 +22,6 @@ using model::Stream;
 
 constexpr int kStreams = static_cast<int>(Stream::kDpComm) + 1;
 
-bool is_recv(OpKind k) { return k == OpKind::kRecvActivation || k == OpKind::kRecvGradient; }
-bool is_dp(OpKind k) {
-  return k == OpKind::kDpAllGather || k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
-}
-bool is_send(OpKind k) { return k == OpKind::kSendActivation || k == OpKind::kSendGradient; }
 
 std::string describe(const model::Schedule& s, int replica, int rank, int index) {
   const Op& op = s.ranks[rank].ops[index];
@@ -97,9 +92,9 @@ class Run {
       for (int dep : op.deps) wait_for(actor, id(replica, rank, dep));
       start_s_[me] = now_s();
       started_[me] = 1;
-      if (is_recv(op.kind)) {
+      if (model::is_recv(op.kind)) {
         wait_for(actor, id(replica, op.peer, op.match));
-      } else if (is_dp(op.kind) && replicas_ > 1) {
+      } else if (model::is_dp_collective(op.kind) && replicas_ > 1) {
         Rendezvous& rdv = rendezvous_[rank_offset_[rank] + index];
         if (++rdv.arrived < replicas_) {
           while (!rdv.done) {
@@ -112,7 +107,7 @@ class Run {
           for (int w : rdv.waiters) wake_[w]->release();
           rdv.waiters.clear();
         }
-      } else if (is_dp(op.kind) || is_send(op.kind)) {
+      } else if (model::is_dp_collective(op.kind) || model::is_send(op.kind)) {
         transfer(replica, rank, duration_s_[me]);
       } else {
         sleep(duration_s_[me]);
@@ -232,7 +227,7 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
     for (int r = 0; r < ranks; ++r) {
       const std::vector<Op>& ops = s.ranks[r].ops;
       for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-        const double d = is_recv(ops[i].kind) ? 0.0 : duration(rep, r, ops[i]);
+        const double d = model::is_recv(ops[i].kind) ? 0.0 : duration(rep, r, ops[i]);
         if (!(d >= 0) || !std::isfinite(d))
           throw std::invalid_argument("run_events: duration of " + describe(s, rep, r, i) +
                                       " is negative or not finite");

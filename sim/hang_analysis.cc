@@ -13,10 +13,6 @@ using model::OpKind;
 
 constexpr int kStreams = static_cast<int>(model::Stream::kDpComm) + 1;
 
-bool is_recv(OpKind k) { return k == OpKind::kRecvActivation || k == OpKind::kRecvGradient; }
-bool is_dp(OpKind k) {
-  return k == OpKind::kDpAllGather || k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
-}
 
 std::string op_name(const Op& op) {
   std::string out = model::to_string(op.kind);
@@ -37,10 +33,10 @@ Reason reason_of(const model::Schedule& s, const EventTimeline& t, int replica, 
     const Op& op = s.ranks[rank].ops[index];
     const OpState st = t.state[replica][rank][index];
     if (st == OpState::kStarted) {
-      if (is_recv(op.kind)) {
+      if (model::is_recv(op.kind)) {
         return {{{replica, op.peer}}, op_name(op) + " from pp rank " + std::to_string(op.peer)};
       }
-      if (is_dp(op.kind)) {
+      if (model::is_dp_collective(op.kind)) {
         Reason r;
         for (int j = 0; j < t.replicas; ++j)
           if (j != replica && t.state[j][rank][index] == OpState::kNotStarted) r.targets.push_back({j, rank});

@@ -26,10 +26,6 @@ namespace {
 using model::Op;
 using model::OpKind;
 
-bool is_send(OpKind k) { return k == OpKind::kSendActivation || k == OpKind::kSendGradient; }
-bool is_dp(OpKind k) {
-  return k == OpKind::kDpAllGather || k == OpKind::kDpReduceScatter || k == OpKind::kDpAllReduce;
-}
 
 // A communication op of the step: a send of one replica, or a DP collective of
 // all replicas (replica = -1).
@@ -129,7 +125,7 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
       const std::vector<Op>& list = schedule.ranks[r].ops;
       for (int k = 0; k < static_cast<int>(list.size()); ++k) {
         const Op& op = list[k];
-        if (is_send(op.kind)) {
+        if (model::is_send(op.kind)) {
           for (int i = 0; i < n; ++i) {
             const model::OpTiming& at = t.at(i, r, k);
             ops.push_back({i, r, k, at.start_s, at.end_s - at.start_s});
@@ -142,7 +138,7 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
               op_of.push_back(ops.size() - 1);
             }
           }
-        } else if (is_dp(op.kind) && n > 1) {
+        } else if (model::is_dp_collective(op.kind) && n > 1) {
           double start = 0, end = 0;
           for (int i = 0; i < n; ++i) {
             start = std::max(start, t.at(i, r, k).start_s);
