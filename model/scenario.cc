@@ -9,6 +9,7 @@
 
 #include <toml++/toml.h>
 
+#include "model/hardware.h"
 #include "model/scenario_overrides.h"
 
 #include <algorithm>
@@ -429,8 +430,11 @@ constexpr std::string_view kHardwareKeys[] = {"gpu", "gpus_per_node", "nics_per_
 HardwareConfig read_hardware(const Section& s) {
   s.reject_unknown_keys(kHardwareKeys);
   HardwareConfig hw;
-  // The name is checked against the known profiles by model/hardware.h at use.
-  hw.gpu = s.string("gpu").value_or(hw.gpu);
+  // A built-in profile (model/hardware.h), or "cpu" for the real CPU trainer.
+  std::vector<std::string> names = gpu_profile_names();
+  names.push_back("cpu");
+  const std::vector<std::string_view> allowed(names.begin(), names.end());
+  hw.gpu = s.choice("gpu", allowed).value_or(hw.gpu);
   hw.gpus_per_node = s.integer("gpus_per_node", 1).value_or(hw.gpus_per_node);
   hw.nics_per_node = s.integer("nics_per_node", 1).value_or(hw.nics_per_node);
   hw.nic_gbps = s.positive_number("nic_gbps").value_or(hw.nic_gbps);

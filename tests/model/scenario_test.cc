@@ -814,5 +814,12 @@ TEST(ConfigTest, MeanKeysPerQueryMatchesBruteForce) {
   }
 }
 
+TEST(ScenarioErrorTest, UnknownGpuProfileIsNamedAtItsLine) {
+  expect_error(std::string(kValid) + "[hardware]\ngpu = \"V100\"\n", 14, "hardware.gpu", "not allowed");
+  EXPECT_EQ(parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n", "t.toml").hardware.gpu, "cpu");
+  EXPECT_EQ(parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n", "t.toml").hardware.gpu,
+            "H200-SXM-141GB");
+}
+
 }  // namespace
 }  // namespace megascale::model
