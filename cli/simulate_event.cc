@@ -316,7 +316,9 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
     out << json << "\n";
   } else {
     out << event_text(res, o, res.wall_s, files);
-    if (check) {
+    if (check && check->flows == 0) {
+      out << "  SimGrid cross-check: no transfer crosses the fabric (PP 1 and DP 1)\n";
+    } else if (check) {
       out << line("  SimGrid cross-check (every replica, %.0f rounds, %.0f flows, %.2f s):\n", check->rounds,
                   static_cast<double>(check->flows), check->wall_s);
       out << line("    step: event %.4f s, with SimGrid's transfer times %.4f s (%+.2f%%)\n", check->event_step_s,

@@ -186,6 +186,7 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
       throw std::invalid_argument("network_crosscheck: " + std::to_string(flows.size()) +
                                   " flows, more than the " + std::to_string(options.max_flows) +
                                   " this check allows (use a smaller job or fewer micro-batches)");
+    if (flows.empty()) break;  // no pipeline and no DP: nothing crosses the fabric
     const network::SimGridResult sg = network::simgrid_completion_times(fabric.link_capacity_gbps(), flows);
     out.simgrid_wall_s += sg.build_wall_s + sg.run_wall_s;
     out.flows = flows.size();
