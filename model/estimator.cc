@@ -41,9 +41,9 @@ CollectiveKind collective_kind(LayerStepKind k) {
 // SMs the kernel leaves); splitting lowers the GEMM's own efficiency (computed
 // from the smaller shape). The implementation picks the chunk count (2, 4 or tp)
 // that is fastest, or runs unfused when that is faster.
+// `shared`: `gpu` less the SMs the collective holds (without_comm_sms).
 double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s, CommSide side,
-                     int tp, const GpuProfile& gpu) {
-  const GpuProfile shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+                     int tp, const GpuProfile& gpu, const GpuProfile& shared) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
     return backward_dgrad ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k);
   };
@@ -91,6 +91,7 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
   std::vector<StepTime> out;
   out.reserve(program.size());
   const bool overlap = s.optimizations.tp_overlap;
+  const GpuProfile shared = overlap ? without_comm_sms(gpu, gpu.nccl_nvlink_ctas) : GpuProfile{};
   for (const LayerStep& step : program) {
     const bool as_forward = !backward || step.recompute;
     StepTime st;
@@ -106,7 +107,7 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
                        ? std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, st.collective_s,
                                                      step.kind == LayerStepKind::kTpAllGather ? CommSide::kBefore
                                                                                               : CommSide::kAfter,
-                                                     s.parallel.tp, gpu))
+                                                     s.parallel.tp, gpu, shared))
                        : st.collective_s;
     }
     out.push_back(std::move(st));

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstdint>
+#include <unordered_map>
 #include <cmath>
 #include <stdexcept>
 
@@ -136,6 +139,46 @@ double gemm_compute_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int6
   return best_s;
 }
 
+// gemm_compute_time_s remembered per thread: a search evaluates the same few
+// GEMM shapes for thousands of layouts. The key is every input the result
+// depends on; the table is emptied when it grows past kGemmMemoEntries.
+constexpr size_t kGemmMemoEntries = 1 << 14;
+
+struct GemmKey {
+  int sm_count;
+  double peak, max_efficiency, hbm_gbs, hbm_efficiency;
+  int64_t batch, m, n, k;
+  bool operator==(const GemmKey&) const = default;
+};
+
+struct GemmKeyHash {
+  size_t operator()(const GemmKey& g) const {
+    uint64_t h = 1469598103934665603ULL;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+    mix(static_cast<uint64_t>(g.sm_count));
+    mix(std::bit_cast<uint64_t>(g.peak));
+    mix(std::bit_cast<uint64_t>(g.max_efficiency));
+    mix(std::bit_cast<uint64_t>(g.hbm_gbs));
+    mix(std::bit_cast<uint64_t>(g.hbm_efficiency));
+    mix(static_cast<uint64_t>(g.batch));
+    mix(static_cast<uint64_t>(g.m));
+    mix(static_cast<uint64_t>(g.n));
+    mix(static_cast<uint64_t>(g.k));
+    return static_cast<size_t>(h);
+  }
+};
+
+double gemm_compute_time_memo_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  thread_local std::unordered_map<GemmKey, double, GemmKeyHash> memo;
+  const GemmKey key{gpu.sm_count, gpu.peak_bf16_tflops, gpu.max_gemm_efficiency, gpu.hbm_gbs, gpu.hbm_efficiency,
+                    batch, m, n, k};
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= kGemmMemoEntries) memo.clear();
+  const double s = gemm_compute_time_s(gpu, batch, m, n, k);
+  memo.emplace(key, s);
+  return s;
+}
+
 }  // namespace
 
 const GpuProfile& gpu_profile(const std::string& name) {
@@ -158,7 +201,7 @@ double nic_busbw_gbs(double nic_gbps) { return nic_gbps / 8.0 * kNicProtocolEffi
 double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n,
                            int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0.0;
-  const double compute_s = gemm_compute_time_s(gpu, batch, m, n, k);
+  const double compute_s = gemm_compute_time_memo_s(gpu, batch, m, n, k);
   const double bytes = 2.0 * batch * (static_cast<double>(m) * k + static_cast<double>(k) * n +
                                       static_cast<double>(m) * n);
   const double memory_s = memory_time_s(gpu, bytes);
