@@ -197,6 +197,15 @@ EventEstimator& event_estimator_slot() {
 void register_event_estimator(EventEstimator fn) { event_estimator_slot() = fn; }
 EventEstimator event_estimator() { return event_estimator_slot(); }
 
+namespace {
+StragglerCost& straggler_cost_slot() {
+  static StragglerCost slot = nullptr;
+  return slot;
+}
+}  // namespace
+void register_straggler_cost(StragglerCost fn) { straggler_cost_slot() = fn; }
+StragglerCost straggler_cost() { return straggler_cost_slot(); }
+
 int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "simulate", [&] {
     const std::set<std::string> event_only = {"--trace", "--heatmap", "--steps", "--jitter", "--seed",
@@ -439,7 +448,8 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
         JsonObject j;
         j.add("case", row.case_name).add("table", row.table).add("metric", row.metric);
         j.add("published", row.published).add("predicted", row.predicted).add("error", row.error);
-        j.add("fidelity", r.fidelity).add("analytical", row.analytical);
+        j.add("fidelity", r.fidelity);
+        if (row.has_analytical) j.add("analytical", row.analytical);
         items.push_back(j.str());
       }
       out << json_array(items) << "\n";

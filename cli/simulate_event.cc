@@ -17,6 +17,7 @@
 #include "sim/heatmap.h"
 #include "sim/job_sim.h"
 #include "sim/network_crosscheck.h"
+#include "sim/op_costs.h"
 #include "sim/trace_writer.h"
 
 namespace megascale::cli {
@@ -338,7 +339,30 @@ model::Estimate estimate_event(const model::Scenario& s) {
   return sim::simulate_job(s, sim_options(s, r)).estimate;
 }
 
-const bool registered = (register_event_simulator(&simulate_event), register_event_estimator(&estimate_event), true);
+double straggler_cost_event(const model::Scenario& s, double machine_fraction, double forward_slowdown, int seeds) {
+  const model::Estimate e = model::estimate(s);
+  const sim::OpCosts costs(s, e, sim::comm_times(s, e, sim::CommModel::kZero, nullptr));
+  double forward = 0, total = 0;
+  for (int r = 0; r < s.parallel.pp; ++r) {
+    forward += costs.forward_busy_s(r);
+    total += costs.forward_busy_s(r) + costs.backward_busy_s(r);
+  }
+  EventRequest r;  // defaults: network communication, one step, no jitter
+  double lost = 0;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    sim::SimOptions o = sim_options(s, r);
+    o.trace_step = -1;
+    o.variability.seed = static_cast<uint64_t>(seed);
+    const double clean = sim::simulate_job(s, o).estimate.mfu;
+    o.variability.stragglers.machine_fraction = machine_fraction;
+    o.variability.stragglers.factor = 1.0 + forward_slowdown * forward / total;
+    lost += clean - sim::simulate_job(s, o).estimate.mfu;
+  }
+  return lost / seeds;
+}
+
+const bool registered = (register_event_simulator(&simulate_event), register_event_estimator(&estimate_event),
+                         register_straggler_cost(&straggler_cost_event), true);
 
 }  // namespace
 }  // namespace megascale::cli

@@ -58,4 +58,14 @@ using EventEstimator = model::Estimate (*)(const model::Scenario& s);
 void register_event_estimator(EventEstimator fn);
 EventEstimator event_estimator();  // nullptr when this binary has none
 
+// MFU (fraction) that computational stragglers cost at event level: the mean over
+// seeds 1..`seeds` of (MFU without - MFU with) `machine_fraction` of the machines
+// slower by `forward_slowdown` in the forward pass (a micro-batch then slower by
+// forward_slowdown x the forward's share of its compute). Used by `validate`
+// against MegaScale's ~0.7% MFU gained by removing such stragglers.
+using StragglerCost = double (*)(const model::Scenario& s, double machine_fraction, double forward_slowdown,
+                                 int seeds);
+void register_straggler_cost(StragglerCost fn);
+StragglerCost straggler_cost();  // nullptr when this binary has none
+
 }  // namespace megascale::cli

@@ -31,7 +31,8 @@ struct ValidationRow {
   double published = 0;
   double predicted = 0;   // by the report's fidelity
   double error = 0;       // predicted - published (MFU in fraction units)
-  double analytical = 0;  // the analytical fidelity's value (always computed)
+  double analytical = 0;  // the analytical fidelity's value
+  bool has_analytical = true;  // false where the closed form has no answer (stragglers)
 };
 
 struct ValidationSummary {
