@@ -73,6 +73,20 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
   const int ranks = p.pp;
   const int n = p.dp;
 
+  // Refuse before simulating anything when the flow set would be too large:
+  // every send is TP flows, every DP collective TP x DP, each of `qps` sub-flows.
+  {
+    size_t per_replica = 0;
+    for (const model::RankSchedule& rank : schedule.ranks)
+      for (const Op& op : rank.ops)
+        per_replica += model::is_send(op.kind) || (model::is_dp_collective(op.kind) && n > 1) ? 1 : 0;
+    const size_t estimate = per_replica * static_cast<size_t>(n) * static_cast<size_t>(p.tp) *
+                            static_cast<size_t>(std::max(1, o.fabric->ecmp.qps_per_connection));
+    if (estimate > options.max_flows)
+      throw std::invalid_argument("network_crosscheck: ~" + std::to_string(estimate) +
+                                  " flows, more than the " + std::to_string(options.max_flows) +
+                                  " this check allows (use a smaller job or fewer micro-batches)");
+  }
   const network::Topology topology = network::Topology::build(o.fabric->spec);
   const network::Router router(topology, o.fabric->ecmp);
   network::CollectiveSimulator fabric(topology, router, o.fabric->collectives);
