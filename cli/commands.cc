@@ -73,8 +73,11 @@ std::vector<int> int_list(const ParsedArgs& p, const std::string& name) {
   return out;
 }
 
-EventSimulator& event_simulator_slot() {
-  static EventSimulator fn = nullptr;
+// The hook a function-pointer type is registered under (simulate_event.h): one
+// slot per type, filled at static initialisation by the `megascale` executable.
+template <class Fn>
+Fn& hook_slot() {
+  static Fn fn = nullptr;
   return fn;
 }
 
@@ -185,26 +188,13 @@ std::string usage() {
          "2 bad input.\n";
 }
 
-void register_event_simulator(EventSimulator fn) { event_simulator_slot() = fn; }
-EventSimulator event_simulator() { return event_simulator_slot(); }
+void register_event_simulator(EventSimulator fn) { hook_slot<EventSimulator>() = fn; }
+EventSimulator event_simulator() { return hook_slot<EventSimulator>(); }
 
-namespace {
-EventEstimator& event_estimator_slot() {
-  static EventEstimator slot = nullptr;
-  return slot;
-}
-}  // namespace
-void register_event_estimator(EventEstimator fn) { event_estimator_slot() = fn; }
-EventEstimator event_estimator() { return event_estimator_slot(); }
-
-namespace {
-StragglerCost& straggler_cost_slot() {
-  static StragglerCost slot = nullptr;
-  return slot;
-}
-}  // namespace
-void register_straggler_cost(StragglerCost fn) { straggler_cost_slot() = fn; }
-StragglerCost straggler_cost() { return straggler_cost_slot(); }
+void register_event_estimator(EventEstimator fn) { hook_slot<EventEstimator>() = fn; }
+EventEstimator event_estimator() { return hook_slot<EventEstimator>(); }
+void register_straggler_cost(StragglerCost fn) { hook_slot<StragglerCost>() = fn; }
+StragglerCost straggler_cost() { return hook_slot<StragglerCost>(); }
 
 int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "simulate", [&] {

@@ -45,8 +45,9 @@ double fused_pair_time_s(int chunks, double piece_s, double piece_shared_s, doub
   std::vector<Interval> busy;
   double end_s = 0;
   if (side == CommSide::kBefore) {
-    // Communication pieces back to back from 0; piece i computes after its data.
-    for (int i = 0; i < n; ++i) busy.push_back({i * c, (i + 1) * c});
+    // Communication pieces back to back from 0 (in flight throughout [0, n c]);
+    // piece i computes once its data has arrived.
+    busy.push_back({0.0, n * c});
     double t = 0;
     for (int i = 0; i < n; ++i) {
       t = advance_piece(std::max(t, (i + 1) * c), piece_s, piece_shared_s, busy);

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstdint>
-#include <unordered_map>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace megascale::model {
 namespace {

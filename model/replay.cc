@@ -32,7 +32,6 @@ struct OpGraph {
   std::vector<int> untimed_predecessors;     // [id]
 };
 
-
 OpKind send_kind_for(OpKind recv) {
   return recv == OpKind::kRecvActivation ? OpKind::kSendActivation : OpKind::kSendGradient;
 }

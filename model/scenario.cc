@@ -9,9 +9,6 @@
 
 #include <toml++/toml.h>
 
-#include "model/hardware.h"
-#include "model/scenario_overrides.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -24,6 +21,9 @@
 #include <sstream>
 #include <utility>
 #include <vector>
+
+#include "model/hardware.h"
+#include "model/scenario_overrides.h"
 
 namespace megascale::model {
 

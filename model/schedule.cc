@@ -282,7 +282,6 @@ class RankBuilder {
   int last_backward_ = -1;
 };
 
-
 // Second pass: every receive's `match` is the index of the send of the same
 // (kind, micro-batch) from the neighbouring virtual stage.
 void match_receives(std::vector<RankSchedule>& ranks, const ScheduleOptions& o) {

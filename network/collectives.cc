@@ -381,7 +381,6 @@ void CollectiveSimulator::subflows(std::span<const StepFlow> flows, std::span<co
       transfer_of->push_back(static_cast<uint32_t>(k));
     }
   }
-
 }
 
 StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, bool* memo_hit) {

@@ -22,7 +22,6 @@ using model::Stream;
 
 constexpr int kStreams = static_cast<int>(Stream::kDpComm) + 1;
 
-
 std::string describe(const model::Schedule& s, int replica, int rank, int index) {
   const Op& op = s.ranks[rank].ops[index];
   return "replica " + std::to_string(replica) + " pp rank " + std::to_string(rank) + " op " +

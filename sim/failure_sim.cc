@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/job_schedule.h"
 #include "sim/op_costs.h"
 #include "sim/trace_writer.h"
 #include "sim/variability.h"
@@ -20,9 +19,6 @@ FailureResult simulate_failure(const model::Scenario& s, const SimOptions& o, in
                                 std::to_string(p.gpus() - 1) + ")");
   if (!(at_s >= 0) || !std::isfinite(at_s))
     throw std::invalid_argument("--fail-at: the failure time must be >= 0 seconds into the step");
-  if (o.max_replicas < 1) throw std::invalid_argument("simulate_failure: max_replicas must be >= 1");
-  if (o.comm == CommModel::kNetwork && !o.fabric)
-    throw std::invalid_argument("simulate_failure: the network communication model needs a fabric");
 
   FailureResult out;
   out.gpu = gpu;
@@ -32,12 +28,10 @@ FailureResult simulate_failure(const model::Scenario& s, const SimOptions& o, in
   out.dp_replica = (gpu / p.tp) % p.dp;
   out.pp_rank = gpu / (p.tp * p.dp);
 
-  const model::Estimate analytical = model::estimate(s);
-  const Variability variability(s, o.variability);
-  const CommTimes comm = comm_times(s, analytical, o.comm, o.fabric ? &*o.fabric : nullptr);
-  const OpCosts costs(s, analytical, comm);
-  const model::Schedule schedule = model::build_job_schedule(s);
-  const StepFactors f = variability.step(0);
+  const JobInputs in(s, o);
+  const OpCosts& costs = in.costs;
+  const model::Schedule& schedule = in.schedule;
+  const StepFactors f = in.variability.step(0);
 
   // The most gating replicas, with the failed one among them and, when DP > 1,
   // at least one other.

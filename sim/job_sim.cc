@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "model/job_schedule.h"
 #include "model/op_cost.h"
@@ -24,22 +25,34 @@ void add(model::TimeBreakdown* sum, const model::TimeBreakdown& b, double w) {
   sum->optimizer_s += w * b.optimizer_s;
 }
 
+const SimOptions& checked(const SimOptions& o) {
+  if (o.max_replicas < 1) throw std::invalid_argument("event simulation: max_replicas must be >= 1");
+  if (o.comm == CommModel::kNetwork && !o.fabric)
+    throw std::invalid_argument("event simulation: the network communication model needs a fabric");
+  return o;
+}
+
 }  // namespace
+
+JobInputs::JobInputs(const model::Scenario& s, const SimOptions& o)
+    : analytical(model::estimate(s)),
+      variability(s, checked(o).variability),
+      comm(comm_times(s, analytical, o.comm, o.fabric ? &*o.fabric : nullptr)),
+      costs(s, analytical, comm),
+      schedule(model::build_job_schedule(s)) {}
 
 JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
   if (o.steps < 1) throw std::invalid_argument("simulate_job: steps must be >= 1");
-  if (o.max_replicas < 1) throw std::invalid_argument("simulate_job: max_replicas must be >= 1");
-  if (o.comm == CommModel::kNetwork && !o.fabric)
-    throw std::invalid_argument("simulate_job: the network communication model needs a fabric");
   const auto t0 = std::chrono::steady_clock::now();
 
+  JobInputs in(s, o);
   JobResult out;
   out.scenario = s;
-  out.analytical = model::estimate(s);
-  const Variability variability(s, o.variability);
-  out.comm = comm_times(s, out.analytical, o.comm, o.fabric ? &*o.fabric : nullptr);
-  const OpCosts costs(s, out.analytical, out.comm);
-  out.schedule = model::build_job_schedule(s);
+  out.analytical = in.analytical;
+  out.comm = in.comm;
+  out.schedule = std::move(in.schedule);  // the run uses out.schedule from here
+  const Variability& variability = in.variability;
+  const OpCosts& costs = in.costs;
   const std::vector<double> busy = costs.busy_s();
   const model::ParallelConfig& p = s.parallel;
 

@@ -45,6 +45,7 @@
 #include "model/schedule.h"
 #include "sim/comm_costs.h"
 #include "sim/event_engine.h"
+#include "sim/op_costs.h"
 #include "sim/trace_writer.h"
 #include "sim/variability.h"
 
@@ -94,9 +95,22 @@ struct JobResult {
   double wall_s = 0;  // the simulator's own run time (comm + all steps)
 };
 
-// Throws std::invalid_argument for bad options (steps < 1, max_replicas < 1,
-// kNetwork without a fabric, bad straggler/jitter values), and what
+// What every event-level run of a scenario starts from (simulate_job, and
+// sim/failure_sim.h, sim/network_crosscheck.h): the closed form the compute
+// durations come from, the compute-speed model, the communication times, the
+// op costs and the Schedule IR. Throws std::invalid_argument for max_replicas < 1,
+// kNetwork without a fabric or bad straggler / jitter values, and what
 // model::estimate / network/ throw for an invalid scenario or fabric.
+struct JobInputs {
+  JobInputs(const model::Scenario& s, const SimOptions& o);
+  model::Estimate analytical;
+  Variability variability;
+  CommTimes comm;
+  OpCosts costs;
+  model::Schedule schedule;
+};
+
+// Throws std::invalid_argument for steps < 1, and what JobInputs throws.
 JobResult simulate_job(const model::Scenario& s, const SimOptions& o);
 
 // The figure each ranked heat-map row / trace rank is labelled with: the global

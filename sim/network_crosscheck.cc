@@ -3,16 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "model/job_schedule.h"
 #include "network/collectives.h"
 #include "network/simgrid_check.h"
 #include "sim/comm_costs.h"
@@ -64,12 +64,10 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
                                 std::to_string(o.max_replicas) + " < DP " + std::to_string(p.dp) + ")");
   if (options.rounds < 1) throw std::invalid_argument("network_crosscheck: rounds must be >= 1");
 
-  const model::Estimate analytical = model::estimate(s);
-  const Variability variability(s, o.variability);
-  const CommTimes comm = comm_times(s, analytical, o.comm, &*o.fabric);
-  const OpCosts costs(s, analytical, comm);
-  const model::Schedule schedule = model::build_job_schedule(s);
-  const StepFactors f = variability.step(0);
+  const JobInputs in(s, o);
+  const OpCosts& costs = in.costs;
+  const model::Schedule& schedule = in.schedule;
+  const StepFactors f = in.variability.step(0);
   const int ranks = p.pp;
   const int n = p.dp;
 
@@ -108,9 +106,9 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
   const EventOptions retimed_run{false, std::nullopt};
 
   // NCCL latency of the DP collective (rank, kind, bytes), from network/'s run.
-  std::map<std::pair<int, double>, double> dp_latency;
+  std::map<std::tuple<int, OpKind, double>, double> dp_latency;
   auto collective_latency_s = [&](int rank, OpKind kind, double bytes) {
-    const auto key = std::make_pair(static_cast<int>(kind) * 1000000 + rank, bytes);
+    const auto key = std::make_tuple(rank, kind, bytes);
     if (auto it = dp_latency.find(key); it != dp_latency.end()) return it->second;
     network::CollectiveRequest req;
     req.op = kind == OpKind::kDpAllGather       ? network::CollectiveOp::kAllGather

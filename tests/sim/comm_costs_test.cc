@@ -8,27 +8,17 @@
 
 #include "model/estimator.h"
 #include "model/scenario.h"
-#include "network/topology.h"
 #include "sim/op_costs.h"
+#include "tests/sim/scenarios.h"
 
 namespace megascale::sim {
 namespace {
 
-model::Scenario gpt175b(int pp, int vpp, int dp) {
-  model::Scenario s = model::default_scenario("megatron");
-  s.parallel.tp = 8;
-  s.parallel.pp = pp;
-  s.parallel.vpp = vpp;
-  s.parallel.dp = dp;
-  s.parallel.micro_batch = 1;
-  s.parallel.global_batch = dp * 2 * pp;
-  s.cluster.gpus = s.parallel.gpus();
-  return s;
-}
+// Megatron-LM preset, 2 x P micro-batches per replica.
+model::Scenario gpt175b(int pp, int vpp, int dp) { return testing::gpt175b("megatron", pp, vpp, dp, 2 * pp); }
 
 CommTimes network_times(const model::Scenario& s) {
-  FabricInputs f;
-  f.spec = network::megascale_clos(s.cluster.gpus);
+  const FabricInputs f = testing::megascale_fabric(s);
   return comm_times(s, model::estimate(s), CommModel::kNetwork, &f);
 }
 

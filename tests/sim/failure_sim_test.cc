@@ -13,6 +13,7 @@
 #include "model/scenario.h"
 #include "model/schedule.h"
 #include "sim/hang_analysis.h"
+#include "tests/sim/scenarios.h"
 #include "tests/sim/schedule_options.h"
 
 namespace megascale::sim {
@@ -131,12 +132,7 @@ TEST(HostFailure, BadFailuresAreErrors) {
 // The job-level path: GPU -> (DP replica, pipeline rank) in Megatron-LM's order,
 // that replica simulated, the hang localised to it.
 TEST(FailureSim, AGpuOfTheJobFailsPartWayThroughTheStep) {
-  model::Scenario s = model::default_scenario("megascale");
-  s.parallel.pp = 4;
-  s.parallel.vpp = 2;
-  s.parallel.dp = 4;
-  s.parallel.global_batch = 4 * 8;
-  s.cluster.gpus = s.parallel.gpus();  // 128
+  const model::Scenario s = testing::gpt175b("megascale", 4, 2, 4, 8);  // 128 GPUs
   SimOptions o;
   o.comm = CommModel::kAnalytical;
   o.max_replicas = 2;

@@ -15,35 +15,17 @@
 #include "network/topology.h"
 #include "sim/comm_costs.h"
 #include "sim/op_costs.h"
+#include "tests/sim/scenarios.h"
 
 namespace megascale::sim {
 namespace {
 
+using testing::gpt175b;
+using testing::network_options;
+
 double sum(const model::TimeBreakdown& b) {
   return b.data_s + b.compute_s + b.recompute_s + b.tp_exposed_s + b.bubble_s + b.pp_exposed_s +
          b.dp_exposed_s + b.optimizer_s;
-}
-
-// The 175B model of MegaScale Table 1 on tp*pp*dp GPUs, micro-batch 1.
-model::Scenario gpt175b(const std::string& preset, int pp, int vpp, int dp, int microbatches) {
-  model::Scenario s = model::default_scenario(preset);
-  s.parallel.tp = 8;
-  s.parallel.pp = pp;
-  s.parallel.vpp = vpp;
-  s.parallel.dp = dp;
-  s.parallel.micro_batch = 1;
-  s.parallel.global_batch = dp * microbatches;
-  s.cluster.gpus = s.parallel.gpus();
-  return s;
-}
-
-SimOptions network_options(const model::Scenario& s) {
-  SimOptions o;
-  o.comm = CommModel::kNetwork;
-  FabricInputs f;
-  f.spec = network::megascale_clos(s.cluster.gpus);  // A100, 8 x 200G NICs per server
-  o.fabric = f;
-  return o;
 }
 
 TEST(JobSim, ZeroCommunicationReproducesReplayOnTheSameDurations) {

@@ -8,27 +8,16 @@
 #include <stdexcept>
 
 #include "model/scenario.h"
-#include "network/topology.h"
+#include "tests/sim/scenarios.h"
 
 namespace megascale::sim {
 namespace {
 
-model::Scenario gpt175b(const char* preset, int pp, int vpp, int dp, int microbatches) {
-  model::Scenario s = model::default_scenario(preset);
-  s.parallel.pp = pp;
-  s.parallel.vpp = vpp;
-  s.parallel.dp = dp;
-  s.parallel.global_batch = dp * microbatches;
-  s.cluster.gpus = s.parallel.gpus();
-  return s;
-}
+using testing::gpt175b;
 
+// Every replica simulated, as the cross-check requires.
 SimOptions options(const model::Scenario& s) {
-  SimOptions o;
-  o.comm = CommModel::kNetwork;
-  FabricInputs f;
-  f.spec = network::megascale_clos(s.cluster.gpus);
-  o.fabric = f;
+  SimOptions o = testing::network_options(s);
   o.max_replicas = s.parallel.dp;
   return o;
 }
