@@ -21,6 +21,10 @@ pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 # Open MPI (libopenmpi-dev): CPU communication backend of the engine.
 find_package(MPI REQUIRED COMPONENTS CXX)
 
+# nlohmann-json (nlohmann-json3-dev): JSON of calibrate/ (profiles' companions,
+# reports).
+find_package(nlohmann_json 3.10 REQUIRED)
+
 # GoogleTest and Google Benchmark.
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)

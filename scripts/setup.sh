@@ -14,6 +14,7 @@ packages=(
   libhiredis-dev redis-server # Redis: rendezvous, heartbeats, monitor stream
   libgtest-dev libgmock-dev   # GoogleTest
   libbenchmark-dev            # Google Benchmark
+  nlohmann-json3-dev          # nlohmann-json: JSON read and written by calibrate/
 )
 
 missing=()
