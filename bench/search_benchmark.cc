@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "model/profile.h"
 #include "model/estimator.h"    // defines: estimate, Estimate
 #include "model/hardware.h"     // defines: gpu_profile, GpuProfile
 #include "model/memory.h"       // defines: memory_per_gpu
@@ -55,7 +56,7 @@ BENCHMARK(BM_EstimateOne);
 void BM_SearchEvaluations(benchmark::State& state) {
   const model::Scenario& s = default_megascale();
   const std::vector<model::ParallelConfig> layouts = model::enumerate_layouts(s, kPaperGpus);
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   model::Scenario trial = s;
   trial.cluster.gpus = kPaperGpus;
   int64_t valid = 0, fit = 0;

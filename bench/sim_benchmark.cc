@@ -28,6 +28,7 @@
 #include <sys/resource.h>
 
 #include "cli/fabric_config.h"  // defines: fabric_spec, ecmp_config, collective_options
+#include "model/profile.h"
 #include "model/hardware.h"
 #include "model/scenario.h"
 #include "network/congestion.h"  // defines: clear_congestion_cache
@@ -50,7 +51,7 @@ model::Scenario gpt175b(int gpus, bool megascale) {
 }
 
 sim::SimOptions options(const model::Scenario& s) {
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   sim::SimOptions o;
   o.comm = sim::CommModel::kNetwork;
   sim::FabricInputs f;

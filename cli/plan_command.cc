@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "cli/json.h"
 #include "cli/simulate_event.h"
+#include "model/profile.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
 #include "model/scenario.h"
@@ -193,7 +194,7 @@ std::vector<Assumption> assumptions_of(const model::Scenario& s) {
                label(r.storage_read_gbs == d.storage_read_gbs, assumed)});
   a.push_back({"storage_write_gbs", fmt(r.storage_write_gbs, 0) + " GB/s",
                label(r.storage_write_gbs == d.storage_write_gbs, assumed)});
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   a.push_back({"pcie_gbs", fmt(r.pcie_gbs, 0) + " GB/s per GPU",
                label(r.pcie_gbs == d.pcie_gbs, "assumption (spec-sheet PCIe peak of " + gpu.name + ": " +
                                                     fmt(gpu.pcie_gbps / 8, 1) + " GB/s)")});

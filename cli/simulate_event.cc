@@ -12,6 +12,7 @@
 #include "cli/fabric_config.h"
 #include "cli/json.h"
 #include "cli/report.h"
+#include "model/profile.h"
 #include "model/hardware.h"
 #include "sim/failure_sim.h"
 #include "sim/heatmap.h"
@@ -36,7 +37,7 @@ sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
   if (!comm) throw std::invalid_argument("--comm must be network, analytical or zero, got '" + r.comm + "'");
   o.comm = *comm;
   if (o.comm == sim::CommModel::kNetwork) {
-    const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+    const model::GpuProfile& gpu = model::hardware_profile(s);
     sim::FabricInputs f;
     f.spec = fabric_spec(s.network, s.hardware, gpu, s.cluster.gpus);
     f.ecmp = ecmp_config(s.network);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <string>
@@ -69,8 +70,15 @@ struct ParallelConfig {
   int microbatches() const { return global_batch / (dp * micro_batch); }
 };
 
+struct GpuProfile;  // model/hardware.h
+
 struct HardwareConfig {
-  std::string gpu = "A100-SXM4-80GB";  // a profile name, see model/hardware.h
+  std::string gpu = "A100-SXM4-80GB";  // a shipped profile's name (model/profile.h), or "cpu"
+  // A profile file given by `profile = "PATH"` (resolved against the scenario's
+  // directory; a --set override against the current one), or "" for the
+  // shipped profile `gpu` names. model::hardware_profile() returns the one in use.
+  std::string profile;
+  std::shared_ptr<const GpuProfile> loaded_profile;
   int gpus_per_node = 8;
   int nics_per_node = 8;
   double nic_gbps = 200.0;             // line rate of one NIC, Gb/s

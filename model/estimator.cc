@@ -1,4 +1,5 @@
 // model/estimator.cc: closed-form iteration time of a 3D-parallel configuration.
+#include "model/profile.h"
 #include "model/estimator.h"
 
 #include <algorithm>
@@ -162,7 +163,7 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
 }
 
 Estimate estimate(const Scenario& s, const HostModel& host) {
-  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  const GpuProfile& gpu = hardware_profile(s);
   const ModelConfig& m = s.model;
   const ParallelConfig& p = s.parallel;
   const Optimizations& o = s.optimizations;
@@ -289,7 +290,7 @@ Estimate estimate(const Scenario& s, const HostModel& host) {
 
   e.iteration_time_s = b.data_s + busy_s + b.bubble_s + b.pp_exposed_s + b.dp_exposed_s + b.optimizer_s;
   e.model_flops = model_flops_per_iteration(m, p.global_batch);
-  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_bf16_tflops * 1e12);
+  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_tflops * 1e12);
   e.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / e.iteration_time_s;
   e.memory = memory_per_gpu(m, p, o, gpu);
   return e;

@@ -79,7 +79,7 @@ GpuProfile without_comm_sms(const GpuProfile& gpu, int comm_ctas) {
   GpuProfile g = gpu;
   g.sm_count = std::max(1, gpu.sm_count - std::max(0, comm_ctas));
   // Peak tensor throughput is per SM: the remaining SMs have their share of it.
-  g.peak_bf16_tflops = gpu.peak_bf16_tflops * g.sm_count / gpu.sm_count;
+  g.peak_tflops = gpu.peak_tflops * g.sm_count / gpu.sm_count;
   return g;
 }
 

@@ -1,5 +1,8 @@
-// model/hardware.cc: built-in GPU profiles (with sources) and kernel-time models.
+// model/hardware.cc: kernel-time models over a profile (the profiles themselves
+// are data: calibrate/profiles/*.toml, read by model/profile.h).
 #include "model/hardware.h"
+
+#include "model/profile.h"
 
 #include <algorithm>
 #include <array>
@@ -14,75 +17,9 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-// Achievable fraction of HBM bandwidth for streaming kernels. Source: public
-// BabelStream / STREAM-copy results on A100 and H100 reach 85-92% of the spec
-// bandwidth; we use the low end because training kernels are not pure copies.
-constexpr double kHbmEfficiency = 0.85;
-
-// Minimum duration of one kernel: CUDA launch latency plus the drain of a tiny
-// grid, ~3-5 us on Ampere/Hopper (NVIDIA "CUDA C++ Best Practices Guide",
-// kernel launch overhead; PyTorch profiler traces of small kernels).
-constexpr double kKernelLaunchUs = 4.0;
-
-// Large bf16 GEMM efficiency (cuBLAS, square-ish shapes >= 4096): public
-// microbenchmarks (e.g. Stas Bekman's "maximum achievable matmul FLOPS" finder in
-// ml-engineering, cuBLASLt sweeps) measure ~265 TFLOP/s on A100-SXM (85% of 312)
-// and ~750 TFLOP/s on H100-SXM (76% of 989; H200 the same SMs and clocks).
-constexpr double kA100GemmEfficiency = 0.85;
-constexpr double kHopperGemmEfficiency = 0.76;
-
-// FlashAttention-2 (Dao, 2023, arXiv 2307.08691, sections 4.1-4.2): 50-73% of
-// peak on A100 forward, lower backward; on H100 (not Hopper-specialised) ~35%
-// forward. We take values inside the published ranges for head dim 64-128 with
-// causal masking.
-constexpr double kA100FlashFwd = 0.60;
-constexpr double kA100FlashBwd = 0.50;
-constexpr double kHopperFlashFwd = 0.36;
-constexpr double kHopperFlashBwd = 0.30;
-
-// NCCL ring bus bandwidth inside one node of 8 GPUs, large messages
-// (../shared/REFERENCE.md: ~230 GB/s 8xA100 NVLink3, nccl-tests issues #149, #175;
-// ~370 GB/s ring on 8xH100 NVLink4).
-constexpr double kA100NvlinkBusbwGbs = 230.0;
-constexpr double kHopperNvlinkBusbwGbs = 370.0;
-
-// PCIe x16 per direction, Gb/s: lanes x GT/s x 128/130 encoding. A100: PCIe
-// Gen4 (16 GT/s; datasheet "64 GB/s" bidirectional); H100 / H200 SXM: PCIe Gen5
-// (32 GT/s; datasheets "128 GB/s" bidirectional).
-constexpr double kPcieGen4Gbps = 16.0 * 16.0 * 128.0 / 130.0;
-constexpr double kPcieGen5Gbps = 16.0 * 32.0 * 128.0 / 130.0;
-
-// SMs an NCCL ring collective inside one 8-GPU NVSwitch node holds: one CTA per
-// channel, and an NCCL CTA never shares its SM with compute kernels (NCCL
-// maintainers, NVIDIA/nccl#689). HGX A100: 24 channels ("NCCL INFO Channel
-// 23/24" in the logs of NVIDIA/nccl-tests#100 and NVIDIA/nccl#578). Hopper: 32,
-// NCCL's default maximum channel count; an assumption, no 8xH100 ring log cited.
-constexpr int kA100NcclNvlinkCtas = 24;
-constexpr int kHopperNcclNvlinkCtas = 32;
-
 // NCCL bus bandwidth over one NIC as a fraction of its line rate: 24 GB/s of
 // 25 GB/s for 200G HDR, 46-49 of 50 for 400G NDR (REFERENCE.md).
 constexpr double kNicProtocolEfficiency = 0.96;
-
-const std::array<GpuProfile, 4>& profiles() {
-  // Spec sheets: NVIDIA A100 Tensor Core GPU datasheet (2021), H100 datasheet
-  // (2023), H200 product brief (2024); capacities in decimal GB as printed.
-  static const std::array<GpuProfile, 4> kProfiles = {{
-      {"A100-SXM4-40GB", 312.0, 40 * kGB, 1555.0, kHbmEfficiency, 600.0,
-       kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
-       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps, kA100NcclNvlinkCtas},
-      {"A100-SXM4-80GB", 312.0, 80 * kGB, 2039.0, kHbmEfficiency, 600.0,
-       kA100NvlinkBusbwGbs, 108, kA100GemmEfficiency, kA100FlashFwd, kA100FlashBwd,
-       kKernelLaunchUs, 8, 200.0, kPcieGen4Gbps, kA100NcclNvlinkCtas},
-      {"H100-SXM5-80GB", 989.0, 80 * kGB, 3350.0, kHbmEfficiency, 900.0,
-       kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
-       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps, kHopperNcclNvlinkCtas},
-      {"H200-SXM-141GB", 989.0, 141 * kGB, 4800.0, kHbmEfficiency, 900.0,
-       kHopperNvlinkBusbwGbs, 132, kHopperGemmEfficiency, kHopperFlashFwd,
-       kHopperFlashBwd, kKernelLaunchUs, 8, 400.0, kPcieGen5Gbps, kHopperNcclNvlinkCtas},
-  }};
-  return kProfiles;
-}
 
 // CTA tile shapes cuBLAS/CUTLASS choose among for bf16 tensor-core GEMMs on
 // Ampere/Hopper, with the relative peak each reaches (smaller tiles reuse less
@@ -127,11 +64,11 @@ double gemm_compute_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int6
       const double slice_k = static_cast<double>(k) / split;
       const double short_k = slice_k / (slice_k + kShortKPenalty);
       const double eff = gpu.max_gemm_efficiency * t.relative_peak * occupancy * short_k;
-      double s = flops / (gpu.peak_bf16_tflops * 1e12 * eff);
+      double s = flops / (gpu.peak_tflops * 1e12 * eff);
       if (split > 1) {
         // Partial fp32 tiles written by every slice, read back by the reduction.
         const double partial_bytes = 2.0 * 4.0 * batch * m * n * split;
-        s += partial_bytes / (gpu.hbm_gbs * kGB * gpu.hbm_efficiency);
+        s += partial_bytes / (gpu.memory_gbs * kGB * gpu.memory_efficiency);
       }
       if (best_s == 0 || s < best_s) best_s = s;
     }
@@ -146,7 +83,7 @@ constexpr size_t kGemmMemoEntries = 1 << 14;
 
 struct GemmKey {
   int sm_count;
-  double peak, max_efficiency, hbm_gbs, hbm_efficiency;
+  double peak, max_efficiency, memory_gbs, memory_efficiency;
   int64_t batch, m, n, k;
   bool operator==(const GemmKey&) const = default;
 };
@@ -158,8 +95,8 @@ struct GemmKeyHash {
     mix(static_cast<uint64_t>(g.sm_count));
     mix(std::bit_cast<uint64_t>(g.peak));
     mix(std::bit_cast<uint64_t>(g.max_efficiency));
-    mix(std::bit_cast<uint64_t>(g.hbm_gbs));
-    mix(std::bit_cast<uint64_t>(g.hbm_efficiency));
+    mix(std::bit_cast<uint64_t>(g.memory_gbs));
+    mix(std::bit_cast<uint64_t>(g.memory_efficiency));
     mix(static_cast<uint64_t>(g.batch));
     mix(static_cast<uint64_t>(g.m));
     mix(static_cast<uint64_t>(g.n));
@@ -170,7 +107,7 @@ struct GemmKeyHash {
 
 double gemm_compute_time_memo_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n, int64_t k) {
   thread_local std::unordered_map<GemmKey, double, GemmKeyHash> memo;
-  const GemmKey key{gpu.sm_count, gpu.peak_bf16_tflops, gpu.max_gemm_efficiency, gpu.hbm_gbs, gpu.hbm_efficiency,
+  const GemmKey key{gpu.sm_count, gpu.peak_tflops, gpu.max_gemm_efficiency, gpu.memory_gbs, gpu.memory_efficiency,
                     batch, m, n, k};
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   if (memo.size() >= kGemmMemoEntries) memo.clear();
@@ -181,20 +118,9 @@ double gemm_compute_time_memo_s(const GpuProfile& gpu, int64_t batch, int64_t m,
 
 }  // namespace
 
-const GpuProfile& gpu_profile(const std::string& name) {
-  for (const GpuProfile& p : profiles()) {
-    if (p.name == name) return p;
-  }
-  std::string known;
-  for (const GpuProfile& p : profiles()) known += (known.empty() ? "" : ", ") + p.name;
-  throw std::invalid_argument("unknown GPU profile '" + name + "' (known: " + known + ")");
-}
+const GpuProfile& gpu_profile(const std::string& name) { return builtin_profile(name); }
 
-std::vector<std::string> gpu_profile_names() {
-  std::vector<std::string> names;
-  for (const GpuProfile& p : profiles()) names.push_back(p.name);
-  return names;
-}
+std::vector<std::string> gpu_profile_names() { return builtin_profile_names(); }
 
 double nic_busbw_gbs(double nic_gbps) { return nic_gbps / 8.0 * kNicProtocolEfficiency; }
 
@@ -212,21 +138,21 @@ double gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k,
                    double* efficiency) {
   const double t = batched_gemm_time_s(gpu, 1, m, n, k);
   if (efficiency != nullptr) {
-    *efficiency = t > 0 ? 2.0 * m * n * k / (t * gpu.peak_bf16_tflops * 1e12) : 0.0;
+    *efficiency = t > 0 ? 2.0 * m * n * k / (t * gpu.peak_tflops * 1e12) : 0.0;
   }
   return t;
 }
 
 double memory_time_s(const GpuProfile& gpu, double bytes) {
   if (bytes <= 0) return 0.0;
-  const double s = bytes / (gpu.hbm_gbs * kGB * gpu.hbm_efficiency);
+  const double s = bytes / (gpu.memory_gbs * kGB * gpu.memory_efficiency);
   return std::max(s, gpu.kernel_launch_us * 1e-6);
 }
 
 double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward) {
   if (flops <= 0) return 0.0;
   const double eff = backward ? gpu.flash_bwd_efficiency : gpu.flash_fwd_efficiency;
-  return std::max(flops / (gpu.peak_bf16_tflops * 1e12 * eff), gpu.kernel_launch_us * 1e-6);
+  return std::max(flops / (gpu.peak_tflops * 1e12 * eff), gpu.kernel_launch_us * 1e-6);
 }
 
 }  // namespace megascale::model

@@ -1,12 +1,15 @@
-// model/hardware.h: GPU hardware profiles and the kernel-time models built on them.
+// model/hardware.h: device profiles and the kernel-time models built on them.
 //
-// A GpuProfile holds spec-sheet figures (peak dense bf16, HBM capacity and
-// bandwidth, NVLink, SM count) and microbenchmark figures (achievable GEMM and
-// HBM fractions, NCCL bus bandwidths, kernel launch cost). Each figure carries
-// its source in hardware.cc. Nothing here is fitted to the MegaScale MFU figures.
+// A GpuProfile holds spec-sheet figures (peak, memory capacity and bandwidth,
+// NVLink, SM count), microbenchmark figures (achievable GEMM and memory
+// fractions, NCCL bus bandwidths, kernel launch cost) and, when measured,
+// tables (model/profile_tables.h). Profiles are data files, each value with its
+// provenance (calibrate/profiles/*.toml, read by model/profile.h). Nothing in
+// the shipped GPU profiles is fitted to the MegaScale MFU figures.
 //
 // On top of a profile:
-//   gemm_time_s    - shape-dependent GEMM time: roofline (compute vs HBM) with
+//   gemm_time_s    - shape-dependent GEMM time: the measured GEMM table when the
+//                    profile has one, else a roofline (compute vs memory) with
 //                    tile quantisation, wave quantisation over the SMs, a short-K
 //                    pipeline penalty and a launch floor;
 //   memory_time_s  - a bandwidth-bound kernel (elementwise, LayerNorm, softmax);
@@ -16,21 +19,42 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/profile_tables.h"
+
 namespace megascale::model {
 
+// Where one value of a profile comes from (model/profile.h: every value of a
+// profile file carries one).
+struct Provenance {
+  std::string source;             // "spec" | "measured" | "fitted" | "assumption"
+  std::string ref;                // datasheet, microbenchmark, fitting method, or why assumed
+  std::string host, date;         // measured: where and when
+  std::vector<std::string> runs;  // fitted: the named runs it was fitted on
+  double loo_error = -1;          // fitted: leave-one-out mean relative error
+};
+
+// One device: a GPU SKU, or the CPU the engine runs on (kind "cpu", one core
+// per rank). Loaded from a profile file (model/profile.h); the kernel-time
+// models below use its measured tables when it has them.
 struct GpuProfile {
   std::string name;
-  double peak_bf16_tflops = 0;         // dense tensor-core bf16, spec sheet
-  double hbm_bytes = 0;                // capacity
-  double hbm_gbs = 0;                  // HBM bandwidth, GB/s (1e9 B/s), spec sheet
-  double hbm_efficiency = 0;           // achievable fraction of hbm_gbs (STREAM-like)
+  std::string kind = "gpu";            // "gpu" | "cpu"
+  std::string dtype = "bf16";          // the dtype peak and tables refer to
+  std::string description;
+  std::string source_file;             // the profile file it was read from
+  double peak_tflops = 0;              // dense tensor-core bf16 (GPU), SGEMM per core (CPU)
+  double memory_bytes = 0;             // capacity per device (CPU: per rank)
+  double memory_gbs = 0;               // memory bandwidth, GB/s (1e9 B/s)
+  double memory_efficiency = 0;        // achievable fraction of memory_gbs (STREAM-like)
   double nvlink_gbs = 0;               // NVLink per GPU, bidirectional GB/s, spec sheet
-  double nvlink_busbw_gbs = 0;         // NCCL ring busbw inside one 8-GPU node, measured
-  int sm_count = 0;                    // streaming multiprocessors
-  double max_gemm_efficiency = 0;      // large bf16 GEMM fraction of peak, measured
+  double nvlink_busbw_gbs = 0;         // NCCL ring busbw inside one node (CPU: MPI shared memory)
+  int sm_count = 0;                    // streaming multiprocessors (CPU: 1 per rank)
+  double max_gemm_efficiency = 0;      // large GEMM fraction of peak
   double flash_fwd_efficiency = 0;     // FlashAttention-2 forward fraction of peak
   double flash_bwd_efficiency = 0;     // FlashAttention-2 backward fraction of peak
   double kernel_launch_us = 0;         // minimum time of one kernel (launch + drain)
@@ -38,6 +62,18 @@ struct GpuProfile {
   double default_nic_gbps = 0;         // Gb/s line rate
   double pcie_gbps = 0;                // GPU <-> NIC PCIe x16, Gb/s per direction, spec sheet
   int nccl_nvlink_ctas = 0;            // SMs an NCCL collective inside the node holds (channels)
+  int cores = 0;                       // CPU: ranks that run at once without sharing a core
+  double activation_bytes = 2;         // bytes per activation element (bf16; fp32 on the CPU engine)
+  double param_gather_bytes = 2;       // bytes per parameter in the ZeRO all-gather
+  double data_load_s_per_sample = 1e-3;  // synchronous loading per sample (data pipeline off)
+  double step_overhead_s = 0;          // host work per iteration outside the ops
+  double op_gap_us = 0;                // host time between two compute ops
+  std::map<std::string, Provenance> provenance;  // by [values] key
+  std::shared_ptr<const ProfileTables> tables;   // measured tables; null: none
+
+  bool is_cpu() const { return kind == "cpu"; }
+  // The measured tables, or nullptr.
+  const ProfileTables* measured() const { return tables.get(); }
 };
 
 // The profile with this name; throws std::invalid_argument naming the known ones.

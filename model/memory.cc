@@ -89,7 +89,7 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   }
   r.total_bytes =
       r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes + r.other_bytes;
-  r.capacity_bytes = gpu.hbm_bytes;
+  r.capacity_bytes = gpu.memory_bytes;
   return r;
 }
 

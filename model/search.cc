@@ -1,4 +1,5 @@
 // model/search.cc: enumerate, filter, rank parallel layouts.
+#include "model/profile.h"
 #include "model/search.h"
 
 #include <algorithm>
@@ -63,7 +64,7 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
 
 SearchResult search(const Scenario& s, const SearchOptions& options) {
   const int gpus = options.gpus > 0 ? options.gpus : s.cluster.gpus;
-  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  const GpuProfile& gpu = hardware_profile(s);
   const std::vector<ParallelConfig> layouts = enumerate_layouts(s, gpus);
   SearchResult r;
   r.enumerated = static_cast<int64_t>(layouts.size());

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "model/profile.h"
 #include "model/hardware.h"
 #include "model/memory.h"
 
@@ -40,7 +41,7 @@ CheckpointCosts checkpoint_costs(double per_gpu_bytes, double unique_bytes, int 
 }
 
 CheckpointCosts checkpoint_costs(const model::Scenario& s) {
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   const model::MemoryBreakdown m =
       model::memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   const double per_gpu = m.parameters_bytes + m.optimizer_bytes;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "model/profile.h"
 #include "model/collective_cost.h"
 #include "model/hardware.h"
 #include "model/job_schedule.h"
@@ -41,7 +42,7 @@ namespace {
 
 void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTimes* t) {
   const model::ParallelConfig& p = s.parallel;
-  const model::ParallelLinks link = model::parallel_links(s, model::gpu_profile(s.hardware.gpu));
+  const model::ParallelLinks link = model::parallel_links(s, model::hardware_profile(s));
   t->p2p_s = p.pp > 1 ? e.p2p_s : 0.0;
   for (int r = 0; r < p.pp; ++r) {
     for (int c = 0; c < p.vpp; ++c) {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "model/profile.h"
 #include "model/job_schedule.h"
 #include "model/op_cost.h"
 #include "sim/critical_path.h"
@@ -119,9 +120,9 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
   e.breakdown = mean;
   const double busy_mean_s = busy_sum_s / o.steps;
   e.bubble_fraction = busy_mean_s > 0 ? mean.bubble_s / busy_mean_s : 0.0;
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   e.model_flops = model::model_flops_per_iteration(s.model, p.global_batch);
-  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_bf16_tflops * 1e12);
+  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_tflops * 1e12);
   e.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / e.iteration_time_s;
   e.p2p_s = out.comm.p2p_s;
   if (!out.comm.dp_reduce_s.empty()) {

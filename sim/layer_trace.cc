@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "model/profile.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
 #include "model/layer_program.h"
@@ -90,7 +91,7 @@ std::vector<LayerSlice> head_slices(const std::vector<model::OperatorCost>& ops,
 }  // namespace
 
 LayerTrace::LayerTrace(const model::Scenario& s) : pp_(s.parallel.pp), vpp_(s.parallel.vpp) {
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   const model::ParallelConfig& p = s.parallel;
   layers_per_chunk_ = s.model.layers / (p.pp * p.vpp);
   layers_per_stage_chunk_ = s.model.layers / p.vpp;

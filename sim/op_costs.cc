@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "model/profile.h"
 #include "model/collective_cost.h"
 #include "model/hardware.h"
 #include "model/layer_program.h"
@@ -50,7 +51,7 @@ OpParts plus(OpParts a, const OpParts& b) {
 
 OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommTimes& comm)
     : pp_(s.parallel.pp), vpp_(s.parallel.vpp), comm_(comm) {
-  const model::GpuProfile& gpu = model::gpu_profile(s.hardware.gpu);
+  const model::GpuProfile& gpu = model::hardware_profile(s);
   const model::ParallelConfig& p = s.parallel;
   const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
   const std::vector<model::OperatorCost> ops =

@@ -61,8 +61,8 @@ TEST(FusedOverlap, CommSmsCostAWaveToAOneWaveGemm) {
   EXPECT_EQ(a100.nccl_nvlink_ctas, 24);
   const GpuProfile shared = without_comm_sms(a100, a100.nccl_nvlink_ctas);
   EXPECT_EQ(shared.sm_count, 84);
-  EXPECT_NEAR(shared.peak_bf16_tflops, 312.0 * 84 / 108, 1e-9);
-  EXPECT_EQ(shared.hbm_gbs, a100.hbm_gbs);
+  EXPECT_NEAR(shared.peak_tflops, 312.0 * 84 / 108, 1e-9);
+  EXPECT_EQ(shared.memory_gbs, a100.memory_gbs);
   EXPECT_EQ(without_comm_sms(a100, 500).sm_count, 1);
 
   const double one_wave = gemm_time_s(shared, 256 * 9, 128 * 12, 8192) /

@@ -10,20 +10,20 @@ namespace {
 
 TEST(Hardware, ProfilesCarrySpecSheetFigures) {
   const GpuProfile& a40 = gpu_profile("A100-SXM4-40GB");
-  EXPECT_EQ(a40.peak_bf16_tflops, 312.0);
-  EXPECT_EQ(a40.hbm_bytes, 40e9);
-  EXPECT_EQ(a40.hbm_gbs, 1555.0);
+  EXPECT_EQ(a40.peak_tflops, 312.0);
+  EXPECT_EQ(a40.memory_bytes, 40e9);
+  EXPECT_EQ(a40.memory_gbs, 1555.0);
   const GpuProfile& a80 = gpu_profile("A100-SXM4-80GB");
-  EXPECT_EQ(a80.hbm_gbs, 2039.0);
+  EXPECT_EQ(a80.memory_gbs, 2039.0);
   EXPECT_EQ(a80.nvlink_gbs, 600.0);
   EXPECT_EQ(a80.sm_count, 108);
   const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
-  EXPECT_EQ(h100.peak_bf16_tflops, 989.0);
-  EXPECT_EQ(h100.hbm_gbs, 3350.0);
+  EXPECT_EQ(h100.peak_tflops, 989.0);
+  EXPECT_EQ(h100.memory_gbs, 3350.0);
   EXPECT_EQ(h100.nvlink_gbs, 900.0);
   const GpuProfile& h200 = gpu_profile("H200-SXM-141GB");
-  EXPECT_EQ(h200.hbm_bytes, 141e9);
-  EXPECT_EQ(h200.hbm_gbs, 4800.0);
+  EXPECT_EQ(h200.memory_bytes, 141e9);
+  EXPECT_EQ(h200.memory_gbs, 4800.0);
   EXPECT_EQ(gpu_profile_names().size(), 4u);
   // PCIe x16 per direction: Gen4 on A100 (64 GB/s bidirectional), Gen5 on Hopper.
   EXPECT_NEAR(a80.pcie_gbps / 8 * 2, 64.0, 1.5);
@@ -69,13 +69,13 @@ TEST(Hardware, ShortKIsLessEfficient) {
 TEST(Hardware, GemvIsBandwidthBound) {
   const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
   const double t = gemm_time_s(gpu, 1, 16384, 16384);
-  const double weights_s = 2.0 * 16384 * 16384 / (gpu.hbm_gbs * 1e9 * gpu.hbm_efficiency);
+  const double weights_s = 2.0 * 16384 * 16384 / (gpu.memory_gbs * 1e9 * gpu.memory_efficiency);
   EXPECT_NEAR(t, weights_s, 0.01 * weights_s);
 }
 
 TEST(Hardware, MemoryTimeIsBytesOverAchievableBandwidthWithALaunchFloor) {
   const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
-  EXPECT_NEAR(memory_time_s(gpu, 1e9), 1e9 / (2039e9 * gpu.hbm_efficiency), 1e-12);
+  EXPECT_NEAR(memory_time_s(gpu, 1e9), 1e9 / (2039e9 * gpu.memory_efficiency), 1e-12);
   EXPECT_DOUBLE_EQ(memory_time_s(gpu, 10.0), gpu.kernel_launch_us * 1e-6);
   EXPECT_EQ(memory_time_s(gpu, 0.0), 0.0);
 }

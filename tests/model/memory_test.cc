@@ -1,4 +1,5 @@
 // tests/model/memory_test.cc: per-GPU HBM model.
+#include "model/profile.h"
 #include "model/memory.h"
 
 #include <gtest/gtest.h>
@@ -36,7 +37,7 @@ TEST(Memory, FlashAttentionDropsTheScoreMatrix) {
 
 TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
   Scenario s = base();
-  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  const GpuProfile& gpu = hardware_profile(s);
   s.parallel.zero_stage = 0;
   const MemoryBreakdown z0 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   s.parallel.zero_stage = 1;
@@ -58,7 +59,7 @@ TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
 
 TEST(Memory, InFlightMicrobatchesOfOneFOneBAndInterleaved) {
   Scenario s = base();
-  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  const GpuProfile& gpu = hardware_profile(s);
   s.parallel.vpp = 1;
   EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).inflight_chunks, 8);
   s.parallel.vpp = 6;  // warm-up 2*(P-1) + (V-1)*P = 54, plus the one in flight
@@ -74,7 +75,7 @@ TEST(Memory, A175BModelOnOneGpuDoesNotFitAndSaysWhy) {
   s.parallel.vpp = 1;
   s.parallel.dp = 1;
   s.parallel.global_batch = 1;
-  const MemoryBreakdown m = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu_profile(s.hardware.gpu));
+  const MemoryBreakdown m = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
   EXPECT_FALSE(m.fits());
   EXPECT_GT(m.total_bytes, 175e9 * 18);
   const std::string d = m.describe();
@@ -84,7 +85,7 @@ TEST(Memory, A175BModelOnOneGpuDoesNotFitAndSaysWhy) {
 
 TEST(Memory, ThePapersLayoutFitsOnA100_80GB) {
   const Scenario s = base();
-  EXPECT_TRUE(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu_profile(s.hardware.gpu)).fits());
+  EXPECT_TRUE(memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s)).fits());
 }
 
 }  // namespace

@@ -1,0 +1,380 @@
+// model/profile_tables.cc: see profile_tables.h.
+#include "model/profile_tables.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace megascale::model {
+namespace {
+
+// Index i such that axis[i] <= x <= axis[i + 1] (axis sorted, size >= 2), with x
+// clamped into the axis; `frac` receives the position inside the interval.
+size_t bracket(const std::vector<double>& axis, double x, double* frac) {
+  if (axis.size() == 1) {
+    *frac = 0;
+    return 0;
+  }
+  x = std::clamp(x, axis.front(), axis.back());
+  size_t i = static_cast<size_t>(std::upper_bound(axis.begin(), axis.end(), x) - axis.begin());
+  i = std::min(std::max<size_t>(i, 1), axis.size() - 1) - 1;
+  const double span = axis[i + 1] - axis[i];
+  *frac = span > 0 ? (x - axis[i]) / span : 0.0;
+  return i;
+}
+
+std::vector<double> distinct_sorted(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+size_t index_of(const std::vector<double>& axis, double x) {
+  return static_cast<size_t>(std::lower_bound(axis.begin(), axis.end(), x) - axis.begin());
+}
+
+// The rank count to read among `available` for a job of `ranks` busy
+// processes: the largest measured at or below it, else the smallest.
+int choose_ranks(const std::vector<int>& available, int ranks) {
+  int best = -1;
+  for (int r : available) {
+    if (r <= ranks && r > best) best = r;
+  }
+  if (best >= 0) return best;
+  return *std::min_element(available.begin(), available.end());
+}
+
+// Mean number of keys a query sees over `seq` positions with a causal mask
+// and sliding window `window` (0 = none): keys i-W..i (model/config.h).
+double mean_keys(int seq, int window) {
+  if (window <= 0 || window >= seq - 1) return (seq + 1) / 2.0;
+  const double w = window;
+  const double n = seq;
+  // sum over i of min(i, W) + 1 = (W+1)(W+2)/2 - ... : queries 0..W see i+1 keys,
+  // the other n-W-1 queries see W+1.
+  const double ramp = (w + 1) * (w + 2) / 2.0;
+  return (ramp + (n - w - 1) * (w + 1)) / n;
+}
+
+}  // namespace
+
+// ---- GEMM -------------------------------------------------------------------
+
+GemmTable::GemmTable(std::vector<GemmPoint> points) : points_(std::move(points)) {
+  std::map<std::pair<std::string, int>, std::vector<const GemmPoint*>> groups;
+  for (const GemmPoint& p : points_) {
+    if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.seconds > 0)) {
+      throw std::invalid_argument("GemmTable: sizes and seconds must be > 0");
+    }
+    groups[{p.layout, p.ranks}].push_back(&p);
+  }
+  for (const auto& [key, group] : groups) {
+    Grid g;
+    std::vector<double> lm, ln, lk;
+    for (const GemmPoint* p : group) {
+      lm.push_back(std::log2(static_cast<double>(p->m)));
+      ln.push_back(std::log2(static_cast<double>(p->n)));
+      lk.push_back(std::log2(static_cast<double>(p->k)));
+    }
+    g.lm = distinct_sorted(lm);
+    g.ln = distinct_sorted(ln);
+    g.lk = distinct_sorted(lk);
+    const size_t cells = g.lm.size() * g.ln.size() * g.lk.size();
+    std::vector<double> sum(cells, 0.0);
+    std::vector<int> count(cells, 0);
+    auto cell = [&](size_t i, size_t j, size_t l) { return (i * g.ln.size() + j) * g.lk.size() + l; };
+    for (size_t p = 0; p < group.size(); ++p) {
+      const GemmPoint& q = *group[p];
+      const double rate = 2.0 * static_cast<double>(q.m) * q.n * q.k / q.seconds;
+      const size_t c = cell(index_of(g.lm, lm[p]), index_of(g.ln, ln[p]), index_of(g.lk, lk[p]));
+      sum[c] += std::log(rate);
+      ++count[c];
+    }
+    // Measured cells keep their mean; the others take the nearest measured
+    // cell's rate (distance in log2 sizes).
+    std::vector<size_t> measured;
+    for (size_t c = 0; c < cells; ++c) {
+      if (count[c] > 0) measured.push_back(c);
+    }
+    g.log_rate.assign(cells, 0.0);
+    for (size_t i = 0; i < g.lm.size(); ++i) {
+      for (size_t j = 0; j < g.ln.size(); ++j) {
+        for (size_t l = 0; l < g.lk.size(); ++l) {
+          const size_t c = cell(i, j, l);
+          if (count[c] > 0) {
+            g.log_rate[c] = sum[c] / count[c];
+            continue;
+          }
+          double best = std::numeric_limits<double>::infinity();
+          for (size_t mc : measured) {
+            const size_t mi = mc / (g.ln.size() * g.lk.size());
+            const size_t mj = (mc / g.lk.size()) % g.ln.size();
+            const size_t ml = mc % g.lk.size();
+            const double d = std::pow(g.lm[i] - g.lm[mi], 2) + std::pow(g.ln[j] - g.ln[mj], 2) +
+                             std::pow(g.lk[l] - g.lk[ml], 2);
+            if (d < best) {
+              best = d;
+              g.log_rate[c] = sum[mc] / count[mc];
+            }
+          }
+        }
+      }
+    }
+    grids_.emplace(key, std::move(g));
+  }
+}
+
+const GemmTable::Grid& GemmTable::grid(const std::string& layout, int ranks) const {
+  // Prefer the layout asked for, then "any", then whatever was measured.
+  for (const std::string& want : {layout, std::string("any")}) {
+    std::vector<int> available;
+    for (const auto& [key, g] : grids_) {
+      if (key.first == want) available.push_back(key.second);
+    }
+    if (!available.empty()) return grids_.at({want, choose_ranks(available, ranks)});
+  }
+  std::vector<int> available;
+  for (const auto& [key, g] : grids_) available.push_back(key.second);
+  const int r = choose_ranks(available, ranks);
+  for (const auto& [key, g] : grids_) {
+    if (key.second == r) return g;
+  }
+  throw std::logic_error("GemmTable: empty");
+}
+
+double GemmTable::time_s(int64_t m, int64_t n, int64_t k, const std::string& layout,
+                         int ranks) const {
+  if (grids_.empty()) throw std::logic_error("GemmTable::time_s on an empty table");
+  const Grid& g = grid(layout, ranks);
+  double fm = 0, fn = 0, fk = 0;
+  const size_t i = bracket(g.lm, std::log2(static_cast<double>(m)), &fm);
+  const size_t j = bracket(g.ln, std::log2(static_cast<double>(n)), &fn);
+  const size_t l = bracket(g.lk, std::log2(static_cast<double>(k)), &fk);
+  auto at = [&](size_t a, size_t b, size_t c) {
+    a = std::min(a, g.lm.size() - 1);
+    b = std::min(b, g.ln.size() - 1);
+    c = std::min(c, g.lk.size() - 1);
+    return g.log_rate[(a * g.ln.size() + b) * g.lk.size() + c];
+  };
+  double log_rate = 0;
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) {
+      for (int c = 0; c < 2; ++c) {
+        const double w = (a ? fm : 1 - fm) * (b ? fn : 1 - fn) * (c ? fk : 1 - fk);
+        if (w > 0) log_rate += w * at(i + a, j + b, l + c);
+      }
+    }
+  }
+  return 2.0 * static_cast<double>(m) * n * k / std::exp(log_rate);
+}
+
+// ---- attention ----------------------------------------------------------------
+
+AttentionTable::AttentionTable(std::vector<AttentionPoint> points) : points_(std::move(points)) {
+  for (const AttentionPoint& p : points_) {
+    if (p.seq <= 0 || p.head_dim <= 0 || p.window < 0 || !(p.seconds > 0)) {
+      throw std::invalid_argument("AttentionTable: seq, head_dim, seconds must be > 0, window >= 0");
+    }
+  }
+}
+
+// Bilinear in (log2 seq, log2 head dim) of log(seconds) over the points with
+// this pass, rank count and window (0: full causal); cells not measured take
+// the nearest measured point.
+double AttentionTable::full_time_s(int seq, int head_dim, bool backward, int ranks,
+                                   int window) const {
+  std::vector<int> available;
+  for (const AttentionPoint& p : points_) {
+    if (p.backward == backward && p.window == window) available.push_back(p.ranks);
+  }
+  if (available.empty()) return -1;
+  const int r = choose_ranks(available, ranks);
+  std::vector<const AttentionPoint*> pts;
+  std::vector<double> ls, lh;
+  for (const AttentionPoint& p : points_) {
+    if (p.backward == backward && p.window == window && p.ranks == r) {
+      pts.push_back(&p);
+      ls.push_back(std::log2(static_cast<double>(p.seq)));
+      lh.push_back(std::log2(static_cast<double>(p.head_dim)));
+    }
+  }
+  const std::vector<double> as = distinct_sorted(ls), ah = distinct_sorted(lh);
+  auto value = [&](size_t i, size_t j) {
+    i = std::min(i, as.size() - 1);
+    j = std::min(j, ah.size() - 1);
+    double best = std::numeric_limits<double>::infinity(), v = 0;
+    for (size_t p = 0; p < pts.size(); ++p) {
+      const double d = std::pow(ls[p] - as[i], 2) + std::pow(lh[p] - ah[j], 2);
+      if (d < best) {
+        best = d;
+        v = std::log(pts[p]->seconds);
+      }
+    }
+    return v;
+  };
+  double fs = 0, fh = 0;
+  const double qs = std::log2(static_cast<double>(seq)), qh = std::log2(static_cast<double>(head_dim));
+  const size_t i = bracket(as, qs, &fs);
+  const size_t j = bracket(ah, qh, &fh);
+  double log_t = 0;
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) {
+      const double w = (a ? fs : 1 - fs) * (b ? fh : 1 - fh);
+      if (w > 0) log_t += w * value(i + a, j + b);
+    }
+  }
+  double t = std::exp(log_t);
+  // Beyond the measured lengths the work scales like seq^2 (scores and
+  // context over seq x seq) and linearly in head dim.
+  if (qs > as.back()) t *= std::pow(2.0, 2.0 * (qs - as.back()));
+  if (qh > ah.back()) t *= std::pow(2.0, qh - ah.back());
+  return t;
+}
+
+double AttentionTable::time_s(int seq, int head_dim, int window, bool backward, int ranks) const {
+  const double full = full_time_s(seq, head_dim, backward, ranks, 0);
+  if (full < 0) throw std::logic_error("AttentionTable: no full-causal points for this pass");
+  if (window <= 0 || window >= seq - 1) return full;
+  // Seconds per (query x key) the window saves, from the windowed measurements
+  // nearest in length: (t_full - t_window) / (seq x (keys_full - keys_window)).
+  double best = std::numeric_limits<double>::infinity(), per_key_s = 0;
+  for (const AttentionPoint& p : points_) {
+    if (p.backward != backward || p.window == 0 || p.window >= p.seq - 1) continue;
+    const double d = std::pow(std::log2(p.seq / static_cast<double>(seq)), 2) +
+                     std::pow(std::log2(p.head_dim / static_cast<double>(head_dim)), 2);
+    if (d >= best) continue;
+    const double at_full = full_time_s(p.seq, p.head_dim, backward, ranks, 0);
+    const double saved_keys = p.seq * (mean_keys(p.seq, 0) - mean_keys(p.seq, p.window));
+    if (saved_keys <= 0) continue;
+    best = d;
+    per_key_s = std::max(0.0, (at_full - p.seconds) / saved_keys);
+  }
+  const double saved = per_key_s * seq * (mean_keys(seq, 0) - mean_keys(seq, window));
+  return std::max(full - saved, 0.1 * full);
+}
+
+// ---- kernels --------------------------------------------------------------------
+
+double interpolate_size_time_s(const std::vector<std::pair<double, double>>& points, double size) {
+  if (points.empty()) throw std::logic_error("interpolate_size_time_s: no points");
+  if (size <= points.front().first) return points.front().second;
+  if (size >= points.back().first) return points.back().second * size / points.back().first;
+  const auto hi = std::upper_bound(points.begin(), points.end(), size,
+                                   [](double s, const std::pair<double, double>& p) { return s < p.first; });
+  const auto lo = hi - 1;
+  const double f = std::log(size / lo->first) / std::log(hi->first / lo->first);
+  return std::exp(std::log(lo->second) + f * (std::log(hi->second) - std::log(lo->second)));
+}
+
+KernelTable::KernelTable(std::vector<KernelPoint> points) : points_(std::move(points)) {
+  for (const KernelPoint& p : points_) {
+    if (p.kernel.empty() || !(p.elements > 0) || !(p.seconds > 0)) {
+      throw std::invalid_argument("KernelTable: kernel named, elements and seconds > 0");
+    }
+  }
+}
+
+bool KernelTable::has(const std::string& kernel) const {
+  return std::any_of(points_.begin(), points_.end(),
+                     [&](const KernelPoint& p) { return p.kernel == kernel; });
+}
+
+std::optional<double> KernelTable::time_s(const std::string& kernel, bool backward,
+                                          double elements, int ranks) const {
+  if (elements <= 0) return 0.0;
+  std::vector<int> available;
+  for (const KernelPoint& p : points_) {
+    if (p.kernel == kernel && p.backward == backward) available.push_back(p.ranks);
+  }
+  if (available.empty()) return std::nullopt;
+  const int r = choose_ranks(available, ranks);
+  std::map<double, std::pair<double, int>> by_size;  // mean of repeated sizes
+  for (const KernelPoint& p : points_) {
+    if (p.kernel == kernel && p.backward == backward && p.ranks == r) {
+      by_size[p.elements].first += p.seconds;
+      ++by_size[p.elements].second;
+    }
+  }
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& [size, acc] : by_size) pts.emplace_back(size, acc.first / acc.second);
+  return interpolate_size_time_s(pts, elements);
+}
+
+// ---- collectives ----------------------------------------------------------------
+
+double busbw_factor(const std::string& op, int ranks) {
+  const double n = ranks;
+  if (op == "all_reduce") return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "alltoall") return n > 1 ? (n - 1) / n : 0.0;
+  return 1.0;  // sendrecv, broadcast
+}
+
+CollectiveTable::CollectiveTable(std::vector<CollectivePoint> points, std::vector<ProtocolCurve> curves)
+    : points_(std::move(points)), curves_(std::move(curves)) {
+  for (const CollectivePoint& p : points_) {
+    if (p.ranks < 2 || !(p.bytes > 0) || !(p.seconds > 0)) {
+      throw std::invalid_argument("CollectiveTable: ranks >= 2, bytes and seconds > 0");
+    }
+  }
+}
+
+std::optional<double> CollectiveTable::time_s(const std::string& op, const std::string& scope,
+                                              int ranks, double bytes) const {
+  if (bytes <= 0 || (ranks < 2 && op != "sendrecv")) return 0.0;
+  // Measured points: the same rank count if measured, else the closest one,
+  // its bandwidth term rescaled by the op's busbw factor.
+  std::vector<int> point_ranks;
+  for (const CollectivePoint& p : points_) {
+    if (p.op == op && p.scope == scope) point_ranks.push_back(p.ranks);
+  }
+  const bool exact_points = std::find(point_ranks.begin(), point_ranks.end(), ranks) != point_ranks.end();
+  std::vector<const ProtocolCurve*> curves;
+  int curve_ranks = -1;
+  for (const ProtocolCurve& c : curves_) {
+    if (c.op != op || c.scope != scope) continue;
+    if (curve_ranks < 0 || std::abs(c.ranks - ranks) < std::abs(curve_ranks - ranks)) curve_ranks = c.ranks;
+  }
+  for (const ProtocolCurve& c : curves_) {
+    if (c.op == op && c.scope == scope && c.ranks == curve_ranks) curves.push_back(&c);
+  }
+  if (!point_ranks.empty() && (exact_points || curves.empty())) {
+    int r = point_ranks.front();
+    for (int pr : point_ranks) {
+      if (std::abs(pr - ranks) < std::abs(r - ranks)) r = pr;
+    }
+    std::map<double, std::pair<double, int>> by_size;
+    for (const CollectivePoint& p : points_) {
+      if (p.op == op && p.scope == scope && p.ranks == r) {
+        by_size[p.bytes].first += p.seconds;
+        ++by_size[p.bytes].second;
+      }
+    }
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& [size, acc] : by_size) pts.emplace_back(size, acc.first / acc.second);
+    const double t = interpolate_size_time_s(pts, bytes);
+    const double at = busbw_factor(op, r);
+    return at > 0 ? t * busbw_factor(op, ranks) / at : t;
+  }
+  if (!curves.empty()) {
+    // A ring's latency grows with its steps: n-1 (AG, RS), 2(n-1) (AR).
+    const double steps_fit = op == "sendrecv" ? 1.0 : std::max(1, curve_ranks - 1);
+    const double steps = op == "sendrecv" ? 1.0 : std::max(1, ranks - 1);
+    double best = std::numeric_limits<double>::infinity();
+    for (const ProtocolCurve* c : curves) {
+      const double t = c->latency_us * 1e-6 * steps / steps_fit +
+                       bytes * busbw_factor(op, ranks) / (c->busbw_gbs * 1e9);
+      best = std::min(best, t);
+    }
+    return best;
+  }
+  // An all-reduce is a reduce-scatter then an all-gather (NCCL's ring).
+  if (op == "all_reduce") {
+    const std::optional<double> rs = time_s("reduce_scatter", scope, ranks, bytes);
+    const std::optional<double> ag = time_s("all_gather", scope, ranks, bytes);
+    if (rs && ag) return *rs + *ag;
+  }
+  return std::nullopt;
+}
+
+}  // namespace megascale::model

@@ -1,0 +1,200 @@
+// model/profile_tables.h: the measured tables of a hardware profile and how a
+// kernel's time is read off them.
+//
+// defines: GemmPoint, GemmTable, AttentionPoint, AttentionTable, KernelPoint,
+// KernelTable, CollectivePoint, ProtocolCurve, CollectiveTable, ProfileTables
+//
+// A profile (model/profile.h) may carry measurements instead of single
+// efficiencies: GEMM time by (m, n, k, layout), attention by (sequence, head
+// dim, window), element-wise / normalisation / optimizer kernels by element
+// count, and collectives by (op, scope, ranks, bytes) as measured points plus
+// per-protocol latency / bandwidth curves. Where they come from: `megascale
+// calibrate micro` (the engine's own Device and Comm), `calibrate import`
+// (nccl-tests output, GEMM sweep CSVs). Each table keeps the "ranks" it was
+// measured with: how many processes of one machine ran the same kernel at once
+// (two ranks on two cores share caches and memory bandwidth).
+//
+// Interpolation (why these forms):
+//   GEMM: time = 2mnk / rate; log(rate) is interpolated trilinearly in
+//     (log2 m, log2 n, log2 k) over the product grid of the measured axis
+//     values, so the time is exact at every measured shape. Grid cells that were
+//     not measured (a sweep capped by FLOPs, or a scattered CSV) take the rate of
+//     the nearest measured shape in log2 space. Outside the grid the rate is
+//     clamped to its edge (large GEMMs saturate; tiny ones are launch-bound).
+//     Measured on this project's machine, trilinear interpolation over an
+//     octave grid predicts held-out Eigen shapes within 3.8% on average (max
+//     26% for a 48-wide dimension); the default sweep uses half octaves.
+//   Attention: time per (sequence x query head), bilinear in (log2 seq, log2
+//     head dim) of log(time); a sliding window interpolates linearly in the
+//     fraction of keys a query sees between the full causal mask (window 0)
+//     and the narrowest measured window at that (seq, head dim), because the
+//     masked softmax is the only part whose work depends on the window.
+//   Kernels and collectives: log-log linear interpolation in elements / bytes
+//     between measured points; beyond the last point the time scales linearly
+//     with size at the last point's rate (bandwidth-bound), below the first
+//     point it stays at the first point's time (launch / latency-bound).
+//
+// Thread-safety: immutable after construction; lookups are const and pure.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace megascale::model {
+
+// ---- GEMM -------------------------------------------------------------------
+
+// Layout of C (m x n) = op(A) op(B) with row-major storage, as the engine calls
+// it: "nt" = A (m x k) times B stored (n x k) (a linear layer's forward),
+// "nn" = A (m x k) B (k x n) (input gradient), "tn" = A stored (k x m) (weight
+// gradient), "any" = measured without a layout (an imported sweep).
+struct GemmPoint {
+  int ranks = 1;
+  std::string layout = "any";
+  int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;
+  double spread = 0;  // (max - min) / median over the repeats, 0 if unknown
+};
+
+class GemmTable {
+ public:
+  GemmTable() = default;
+  explicit GemmTable(std::vector<GemmPoint> points);
+
+  bool empty() const { return points_.empty(); }
+  const std::vector<GemmPoint>& points() const { return points_; }
+  // Seconds of one GEMM. The layout and rank count fall back to what was
+  // measured ("any" layout, the nearest rank count at or below `ranks`).
+  // REQUIRES: !empty(), m, n, k > 0.
+  double time_s(int64_t m, int64_t n, int64_t k, const std::string& layout, int ranks) const;
+
+ private:
+  struct Grid {
+    std::vector<double> lm, ln, lk;  // sorted distinct log2 axis values
+    std::vector<double> log_rate;    // [i][j][l] flattened, every cell filled
+  };
+  const Grid& grid(const std::string& layout, int ranks) const;
+  std::vector<GemmPoint> points_;
+  std::map<std::pair<std::string, int>, Grid> grids_;
+};
+
+// ---- attention ----------------------------------------------------------------
+
+struct AttentionPoint {
+  int ranks = 1;
+  int seq = 0;
+  int head_dim = 0;
+  int window = 0;         // 0 = full causal mask
+  bool backward = false;
+  double seconds = 0;     // per (sequence x query head)
+  double spread = 0;
+};
+
+class AttentionTable {
+ public:
+  AttentionTable() = default;
+  explicit AttentionTable(std::vector<AttentionPoint> points);
+
+  bool empty() const { return points_.empty(); }
+  const std::vector<AttentionPoint>& points() const { return points_; }
+  // Seconds for one (sequence x query head) of causal attention over `seq`
+  // positions with head dim `head_dim` and sliding window `window` (0: none).
+  double time_s(int seq, int head_dim, int window, bool backward, int ranks) const;
+
+ private:
+  double full_time_s(int seq, int head_dim, bool backward, int ranks, int window_or_0) const;
+  std::vector<AttentionPoint> points_;
+};
+
+// ---- element-wise, normalisation, optimizer kernels ----------------------------
+
+struct KernelPoint {
+  int ranks = 1;
+  std::string kernel;     // "layer_norm", "gelu", "adamw", ... (model/profile.h lists them)
+  bool backward = false;
+  double elements = 0;
+  double seconds = 0;
+  double spread = 0;
+};
+
+class KernelTable {
+ public:
+  KernelTable() = default;
+  explicit KernelTable(std::vector<KernelPoint> points);
+
+  bool empty() const { return points_.empty(); }
+  const std::vector<KernelPoint>& points() const { return points_; }
+  bool has(const std::string& kernel) const;
+  // Seconds of `kernel` over `elements`; nullopt when the kernel was not measured.
+  std::optional<double> time_s(const std::string& kernel, bool backward, double elements,
+                               int ranks) const;
+
+ private:
+  std::vector<KernelPoint> points_;
+};
+
+// ---- collectives ----------------------------------------------------------------
+
+// One measured collective: `bytes` is nccl-tests' "size" (the whole tensor of an
+// all-gather / reduce-scatter / all-reduce; the message of a send/recv).
+struct CollectivePoint {
+  std::string op;          // "all_reduce" | "all_gather" | "reduce_scatter" | "sendrecv"
+  std::string scope;       // "intra" (one machine / NVLink) | "inter" (across machines)
+  int ranks = 2;
+  double bytes = 0;
+  double seconds = 0;
+  double spread = 0;
+};
+
+// NCCL's cost form per protocol (src/graph/tuning.cc): time = latency +
+// bytes x busbw_factor(op, ranks) / busbw; NCCL runs the fastest protocol.
+struct ProtocolCurve {
+  std::string op, scope;
+  int ranks = 0;           // the communicator size it was fitted on
+  std::string protocol;    // "LL" | "LL128" | "Simple" | "MPI" (one curve, the CPU engine)
+  double latency_us = 0;
+  double busbw_gbs = 0;    // GB/s = 1e9 B/s
+};
+
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): all_reduce 2(n-1)/n,
+// all_gather and reduce_scatter (n-1)/n, sendrecv 1.
+double busbw_factor(const std::string& op, int ranks);
+
+class CollectiveTable {
+ public:
+  CollectiveTable() = default;
+  CollectiveTable(std::vector<CollectivePoint> points, std::vector<ProtocolCurve> curves);
+
+  bool empty() const { return points_.empty() && curves_.empty(); }
+  const std::vector<CollectivePoint>& points() const { return points_; }
+  const std::vector<ProtocolCurve>& curves() const { return curves_; }
+  // Seconds of `op` on `ranks` ranks over `bytes`, or nullopt when nothing
+  // was measured for (op, scope). Measured points of the same rank count are
+  // interpolated (log-log); otherwise the protocol curves fitted on the closest
+  // rank count are used with the op's busbw factor at `ranks` (NCCL's ring: the
+  // bandwidth term scales with the factor, the latency with the ring's steps).
+  std::optional<double> time_s(const std::string& op, const std::string& scope, int ranks,
+                               double bytes) const;
+
+ private:
+  std::vector<CollectivePoint> points_;
+  std::vector<ProtocolCurve> curves_;
+};
+
+// Everything measured that a profile carries (any table may be empty).
+struct ProfileTables {
+  GemmTable gemm;
+  AttentionTable attention;
+  KernelTable kernels;
+  CollectiveTable collectives;
+};
+
+// Log-log interpolation over (size, seconds) points sorted by size, with the
+// extrapolation rules of the header comment. REQUIRES: !points.empty().
+double interpolate_size_time_s(const std::vector<std::pair<double, double>>& points, double size);
+
+}  // namespace megascale::model
