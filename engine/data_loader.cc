@@ -240,10 +240,15 @@ void NodeDataLoader::prefetch_loop() {
   try {
     for (int64_t k = o.start_step;; ++k) {
       const int s = static_cast<int>(k % depth);
-      // Wait for every node rank to release the slot (step k - depth).
-      while (shared_->consumed[s].load(std::memory_order_acquire) < node_size_) {
+      // Wait for every node rank to release the slot (step k - depth). The
+      // wait backs off from 100 us to 2 ms: a slot frees once per step, and a
+      // thread waking 10,000 times a second on a rank's core (mpirun binds
+      // ranks to cores) slowed a one-process CPU step by 15% (measured on
+      // this project's 2-core VM, 0.188 s vs 0.161 s unbound).
+      for (int wait_us = 100; shared_->consumed[s].load(std::memory_order_acquire) < node_size_;
+           wait_us = std::min(2 * wait_us, 2000)) {
         if (stop_.load()) return;
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
       }
       if (stop_.load()) return;
       auto* slot = reinterpret_cast<int32_t*>(static_cast<char*>(map_) + header_bytes +
