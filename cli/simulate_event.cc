@@ -36,6 +36,9 @@ sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
   const std::optional<sim::CommModel> comm = sim::parse_comm_model(r.comm);
   if (!comm) throw std::invalid_argument("--comm must be network, analytical or zero, got '" + r.comm + "'");
   o.comm = *comm;
+  // The CPU engine runs on one machine: no fabric; its collectives are the
+  // profile's measured MPI times, which the analytical links carry.
+  if (o.comm == sim::CommModel::kNetwork && model::hardware_profile(s).is_cpu()) o.comm = sim::CommModel::kAnalytical;
   if (o.comm == sim::CommModel::kNetwork) {
     const model::GpuProfile& gpu = model::hardware_profile(s);
     sim::FabricInputs f;

@@ -1,4 +1,5 @@
-// cli/train_command.cc: `megascale train FILE [--json]` — the real trainer.
+// cli/train_command.cc: `megascale train FILE [--json] [--set KEY=VALUE]...` —
+// the real trainer.
 //
 // Validates the scenario, then launches the engine as an MPI job:
 // `mpirun --oversubscribe -np GPUS megascale-train FILE [--json]` (Open MPI's
@@ -35,10 +36,15 @@ std::string engine_binary() {
 int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
   (void)out;  // the engine processes print straight to the terminal
   bool json = false;
-  std::vector<std::string> files;
-  for (const std::string& a : args) {
+  std::vector<std::string> files, overrides;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a == "--json") {
       json = true;
+    } else if (a == "--set" && i + 1 < args.size()) {
+      overrides.push_back(args[++i]);
+    } else if (a.rfind("--set=", 0) == 0) {
+      overrides.push_back(a.substr(6));
     } else if (a.rfind("--", 0) == 0) {
       err << "megascale train: unknown option '" << a << "'\n\n" << usage();
       return 2;
@@ -52,7 +58,7 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
   }
   int gpus = 0;
   try {
-    const model::Scenario s = model::load_scenario(files[0]);
+    const model::Scenario s = model::load_scenario(files[0], overrides);
     if (s.hardware.gpu != "cpu") {
       throw model::ScenarioError(s.source, 0, 0, "hardware.gpu",
                                  "the engine runs on CPU in this version: set gpu = \"cpu\" (got \"" +
@@ -71,6 +77,7 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
   std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
                     std::to_string(gpus) + " " + shell_quote(engine) + " " + shell_quote(files[0]);
   if (json) cmd += " --json";
+  for (const std::string& o : overrides) cmd += " --set " + shell_quote(o);
   err.flush();
   const int status = std::system(cmd.c_str());
   if (status == -1) {

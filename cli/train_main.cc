@@ -1,4 +1,5 @@
-// cli/train_main.cc: `megascale-train FILE [--json]`, one rank of the engine.
+// cli/train_main.cc: `megascale-train FILE [--json] [--set KEY=VALUE]...`, one
+// rank of the engine.
 //
 // Started by `megascale train` under mpirun (or by hand: `mpirun -np N
 // megascale-train FILE`). Every rank builds a Trainer (engine/trainer.h); world
@@ -104,21 +105,23 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
 int main(int argc, char** argv) {
   using namespace megascale;
   bool json = false;
-  std::vector<std::string> files;
+  std::vector<std::string> files, overrides;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json") {
       json = true;
+    } else if (a == "--set" && i + 1 < argc) {
+      overrides.push_back(argv[++i]);
     } else {
       files.push_back(a);
     }
   }
   if (files.size() != 1) {
-    std::cerr << "usage: megascale-train FILE [--json] (normally started by `megascale train`)\n";
+    std::cerr << "usage: megascale-train FILE [--json] [--set KEY=VALUE]... (normally started by `megascale train`)\n";
     return 2;
   }
   try {
-    const model::Scenario s = model::load_scenario(files[0]);
+    const model::Scenario s = model::load_scenario(files[0], overrides);
     return cli::run_rank(&argc, &argv, s, json, std::cout, std::cerr);
   } catch (const model::ScenarioError& e) {
     // Every rank reads the same file: let one of them say so.

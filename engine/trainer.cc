@@ -19,6 +19,7 @@
 #include "engine/process_groups.h"
 #include "engine/trace.h"
 #include "model/op_cost.h"
+#include "model/profile.h"
 
 namespace megascale::engine {
 namespace {
@@ -93,6 +94,14 @@ void on_every_rank(Comm& world, F fn, PeerError peer_error) {
 
 }  // namespace
 
+double peak_flops_of(const model::Scenario& s) {
+  const model::GpuProfile& p = model::hardware_profile(s);
+  if (!p.is_cpu() || !(p.peak_tflops > 0)) {
+    throw std::invalid_argument("hardware: the engine's MFU needs a cpu profile with peak_tflops (got '" + p.name + "')");
+  }
+  return p.peak_tflops * 1e12;
+}
+
 double cpu_gemm_peak_flops() {
   constexpr int n = 512;
   Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
@@ -147,9 +156,10 @@ struct Trainer::Impl {
     lo.start_step = start_step;
     loader = make_loader(lo);
 
-    float peak = world.rank() == 0 ? static_cast<float>(cpu_gemm_peak_flops()) : 0.0f;
-    world.broadcast(&peak, 1, 0);
-    peak_flops = peak;
+    // The peak a cpu profile measured (megascale calibrate micro: the fastest
+    // single-core GEMM of its sweep, with provenance), not a re-measurement at
+    // start-up, which a loaded machine drags down (MFU above 100%).
+    peak_flops = peak_flops_of(s);
   }
 
   // NodeDataLoader throws DatasetError on the node's reader but a plain

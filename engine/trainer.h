@@ -9,10 +9,10 @@
 // shared memory, checkpoints with a completion marker).
 //
 // MFU on CPU: model FLOPs (model/op_cost.h model_flops_per_iteration, the same
-// formula as the simulator) over step time x min(processes, cores) x the FLOP/s
-// Eigen's own single-threaded SGEMM reaches on this machine (measured once at
-// start-up on a 512^3 product): the fraction of "what this machine's GEMM can
-// do" that the training step achieves.
+// formula as the simulator) over step time x min(processes, cores) x the
+// profile's peak_tflops (the scenario's cpu profile, model/profile.h: the
+// fastest single-core Device::matmul `megascale calibrate micro` measured):
+// the fraction of "what this machine's GEMM can do" that the step achieves.
 //
 // Thread-safety: one Trainer per rank, used by that rank's thread.
 #pragma once
@@ -53,6 +53,10 @@ struct StepReport {
 
 // Single-threaded Eigen SGEMM FLOP/s on this machine (512^3, best of 3).
 double cpu_gemm_peak_flops();
+
+// The MFU denominator per core: the scenario's cpu profile's peak_tflops, in
+// FLOP/s. Throws std::invalid_argument when the profile is not a cpu profile.
+double peak_flops_of(const model::Scenario& s);
 
 class Trainer {
  public:

@@ -8,7 +8,9 @@
 // Latency: base (Ring, Simple protocol: 8.4 us) + steps x per-hop latency
 // (NVLink Simple 3.4 us, network Simple 14 us), steps = n-1 (AG, RS) or 2(n-1)
 // (AR). network/ replaces the bandwidth term with fabric-aware flow rates
-// (ECMP, congestion); this is the contention-free baseline.
+// (ECMP, congestion); this is the contention-free baseline. A link carrying a
+// profile's measured collectives (Link::measured) answers from them instead
+// (nccl-tests imports, the CPU engine's MPI microbenchmarks).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -19,9 +21,16 @@ namespace megascale::model {
 
 enum class CollectiveKind { kAllGather, kReduceScatter, kAllReduce };
 
+struct CollectiveTable;  // model/profile_tables.h
+
 struct Link {
   double busbw_gbs = 0;     // achievable bus bandwidth per rank, GB/s
   double hop_latency_us = 0;
+  // A profile's measured collectives (model/profile_tables.h) over this link's
+  // scope ("intra": one machine / NVLink, "inter": across machines); when they
+  // cover an op, its measured time replaces the formula. nullptr: none.
+  const CollectiveTable* measured = nullptr;
+  const char* scope = "intra";
 };
 
 // NVLink inside a node and one NIC rail across nodes.

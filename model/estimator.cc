@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "model/collective_cost.h"
+#include "model/engine_ops.h"
 #include "model/fused_overlap.h"
+#include "model/job_schedule.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
 
 namespace megascale::model {
 namespace {
 
-constexpr double kParamBytes = 2.0;  // bf16 parameters all-gathered
 constexpr double kGradBytes = 4.0;   // fp32 gradients reduced (Megatron default for bf16)
 
 // Optimizer step traffic per parameter of the local shard (fp32 master, grad, two
@@ -74,8 +75,13 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
   const ParallelConfig& p = s.parallel;
   const HardwareConfig& hw = s.hardware;
   const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
-  const Link network = network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
-  const Link nvlink = nvlink_link(gpu.nvlink_busbw_gbs);
+  Link network = network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
+  Link nvlink = nvlink_link(gpu.nvlink_busbw_gbs);
+  // Measured collectives (a calibrated profile) answer before the formula.
+  if (const ProfileTables* t = gpu.measured(); t != nullptr && !t->collectives.empty()) {
+    network.measured = &t->collectives;
+    nvlink.measured = &t->collectives;
+  }
   ParallelLinks l;
   // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
   l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
@@ -103,7 +109,7 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
       }
     } else {
       st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
-                                          static_cast<double>(step.bytes), tp_link);
+                                          step_bytes(step, gpu.activation_bytes), tp_link);
       st.added_s = overlap && step.fused_with >= 0
                        ? std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, st.collective_s,
                                                      step.kind == LayerStepKind::kTpAllGather ? CommSide::kBefore
@@ -145,7 +151,7 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
   }
   const ParallelConfig& p = s.parallel;
   if (p.tp > 1) {
-    const double act = static_cast<double>(p.micro_batch) * s.model.seq_len * s.model.hidden * 2;
+    const double act = static_cast<double>(p.micro_batch) * s.model.seq_len * s.model.hidden * gpu.activation_bytes;
     const CollectiveKind fwd = p.sequence_parallel ? (output_head ? CollectiveKind::kAllGather
                                                                   : CollectiveKind::kReduceScatter)
                                                    : CollectiveKind::kAllReduce;
@@ -162,8 +168,9 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
   return h;
 }
 
-Estimate estimate(const Scenario& s, const HostModel& host) {
-  const GpuProfile& gpu = hardware_profile(s);
+Estimate estimate(const Scenario& s) {
+  GpuProfile cpu_storage;
+  const GpuProfile& gpu = job_profile(s, &cpu_storage);
   const ModelConfig& m = s.model;
   const ParallelConfig& p = s.parallel;
   const Optimizations& o = s.optimizations;
@@ -175,14 +182,14 @@ Estimate estimate(const Scenario& s, const HostModel& host) {
 
   Estimate e;
   // --- one layer, one micro-batch -------------------------------------------------
-  const std::vector<OperatorCost> ops = layer_operators(m, p, o.efficient_operators);
+  const std::vector<OperatorCost> ops = job_layer_operators(s, gpu);
   const ProgramTime fwd = program_time(layer_forward_program(m, p, ops), ops, false, s, link.tp, gpu);
   const ProgramTime bwd = program_time(layer_backward_program(m, p, ops), ops, true, s, link.tp, gpu);
   e.chunk_forward_s = layers_per_chunk * (fwd.compute_s + fwd.tp_exposed_s);
   e.chunk_backward_s = layers_per_chunk * (bwd.compute_s + bwd.recompute_s + bwd.tp_exposed_s);
 
-  const HeadTime emb = head_time(embedding_operators(m, p), s, link.tp, gpu, false);
-  const HeadTime out = head_time(output_operators(m, p, o.efficient_operators), s, link.tp, gpu, true);
+  const HeadTime emb = head_time(job_embedding_operators(s, gpu), s, link.tp, gpu, false);
+  const HeadTime out = head_time(job_output_operators(s, gpu), s, link.tp, gpu, true);
 
   // --- the busiest pipeline rank -----------------------------------------------------
   const double chunks = static_cast<double>(M) * V;
@@ -207,22 +214,25 @@ Estimate estimate(const Scenario& s, const HostModel& host) {
   e.bubble_fraction = busy_s > 0 ? b.bubble_s / busy_s : 0.0;
 
   // --- data ------------------------------------------------------------------------
-  const double data_window_s = static_cast<double>(M) * p.micro_batch * host.data_load_s_per_sample;
+  const double data_window_s = static_cast<double>(M) * p.micro_batch * gpu.data_load_s_per_sample;
   b.data_s = o.data_pipeline ? 0.0 : data_window_s;
 
   // --- pipeline p2p (Megatron scatter-gather: each TP rank sends 1/t) ----------------
   if (P > 1) {
-    const double msg = static_cast<double>(p.micro_batch) * m.seq_len * m.hidden * 2 / p.tp;
-    e.p2p_s = p2p_time_s(msg, link.pp);
+    e.p2p_s = p2p_time_s(static_cast<double>(p2p_message_bytes(s)), link.pp);
     // Blocking (Megatron): two batched exchanges per forward/backward pair plus the
     // fill/drain hops; decoupled async (MegaScale): only the fill/drain hops.
     const double exchanges = o.pp_overlap ? 2.0 * (P - 1) : 2.0 * chunks + 2.0 * (P - 1);
     b.pp_exposed_s = exchanges * e.p2p_s;
     // Tied input/output embedding: all-reduce of its gradient between the first and
-    // last stage before the optimizer (Megatron-LM), fp32.
-    const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradBytes;
-    const Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
-    b.pp_exposed_s += collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
+    // last stage before the optimizer (Megatron-LM), fp32. The CPU engine keeps
+    // a separate output layer (model/engine_ops.h): nothing to reduce.
+    if (!gpu.is_cpu()) {
+      const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradBytes;
+      Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
+      emb_link.measured = link.pp.measured;
+      b.pp_exposed_s += collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
+    }
   }
 
   // --- data parallel ---------------------------------------------------------------
@@ -231,13 +241,15 @@ Estimate estimate(const Scenario& s, const HostModel& host) {
   if (p.dp > 1) {
     std::vector<double> rs(V), ag(V);
     for (int c = 0; c < V; ++c) {
-      const double params = chunk_params + (c == 0 ? embed_params : 0.0);
+      // The CPU engine reduces and gathers each chunk's whole flat buffer (of
+      // the busiest rank, rank 0's first chunk holding the embeddings).
+      const double params = gpu.is_cpu() ? engine_chunk_params(s, 0, c) : chunk_params + (c == 0 ? embed_params : 0.0);
       const CollectiveKind reduce =
           p.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
       rs[c] = collective_time_s(reduce, p.dp, params * kGradBytes, link.dp);
       ag[c] = p.zero_stage == 0 ? 0.0
                                 : collective_time_s(CollectiveKind::kAllGather, p.dp,
-                                                    params * kParamBytes, link.dp);
+                                                    params * gpu.param_gather_bytes, link.dp);
     }
     e.dp_reduce_scatter_chunk_s = rs[V > 1 ? 1 : 0];
     e.dp_all_gather_chunk_s = ag[V > 1 ? 1 : 0];
@@ -287,6 +299,11 @@ Estimate estimate(const Scenario& s, const HostModel& host) {
   // all-reduces over the whole job, latency-bound.
   const Link& norm_link = p.dp > 1 ? link.dp : link.tp;
   b.optimizer_s += small_allreduce_time_s(p.gpus(), norm_link);
+  if (gpu.is_cpu()) {
+    // The engine's own step work, measured (model/engine_ops.h): the slowest rank.
+    b.optimizer_s = 0;
+    for (int r = 0; r < P; ++r) b.optimizer_s = std::max(b.optimizer_s, engine_rank_step_s(s, gpu, r));
+  }
 
   e.iteration_time_s = b.data_s + busy_s + b.bubble_s + b.pp_exposed_s + b.dp_exposed_s + b.optimizer_s;
   e.model_flops = model_flops_per_iteration(m, p.global_batch);

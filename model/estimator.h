@@ -46,15 +46,6 @@ struct TimeBreakdown {
   double optimizer_s = 0;     // optimizer step (+ gradient-norm)
 };
 
-// Inputs of the cost model that are not in the scenario (host side).
-struct HostModel {
-  // Synchronous per-sample data loading + preprocessing when the data pipeline
-  // is off (Megatron GPTDataset indexing, collation, pinned host-to-device copy of
-  // a 2048-token sample). Assumed order of magnitude (1 ms), not measured here and
-  // not fitted to MegaScale; the calibrate command replaces it.
-  double data_load_s_per_sample = 1e-3;
-};
-
 struct Estimate {
   double iteration_time_s = 0;
   double mfu = 0;                 // fraction of peak bf16
@@ -125,6 +116,7 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
 
 // Estimates one configuration. REQUIRES: the layout is valid (check_layout()) and
 // hardware.gpu names a profile (throws std::invalid_argument otherwise).
-Estimate estimate(const Scenario& s, const HostModel& host = {});
+// Synchronous data loading costs the profile's data_load_s_per_sample.
+Estimate estimate(const Scenario& s);
 
 }  // namespace megascale::model

@@ -68,6 +68,9 @@ struct GpuProfile {
   double data_load_s_per_sample = 1e-3;  // synchronous loading per sample (data pipeline off)
   double step_overhead_s = 0;          // host work per iteration outside the ops
   double op_gap_us = 0;                // host time between two compute ops
+  // Not from the file: ranks of one machine a job keeps busy at once, which
+  // selects the measured tables' `ranks` (model/engine_ops.h job_profile).
+  int busy_ranks = 1;
   std::map<std::string, Provenance> provenance;  // by [values] key
   std::shared_ptr<const ProfileTables> tables;   // measured tables; null: none
 

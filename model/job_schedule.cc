@@ -3,12 +3,22 @@
 
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/profile.h"
 
 namespace megascale::model {
 
 int64_t p2p_message_bytes(const Scenario& s) {
-  return static_cast<int64_t>(s.parallel.micro_batch) * s.model.seq_len * s.model.hidden * 2 /
-         s.parallel.tp;
+  const ParallelConfig& p = s.parallel;
+  const GpuProfile& gpu = hardware_profile(s);
+  if (gpu.is_cpu()) {
+    // The CPU engine sends its whole (Tl, B, C) fp32 activation: the sequence
+    // shard under SP, the full sequence otherwise (engine/model_chunk.h).
+    const int64_t tokens = static_cast<int64_t>(p.micro_batch) * s.model.seq_len /
+                           (p.sequence_parallel && p.tp > 1 ? p.tp : 1);
+    return tokens * s.model.hidden * static_cast<int64_t>(gpu.activation_bytes);
+  }
+  // Megatron-LM's scatter-gather: each TP rank sends 1/tp of the bf16 activation.
+  return static_cast<int64_t>(p.micro_batch) * s.model.seq_len * s.model.hidden * 2 / p.tp;
 }
 
 int64_t dp_chunk_bytes(const Scenario& s) {

@@ -22,7 +22,8 @@ namespace megascale::model {
 
 // p2p message per (micro-batch, chunk boundary) per GPU: the (b, s, h) bf16
 // activation divided over TP ranks (sequence parallel, or Megatron-LM's
-// scatter-gather optimisation without it).
+// scatter-gather optimisation without it); on a cpu profile the engine's fp32
+// (Tl, b, h) activation, Tl = s/tp under SP, else s.
 int64_t p2p_message_bytes(const Scenario& s);
 
 // DP payload per chunk per GPU: the chunk's gradients (fp32) for the

@@ -38,7 +38,7 @@ struct LayerStep {
   LayerStepKind kind = LayerStepKind::kCompute;
   std::string name;         // e.g. "attn_in", "mlp", "ag_mlp"
   std::vector<int> ops;     // compute: indices into the layer's OperatorCost list
-  int64_t bytes = 0;        // collectives: size of the full (unsharded) tensor, bytes
+  int64_t bytes = 0;        // collectives: size of the full (unsharded) tensor, bytes (bf16)
   // Collectives: index (into the layer's operator list) of the GEMM it can be
   // fused with under tp_overlap (MegaScale section 3.2: the all-gather feeding a
   // column-parallel GEMM, the reduce-scatter fed by a row-parallel one), or -1.
@@ -47,6 +47,12 @@ struct LayerStep {
 };
 
 using LayerProgram = std::vector<LayerStep>;
+
+// A collective step's bytes for activations of `activation_bytes` bytes per
+// element (LayerStep::bytes is sized for bf16, 2 bytes; the CPU engine is fp32).
+inline double step_bytes(const LayerStep& step, double activation_bytes) {
+  return static_cast<double>(step.bytes) / 2.0 * activation_bytes;
+}
 
 // The forward program of one layer over `ops` (from layer_operators(m, p, ...)).
 LayerProgram layer_forward_program(const ModelConfig& m, const ParallelConfig& p,

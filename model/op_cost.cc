@@ -2,6 +2,8 @@
 #include "model/op_cost.h"
 
 #include <algorithm>
+#include <optional>
+#include <stdexcept>
 
 namespace megascale::model {
 namespace {
@@ -220,7 +222,63 @@ std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelC
   return ops;
 }
 
+namespace {
+
+// The in-situ scale of a call class (model/profile_tables.h InsituTable), 1 when
+// the profile has none.
+double insitu_scale(const ProfileTables* t, const char* cls, int ranks) {
+  if (t == nullptr) return 1.0;
+  return t->insitu.value(cls, ranks).value_or(1.0);
+}
+
+}  // namespace
+
+CallClassTimes call_class_times(const std::vector<KernelCall>& calls, const GpuProfile& gpu) {
+  const ProfileTables* t = gpu.measured();
+  CallClassTimes out;
+  for (const KernelCall& c : calls) {
+    switch (c.kind) {
+      case CallKind::kGemm:
+        out.gemm_s += t != nullptr && !t->gemm.empty() ? t->gemm.time_s(c.m, c.n, c.k, c.name, gpu.busy_ranks)
+                                                       : gemm_time_s(gpu, c.m, c.n, c.k);
+        break;
+      case CallKind::kAttention:
+        if (t == nullptr || t->attention.empty()) {
+          throw std::invalid_argument("profile " + gpu.name + " has no measured attention table");
+        }
+        out.attention_s += c.count * t->attention.time_s(c.seq, c.head_dim, c.window, c.backward, gpu.busy_ranks);
+        break;
+      case CallKind::kKernel: {
+        const std::optional<double> s =
+            t != nullptr ? t->kernels.time_s(c.name, c.backward, c.count, gpu.busy_ranks) : std::nullopt;
+        if (!s) {
+          throw std::invalid_argument("profile " + gpu.name + " has no measured kernel '" + c.name + "' (" +
+                                      (c.backward ? "bwd" : "fwd") + ")");
+        }
+        out.kernel_s += *s;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+double calls_time_s(const std::vector<KernelCall>& calls, const GpuProfile& gpu) {
+  const ProfileTables* t = gpu.measured();
+  const CallClassTimes c = call_class_times(calls, gpu);
+  return insitu_scale(t, "gemm", gpu.busy_ranks) * c.gemm_s +
+         insitu_scale(t, "attention", gpu.busy_ranks) * c.attention_s +
+         insitu_scale(t, "kernel", gpu.busy_ranks) * c.kernel_s;
+}
+
+double op_gap_s(const GpuProfile& gpu) {
+  const ProfileTables* t = gpu.measured();
+  const std::optional<double> gap = t != nullptr ? t->insitu.value("gap_us", gpu.busy_ranks) : std::nullopt;
+  return gap.value_or(gpu.op_gap_us) * 1e-6;
+}
+
 double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
+  if (!op.fwd_calls.empty()) return calls_time_s(op.fwd_calls, gpu) + op_gap_s(gpu);
   switch (op.cls) {
     case OpClass::kGemm:
       return gemm_time_s(gpu, op.m, op.n, op.k);
@@ -236,6 +294,7 @@ double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
 }
 
 double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
+  if (!op.bwd_calls.empty()) return calls_time_s(op.bwd_calls, gpu) + op_gap_s(gpu);
   switch (op.cls) {
     case OpClass::kGemm:
       // dgrad: (m x n) * (n x k); wgrad: (k x m) * (m x n).

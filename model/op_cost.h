@@ -41,6 +41,21 @@ enum class OpClass {
   kMemory,          // bandwidth-bound elementwise / normalisation / softmax
 };
 
+// One kernel as a measured profile times it (model/profile_tables.h): a GEMM
+// (name = layout "nt" | "nn" | "tn", m x n x k), an attention call (`count`
+// sequences x query heads of (seq, head_dim, window)), or a named kernel over
+// `count` elements (name = "layer_norm", "gelu", ... : model/profile.h
+// kCpuKernels). model/engine_ops.h attaches them for the CPU engine.
+enum class CallKind { kGemm, kAttention, kKernel };
+struct KernelCall {
+  CallKind kind = CallKind::kKernel;
+  std::string name;
+  int64_t m = 0, n = 0, k = 0;
+  int seq = 0, head_dim = 0, window = 0;
+  double count = 0;
+  bool backward = false;
+};
+
 struct OperatorCost {
   std::string name;
   OpClass cls = OpClass::kMemory;
@@ -52,6 +67,9 @@ struct OperatorCost {
   int fwd_kernels = 1;                      // kernels launched (memory ops)
   int bwd_kernels = 1;
   bool attention_core = false;              // re-run by selective recomputation
+  // When set (a cpu profile's engine, model/engine_ops.h), the op's time is
+  // these calls' measured times plus the profile's op_gap_us.
+  std::vector<KernelCall> fwd_calls, bwd_calls;
 };
 
 // All operators of one transformer layer in execution order.
@@ -63,6 +81,22 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p);
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
                                            bool efficient_operators);
+
+// Seconds of a list of calls on `gpu` from its measured tables (busy_ranks for
+// the concurrency), each class times the profile's in-situ scale. A kernel the
+// profile lacks throws std::invalid_argument.
+double calls_time_s(const std::vector<KernelCall>& calls, const GpuProfile& gpu);
+
+// The same calls' table times by class, before any in-situ scale (what the
+// in-situ fit of engine/microbench.h regresses measured op times on).
+struct CallClassTimes {
+  double gemm_s = 0, attention_s = 0, kernel_s = 0;
+};
+CallClassTimes call_class_times(const std::vector<KernelCall>& calls, const GpuProfile& gpu);
+
+// The host gap a profile puts between two compute ops: its in-situ fit for the
+// busy ranks when measured, else op_gap_us.
+double op_gap_s(const GpuProfile& gpu);
 
 // Time of one operator on `gpu`, seconds.
 double forward_time_s(const OperatorCost& op, const GpuProfile& gpu);

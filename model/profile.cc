@@ -28,14 +28,15 @@ namespace megascale::model {
 const std::vector<std::pair<std::string_view, std::string_view>>& embedded_profile_files();
 
 const std::vector<std::string> kCpuKernels = {
-    "layer_norm", "bias_dropout_add", "bias_add", "gelu", "swiglu", "cross_entropy",
-    "embedding",  "copy",             "fill_zero", "adamw", "lamb"};
+    "layer_norm", "add",       "bias_add",  "bias_grad",  "gelu",  "swiglu", "cross_entropy",
+    "embedding",  "position_embedding", "copy", "fill_zero", "clip_grad", "adamw", "lamb"};
 
 namespace {
 
 // Kernels whose backward is a separate measurement (the others are forward-only work).
 bool kernel_has_backward(const std::string& k) {
-  return k != "copy" && k != "fill_zero" && k != "adamw" && k != "lamb";
+  return k == "layer_norm" || k == "gelu" || k == "swiglu" || k == "cross_entropy" || k == "embedding" ||
+         k == "position_embedding";
 }
 
 constexpr std::string_view kKinds[] = {"gpu", "cpu"};
@@ -124,6 +125,7 @@ const std::vector<TableKind>& table_kinds() {
        {{"op", Cell::kString, true}, {"scope", Cell::kString, true}, {"ranks", Cell::kInt, true},
         {"protocol", Cell::kString, true}, {"latency_us", Cell::kNumber, true},
         {"busbw_gbs", Cell::kNumber, true}}},
+      {"insitu", {{"ranks", Cell::kInt, true}, {"class", Cell::kString, true}, {"value", Cell::kNumber, true}}},
   };
   return kinds;
 }
@@ -133,6 +135,7 @@ constexpr std::string_view kPasses[] = {"fwd", "bwd"};
 constexpr std::string_view kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv", "alltoall", "broadcast"};
 constexpr std::string_view kScopes[] = {"intra", "inter"};
 constexpr std::string_view kProtocols[] = {"LL", "LL128", "Simple", "MPI"};
+constexpr std::string_view kInsituClasses[] = {"gemm", "attention", "kernel", "gap_us"};
 
 // One row of a table, by column name.
 struct Row {
@@ -386,6 +389,18 @@ void read_tables(const Section& tables, const toml::table& t, GpuProfile* p) {
         c.busbw_gbs = positive(*s, r, "busbw_gbs");
         curves.push_back(c);
       }
+    } else if (kind.name == "insitu") {
+      std::vector<InsituPoint> pts;
+      for (const Row& r : rows) {
+        require_choice(*s, r, "class", kInsituClasses);
+        InsituPoint q;
+        q.ranks = static_cast<int>(r.num.at("ranks"));
+        if (q.ranks < 1) s->fail_at(*r.node, "rows.ranks", "must be >= 1");
+        q.cls = r.str.at("class");
+        q.value = r.num.at("value");
+        pts.push_back(q);
+      }
+      out->insitu = InsituTable(std::move(pts));
     }
   }
   out->collectives = CollectiveTable(std::move(coll), std::move(curves));
@@ -573,6 +588,13 @@ std::string write_profile(const GpuProfile& p) {
     for (const CollectivePoint& c : t->collectives.points()) {
       o << "  [" << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << number(c.bytes) << ", "
         << number(c.seconds) << ", " << number(c.spread) << "],\n";
+    }
+    o << "]\n";
+  }
+  if (!t->insitu.empty()) {
+    write_table_head(o, "insitu", p, {"ranks", "class", "value"});
+    for (const InsituPoint& q : t->insitu.points()) {
+      o << "  [" << q.ranks << ", " << quoted(q.cls) << ", " << number(q.value) << "],\n";
     }
     o << "]\n";
   }

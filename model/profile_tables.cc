@@ -377,4 +377,27 @@ std::optional<double> CollectiveTable::time_s(const std::string& op, const std::
   return std::nullopt;
 }
 
+// ---- in situ ---------------------------------------------------------------------
+
+InsituTable::InsituTable(std::vector<InsituPoint> points) : points_(std::move(points)) {
+  for (const InsituPoint& p : points_) {
+    if (p.ranks < 1 || !(p.value >= 0) || !std::isfinite(p.value)) {
+      throw std::invalid_argument("InsituTable: ranks >= 1 and finite values >= 0");
+    }
+  }
+}
+
+std::optional<double> InsituTable::value(const std::string& cls, int ranks) const {
+  std::vector<int> available;
+  for (const InsituPoint& p : points_) {
+    if (p.cls == cls) available.push_back(p.ranks);
+  }
+  if (available.empty()) return std::nullopt;
+  const int r = choose_ranks(available, ranks);
+  for (const InsituPoint& p : points_) {
+    if (p.cls == cls && p.ranks == r) return p.value;
+  }
+  return std::nullopt;
+}
+
 }  // namespace megascale::model

@@ -2,7 +2,8 @@
 // kernel's time is read off them.
 //
 // defines: GemmPoint, GemmTable, AttentionPoint, AttentionTable, KernelPoint,
-// KernelTable, CollectivePoint, ProtocolCurve, CollectiveTable, ProfileTables
+// KernelTable, CollectivePoint, ProtocolCurve, CollectiveTable, InsituPoint,
+// InsituTable, ProfileTables
 //
 // A profile (model/profile.h) may carry measurements instead of single
 // efficiencies: GEMM time by (m, n, k, layout), attention by (sequence, head
@@ -185,12 +186,44 @@ class CollectiveTable {
   std::vector<ProtocolCurve> curves_;
 };
 
+// ---- in situ ----------------------------------------------------------------------
+
+// The kernel tables time each kernel alone, repeated on warm caches. Inside a
+// training step the same kernels run slower: their weights and stashed
+// activations come from memory, kernels interleave, the host adds a gap
+// between ops. `megascale calibrate micro` runs whole engine models
+// (ModelChunk forward and backward, several sizes) and fits, per number of
+// busy ranks, one scale per call class ("gemm", "attention", "kernel") and a
+// host gap per op ("gap_us", microseconds), by non-negative least squares on
+// the op times it measured there (model/least_squares.h), with the
+// leave-one-out error over those models in the table's provenance.
+struct InsituPoint {
+  int ranks = 1;
+  std::string cls;   // "gemm" | "attention" | "kernel" | "gap_us"
+  double value = 0;
+};
+
+class InsituTable {
+ public:
+  InsituTable() = default;
+  explicit InsituTable(std::vector<InsituPoint> points);
+  bool empty() const { return points_.empty(); }
+  const std::vector<InsituPoint>& points() const { return points_; }
+  // The value fitted for the rank count at or below `ranks` (else the
+  // smallest), or nullopt when the class was not fitted.
+  std::optional<double> value(const std::string& cls, int ranks) const;
+
+ private:
+  std::vector<InsituPoint> points_;
+};
+
 // Everything measured that a profile carries (any table may be empty).
 struct ProfileTables {
   GemmTable gemm;
   AttentionTable attention;
   KernelTable kernels;
   CollectiveTable collectives;
+  InsituTable insitu;
 };
 
 // Log-log interpolation over (size, seconds) points sorted by size, with the

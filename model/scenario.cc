@@ -141,7 +141,8 @@ HardwareConfig read_hardware(const Section& s) {
   hw.gpus_per_node = s.integer("gpus_per_node", 1).value_or(hw.gpus_per_node);
   hw.nics_per_node = s.integer("nics_per_node", 1).value_or(hw.nics_per_node);
   hw.nic_gbps = s.positive_number("nic_gbps").value_or(hw.nic_gbps);
-  hw.gpu_speed_sigma = s.non_negative_number("gpu_speed_sigma").value_or(hw.gpu_speed_sigma);
+  // The GPU-fleet spread (config.h) is not a CPU's: on "cpu" none unless given.
+  hw.gpu_speed_sigma = s.non_negative_number("gpu_speed_sigma").value_or(hw.gpu == "cpu" ? 0.0 : hw.gpu_speed_sigma);
   if (hw.gpu_speed_sigma > 0.5) {
     s.fail("gpu_speed_sigma", "must be at most 0.5 (a 50% spread), got " + std::to_string(hw.gpu_speed_sigma));
   }

@@ -8,19 +8,21 @@
 #include <stdexcept>
 #include <utility>
 
-#include "model/profile.h"
 #include "model/collective_cost.h"
+#include "model/engine_ops.h"
 #include "model/hardware.h"
 #include "model/job_schedule.h"
+#include "model/profile.h"
 
 namespace megascale::sim {
 namespace {
 
 constexpr double kGradBytes = 4.0;   // fp32 gradients (Megatron default for bf16)
-constexpr double kParamBytes = 2.0;  // bf16 parameters
 
-// Parameters per GPU of chunk c of pipeline rank r (see the header).
+// Parameters per GPU of chunk c of pipeline rank r (see the header); on a cpu
+// profile the engine's own flat buffer (model/engine_ops.h).
 double chunk_params(const model::Scenario& s, int r, int c) {
+  if (model::hardware_profile(s).is_cpu()) return model::engine_chunk_params(s, r, c);
   const model::ParallelConfig& p = s.parallel;
   const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
   double params = static_cast<double>(layers_per_chunk) * s.model.parameters_per_layer() / p.tp;
@@ -35,30 +37,34 @@ double chunk_params(const model::Scenario& s, int r, int c) {
 
 double dp_payload_bytes(const model::Scenario& s, int pp_rank, int chunk, model::OpKind kind) {
   const double params = chunk_params(s, pp_rank, chunk);
-  return kind == model::OpKind::kDpAllGather ? params * kParamBytes : params * kGradBytes;
+  return kind == model::OpKind::kDpAllGather ? params * model::hardware_profile(s).param_gather_bytes
+                                             : params * kGradBytes;
 }
 
 namespace {
 
 void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTimes* t) {
   const model::ParallelConfig& p = s.parallel;
-  const model::ParallelLinks link = model::parallel_links(s, model::hardware_profile(s));
+  const model::GpuProfile& gpu = model::hardware_profile(s);
+  const model::ParallelLinks link = model::parallel_links(s, gpu);
   t->p2p_s = p.pp > 1 ? e.p2p_s : 0.0;
   for (int r = 0; r < p.pp; ++r) {
     for (int c = 0; c < p.vpp; ++c) {
-      const double params = chunk_params(s, r, c);
       const model::CollectiveKind reduce =
           p.zero_stage == 0 ? model::CollectiveKind::kAllReduce : model::CollectiveKind::kReduceScatter;
-      t->dp_reduce_s[r * p.vpp + c] = model::collective_time_s(reduce, p.dp, params * kGradBytes, link.dp);
+      t->dp_reduce_s[r * p.vpp + c] =
+          model::collective_time_s(reduce, p.dp, dp_payload_bytes(s, r, c, model::OpKind::kDpReduceScatter), link.dp);
       t->dp_gather_s[r * p.vpp + c] =
           p.zero_stage == 0 ? 0.0
                             : model::collective_time_s(model::CollectiveKind::kAllGather, p.dp,
-                                                       params * kParamBytes, link.dp);
+                                                       dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), link.dp);
     }
   }
-  if (p.pp > 1) {
+  // The CPU engine's output layer is untied: no embedding all-reduce.
+  if (p.pp > 1 && !gpu.is_cpu()) {
     const double grad = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * kGradBytes;
-    const model::Link emb = link.pp_inside_node ? link.pp : model::network_link(link.pp.busbw_gbs);
+    model::Link emb = link.pp_inside_node ? link.pp : model::network_link(link.pp.busbw_gbs);
+    emb.measured = link.pp.measured;
     t->embedding_sync_s = model::collective_time_s(model::CollectiveKind::kAllReduce, 2, grad, emb);
   }
 }
@@ -188,12 +194,13 @@ void fill_network(const model::Scenario& s, const FabricInputs& f, CommTimes* t)
   if (p.dp > 1) {
     for (int r = 0; r < p.pp; ++r) {
       for (int c = 0; c < p.vpp; ++c) {
-        const double params = chunk_params(s, r, c);
         const network::CollectiveOp reduce =
             p.zero_stage == 0 ? network::CollectiveOp::kAllReduce : network::CollectiveOp::kReduceScatter;
-        t->dp_reduce_s[r * p.vpp + c] = net.dp(reduce, params * kGradBytes, t);
+        t->dp_reduce_s[r * p.vpp + c] = net.dp(reduce, dp_payload_bytes(s, r, c, model::OpKind::kDpReduceScatter), t);
         t->dp_gather_s[r * p.vpp + c] =
-            p.zero_stage == 0 ? 0.0 : net.dp(network::CollectiveOp::kAllGather, params * kParamBytes, t);
+            p.zero_stage == 0 ? 0.0
+                              : net.dp(network::CollectiveOp::kAllGather,
+                                       dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), t);
       }
     }
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "model/engine_ops.h"
 #include "model/profile.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
@@ -91,16 +92,17 @@ std::vector<LayerSlice> head_slices(const std::vector<model::OperatorCost>& ops,
 }  // namespace
 
 LayerTrace::LayerTrace(const model::Scenario& s) : pp_(s.parallel.pp), vpp_(s.parallel.vpp) {
-  const model::GpuProfile& gpu = model::hardware_profile(s);
+  model::GpuProfile cpu_storage;
+  const model::GpuProfile& gpu = model::job_profile(s, &cpu_storage);
   const model::ParallelConfig& p = s.parallel;
   layers_per_chunk_ = s.model.layers / (p.pp * p.vpp);
   layers_per_stage_chunk_ = s.model.layers / p.vpp;
-  const std::vector<model::OperatorCost> ops = model::layer_operators(s.model, p, s.optimizations.efficient_operators);
+  const std::vector<model::OperatorCost> ops = model::job_layer_operators(s, gpu);
   const model::Link tp = model::parallel_links(s, gpu).tp;
   forward_.slices = pass_slices(model::layer_forward_program(s.model, p, ops), ops, false, s, tp, gpu, &forward_.length_s);
   backward_.slices = pass_slices(model::layer_backward_program(s.model, p, ops), ops, true, s, tp, gpu, &backward_.length_s);
-  const std::vector<model::OperatorCost> emb = model::embedding_operators(s.model, p);
-  const std::vector<model::OperatorCost> out = model::output_operators(s.model, p, s.optimizations.efficient_operators);
+  const std::vector<model::OperatorCost> emb = model::job_embedding_operators(s, gpu);
+  const std::vector<model::OperatorCost> out = model::job_output_operators(s, gpu);
   embedding_fwd_.slices = head_slices(emb, s, gpu, false, false, &embedding_fwd_.length_s);
   embedding_bwd_.slices = head_slices(emb, s, gpu, false, true, &embedding_bwd_.length_s);
   output_fwd_.slices = head_slices(out, s, gpu, true, false, &output_fwd_.length_s);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "model/engine_ops.h"
 #include "model/profile.h"
 #include "model/collective_cost.h"
 #include "model/hardware.h"
@@ -51,11 +52,12 @@ OpParts plus(OpParts a, const OpParts& b) {
 
 OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommTimes& comm)
     : pp_(s.parallel.pp), vpp_(s.parallel.vpp), comm_(comm) {
-  const model::GpuProfile& gpu = model::hardware_profile(s);
+  model::GpuProfile cpu_storage;
+  const model::GpuProfile& gpu = model::job_profile(s, &cpu_storage);
   const model::ParallelConfig& p = s.parallel;
   const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
   const std::vector<model::OperatorCost> ops =
-      model::layer_operators(s.model, p, s.optimizations.efficient_operators);
+      model::job_layer_operators(s, gpu);
   const model::Link tp = model::parallel_links(s, gpu).tp;
   const model::ProgramTime f =
       model::program_time(model::layer_forward_program(s.model, p, ops), ops, false, s, tp, gpu);
@@ -71,8 +73,8 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
   forward_flops_ = layers_per_chunk * f.flops;
   backward_flops_ = layers_per_chunk * b.flops;
 
-  const Head emb = head(model::embedding_operators(s.model, p), s, gpu, false);
-  const Head out = head(model::output_operators(s.model, p, s.optimizations.efficient_operators), s, gpu, true);
+  const Head emb = head(model::job_embedding_operators(s, gpu), s, gpu, false);
+  const Head out = head(model::job_output_operators(s, gpu), s, gpu, true);
   embedding_fwd_ = emb.fwd;
   embedding_bwd_ = emb.bwd;
   output_fwd_ = out.fwd;
@@ -84,6 +86,10 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
 
   data_s_ = s.optimizations.data_pipeline ? 0.0 : e.breakdown.data_s;
   optimizer_s_ = e.breakdown.optimizer_s;
+  // The CPU engine: each pipeline rank's own step work (its chunks' buffers).
+  if (gpu.is_cpu()) {
+    for (int r = 0; r < p.pp; ++r) optimizer_rank_s_.push_back(model::engine_rank_step_s(s, gpu, r));
+  }
 
   const int M = p.microbatches();
   forward_busy_s_.assign(p.pp, 0.0);
@@ -135,7 +141,7 @@ OpParts OpCosts::parts(int pp_rank, const model::Op& op) const {
       t.dp = comm_.dp_reduce(pp_rank, op.chunk);
       break;
     case OpKind::kOptimizerStep:
-      t.optimizer = optimizer_s_;
+      t.optimizer = optimizer_rank_s_.empty() ? optimizer_s_ : optimizer_rank_s_[pp_rank];
       if (pp_ > 1 && (pp_rank == 0 || pp_rank == pp_ - 1)) t.pp = comm_.embedding_sync_s;
       break;
   }

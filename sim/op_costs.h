@@ -90,6 +90,7 @@ class OpCosts {
   OpParts embedding_fwd_, embedding_bwd_;   // added on rank 0, chunk 0
   OpParts output_fwd_, output_bwd_;         // added on rank P-1, chunk V-1
   double data_s_ = 0, optimizer_s_ = 0;
+  std::vector<double> optimizer_rank_s_;  // per pipeline rank (cpu profiles), else empty
   double forward_flops_ = 0, backward_flops_ = 0;
   double embedding_flops_fwd_ = 0, embedding_flops_bwd_ = 0;
   double output_flops_fwd_ = 0, output_flops_bwd_ = 0;

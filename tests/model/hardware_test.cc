@@ -24,7 +24,7 @@ TEST(Hardware, ProfilesCarrySpecSheetFigures) {
   const GpuProfile& h200 = gpu_profile("H200-SXM-141GB");
   EXPECT_EQ(h200.memory_bytes, 141e9);
   EXPECT_EQ(h200.memory_gbs, 4800.0);
-  EXPECT_EQ(gpu_profile_names().size(), 4u);
+  EXPECT_EQ(gpu_profile_names().size(), 5u);  // and "cpu"
   // PCIe x16 per direction: Gen4 on A100 (64 GB/s bidirectional), Gen5 on Hopper.
   EXPECT_NEAR(a80.pcie_gbps / 8 * 2, 64.0, 1.5);
   EXPECT_NEAR(h200.pcie_gbps / 8 * 2, 128.0, 3.0);

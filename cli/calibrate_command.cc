@@ -1,0 +1,208 @@
+// cli/calibrate_command.cc: `megascale calibrate micro|import|check|fit ...`.
+//
+// Parse, call calibrate/ (or launch the engine's microbenchmarks), print.
+// Compiled into the `megascale` executable only: calibrate/ links the event
+// simulator (sim/, SimGrid), which must stay out of megascale_cli_lib (see
+// cli/simulate_event.h). cli/main.cc dispatches "calibrate" here.
+#include "cli/calibrate_command.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "calibrate/check.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "model/profile.h"
+#include "model/scenario.h"
+
+namespace megascale::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string sibling(const std::string& name) {
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  return (self.parent_path() / name).string();
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+int usage_error(std::ostream& err, const std::string& what) {
+  err << "megascale calibrate: " << what << "\n\n" << calibrate_usage();
+  return 2;
+}
+
+int number_option(const ParsedArgs& p, const std::string& name, int fallback, int lo, int hi) {
+  if (!p.has(name)) return fallback;
+  const std::string& v = p.values.at(name);
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || n < lo || n > hi) {
+    throw UsageError(name + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                     ", got '" + v + "'");
+  }
+  return n;
+}
+
+// ---- micro --------------------------------------------------------------------
+
+int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--quick", "--single"}, {"--device", "--ranks", "--out"});
+  const std::string device = p.has("--device") ? p.values.at("--device") : "cpu";
+  if (device == "cuda") {
+    err << "megascale calibrate micro: --device cuda: the engine has no CUDA device in this build yet "
+           "(engine/ on CUDA + NCCL is a later issue); use --device cpu\n";
+    return 2;
+  }
+  if (device != "cpu") throw UsageError(std::string("--device must be cpu or cuda, got '").append(device).append("'"));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int ranks = number_option(p, "--ranks", std::min(cores, 8), 1, 64);
+  for (const std::string& f : p.positional) (void)model::load_scenario(f);  // bad input before the run
+  const std::string micro = sibling("megascale-micro");
+  if (!fs::exists(micro)) {
+    err << "megascale calibrate micro: " << micro << " is missing (build the megascale-micro target)\n";
+    return 1;
+  }
+  std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+                    std::to_string(ranks) + " " + shell_quote(micro);
+  // append(): g++ 12 warns -Wrestrict on `s += " " + f()` (GCC bug 105329).
+  if (p.has("--out")) cmd.append(" --out ").append(shell_quote(p.values.at("--out")));
+  if (p.on("--quick")) cmd.append(" --quick");
+  if (p.on("--single")) cmd.append(" --single");
+  for (const std::string& f : p.positional) cmd.append(" ").append(shell_quote(f));
+  out.flush();
+  err.flush();
+  const int status = std::system(cmd.c_str());
+  if (status == -1) {
+    err << "megascale calibrate micro: cannot run mpirun (is openmpi-bin installed? scripts/setup.sh)\n";
+    return 1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+// ---- check --------------------------------------------------------------------
+
+int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--json"}, {"--profile", "--tolerance", "--steps", "--warmup", "--dir", "--set"});
+  if (p.positional.empty()) throw UsageError("calibrate check expects at least one SCENARIO");
+  calibrate::CheckOptions o;
+  o.profile = p.has("--profile") ? p.values.at("--profile") : "";
+  if (p.has("--tolerance")) {
+    const std::string& v = p.values.at("--tolerance");
+    char* end = nullptr;
+    o.tolerance = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end != '\0' || !(o.tolerance > 0) || o.tolerance > 10) {
+      throw UsageError("--tolerance must be a fraction > 0 (0.15 = 15%), got '" + v + "'");
+    }
+  }
+  o.steps = number_option(p, "--steps", 0, 1, 100000);
+  o.warmup = number_option(p, "--warmup", 2, 0, 1000);
+  o.out_dir = p.has("--dir") ? p.values.at("--dir") : "results/calibration";
+  o.overrides = p.all("--set");
+  o.engine_binary = sibling("megascale-train");
+  if (!fs::exists(o.engine_binary)) {
+    err << "megascale calibrate check: " << o.engine_binary << " is missing (build the megascale-train target)\n";
+    return 1;
+  }
+  nlohmann::json all = nlohmann::json::array();
+  bool pass = true;
+  for (const std::string& f : p.positional) {
+    err << "megascale calibrate check: " << f << ": running the engine and the simulation...\n" << std::flush;
+    const calibrate::CheckResult r = calibrate::run_check(f, o);
+    pass = pass && r.pass;
+    if (p.on("--json")) {
+      all.push_back(calibrate::check_json(r));
+    } else {
+      out << r.name << " (" << f << ", " << r.processes << " process(es), profile " << r.profile_file << ")\n"
+          << "  step measured " << fmt("%.2f", r.measured_step_s * 1e3) << " ms (median of "
+          << r.ops.steps_used << ", spread " << fmt("%.1f", 100 * r.measured_spread) << "%), predicted "
+          << fmt("%.2f", r.predicted_step_s * 1e3) << " ms, error " << fmt("%+.1f", 100 * r.error) << "% ("
+          << (r.pass ? "pass" : "FAIL") << ", tolerance " << fmt("%.0f", 100 * r.tolerance) << "%)\n"
+          << "  compute " << fmt("%.2f", r.ops.measured.compute_s * 1e3) << " / "
+          << fmt("%.2f", r.ops.predicted.compute_s * 1e3) << " ms, TP comm " << fmt("%.2f", r.ops.measured.tp_s * 1e3)
+          << " / " << fmt("%.2f", r.ops.predicted.tp_s * 1e3) << " ms, bubble + exposed comm "
+          << fmt("%.2f", r.ops.measured.wait_s * 1e3) << " / " << fmt("%.2f", r.ops.predicted.wait_s * 1e3)
+          << " ms (measured / predicted, per rank)\n";
+      int shown = 0;
+      for (const calibrate::OpRow& op : r.ops.ops) {
+        if (shown++ == 8) break;
+        out << "    " << op.kind << ": " << fmt("%.3f", op.measured_s * 1e3) << " / "
+            << fmt("%.3f", op.predicted_s * 1e3) << " ms (" << fmt("%+.1f", 100 * op.error) << "%)\n";
+      }
+      for (const std::string& file : r.files) out << "  wrote " << file << "\n";
+    }
+  }
+  if (p.on("--json")) out << all.dump(2) << "\n";
+  return pass ? 0 : 1;
+}
+
+}  // namespace
+
+std::string calibrate_usage() {
+  return "megascale calibrate micro [--device cpu] [--ranks N] [--out FILE] [--quick] [--single] [SCENARIO...]\n"
+         "    Times the engine's own kernels and MPI collectives (engine/microbench.h) and writes\n"
+         "    a cpu profile (calibrate/profiles/README.md): GEMMs by (m, n, k, layout), attention,\n"
+         "    every element-wise and optimizer kernel, collectives by size; with every rank alone\n"
+         "    and all at once. SCENARIOs add their exact shapes. --quick: a coarser sweep.\n"
+         "megascale calibrate import --out FILE [--profile BASE] [--nccl-tests FILE]... [--gemm-csv FILE]...\n"
+         "                           [--scope intra|inter] [--name NAME]\n"
+         "    A profile from measurements users already have: nccl-tests output (all_reduce_perf,\n"
+         "    all_gather_perf, reduce_scatter_perf, sendrecv_perf) and GEMM sweep CSVs, added to\n"
+         "    BASE (a profile file or a shipped name).\n"
+         "megascale calibrate check SCENARIO... [--profile FILE] [--tolerance X] [--steps N] [--warmup K]\n"
+         "                          [--dir DIR] [--json] [--set KEY=VALUE]...\n"
+         "    Runs the engine on each scenario with tracing, simulates the same Schedule IR on the\n"
+         "    profile, and reports measured vs predicted: step time, per-op times, bubble and exposed\n"
+         "    communication; writes DIR/<scenario>.md, .svg, .json (default results/calibration).\n"
+         "    Exit 1 when a step-time error exceeds the tolerance (default 0.15).\n"
+         "megascale calibrate fit --profile FILE --out FILE [--runs N] SCENARIO...\n"
+         "    Fits what no microbenchmark measures (per-op host gap, per-step host overhead) on the\n"
+         "    named engine runs, with leave-one-out errors, into the profile as `fitted`.\n";
+}
+
+int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    (args.empty() ? err : out) << calibrate_usage();
+    return args.empty() ? 2 : 0;
+  }
+  const std::string sub = args[0];
+  const Args rest(args.begin() + 1, args.end());
+  try {
+    if (sub == "micro") return calibrate_micro(rest, out, err);
+    if (sub == "check") return calibrate_check(rest, out, err);
+    return usage_error(err, "unknown subcommand '" + sub + "'");
+  } catch (const UsageError& e) {
+    return usage_error(err, e.what());
+  } catch (const model::ScenarioError& e) {
+    err << "megascale calibrate " << sub << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    err << "megascale calibrate " << sub << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "megascale calibrate " << sub << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace megascale::cli

@@ -1,0 +1,113 @@
+// cli/micro_main.cc: `megascale-micro [--out FILE] [--quick] [--single] [SCENARIO...]`,
+// one rank of `megascale calibrate micro`.
+//
+// Started under mpirun by `megascale calibrate micro` (cli/calibrate_command.cc);
+// every rank runs engine/microbench.h's plan (the default sweep, or the quick
+// one, plus the exact shapes of the scenarios given) on the engine's CpuDevice
+// and MPI Comm, and world rank 0 writes the cpu profile (model/profile.h) to
+// FILE (default: stdout) with progress on stderr. Exit 2 for bad input (a
+// scenario, an option), 1 otherwise.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine/comm_mpi.h"
+#include "engine/device_cpu.h"
+#include "engine/microbench.h"
+#include "model/profile.h"
+#include "model/scenario.h"
+
+namespace {
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace megascale;
+  std::string out_path;
+  bool quick = false, single = false;
+  std::vector<std::string> scenarios;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) {
+      out_path = argv[++i];
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--single") {
+      single = true;
+    } else if (a.rfind("--", 0) == 0) {
+      std::cerr << "megascale-micro: unknown option '" << a << "'\n";
+      return 2;
+    } else {
+      scenarios.push_back(a);
+    }
+  }
+  engine::MicroPlan plan = engine::default_micro_plan(quick);
+  plan.concurrent = !single;
+  try {
+    for (const std::string& f : scenarios) {
+      engine::add_scenario_shapes(model::load_scenario(f), &plan);
+      plan.label += " + " + f;
+    }
+  } catch (const model::ScenarioError& e) {
+    std::cerr << "megascale calibrate micro: " << e.what() << "\n";
+    return 2;
+  }
+  engine::MpiEnvironment env(&argc, &argv);
+  auto world = engine::MpiComm::world();
+  const bool lead = world->rank() == 0;
+  if (lead) {
+    std::cerr << "megascale calibrate micro: " << world->size() << " rank(s), " << plan.gemms.size() << " GEMM shapes, "
+              << plan.attention_seqs.size() * plan.attention_head_dims.size() << " attention shapes, "
+              << plan.kernel_elements.size() << " kernel sizes, " << plan.collective_bytes.size()
+              << " collective sizes (" << plan.label << ")\n";
+  }
+  try {
+    const engine::MicroResult r = engine::run_microbenchmarks(
+        engine::cpu_device(), *world, plan, [](const std::string& line) { std::cerr << "  " << line << "\n"; });
+    if (lead) {
+      const model::GpuProfile p = engine::micro_profile(r, plan, hostname(), today());
+      const std::string text = model::write_profile(p);
+      // Never write what cannot be read back.
+      (void)model::parse_profile(text, out_path.empty() ? "<stdout>" : out_path);
+      if (out_path.empty()) {
+        std::cout << text;
+      } else {
+        std::ofstream f(out_path + ".tmp");
+        f << text;
+        f.close();
+        if (!f || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
+          std::cerr << "megascale calibrate micro: cannot write " << out_path << "\n";
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+      }
+      std::cerr << "megascale calibrate micro: " << r.gemm.size() << " GEMM, " << r.attention.size()
+                << " attention, " << r.kernels.size() << " kernel, " << r.collectives.size()
+                << " collective points in " << static_cast<int>(r.seconds) << " s; peak "
+                << p.peak_tflops * 1e3 << " GFLOP/s per core"
+                << (out_path.empty() ? "" : "; wrote " + out_path) << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "megascale calibrate micro: rank " << world->rank() << ": " << e.what() << "\n" << std::flush;
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}

@@ -1,0 +1,257 @@
+// model/engine_ops.cc: see engine_ops.h. Every list below mirrors the engine's
+// code inside one trace event; the file and function are named beside it.
+#include "model/engine_ops.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "model/collective_cost.h"
+#include "model/estimator.h"
+#include "model/profile.h"
+
+namespace megascale::model {
+namespace {
+
+// The engine's per-rank dimensions (engine/layers.h ModelDims).
+struct EngineDims {
+  int64_t N = 0;   // tokens of a micro-batch inside a TP region (B x T)
+  int64_t Nl = 0;  // tokens held outside (the sequence shard under SP)
+  int64_t C = 0, HD = 0, NHl = 0, Sq = 0, Al = 0, Fl = 0, Fo = 0, Vl = 0;
+  int T = 0, window = 0;
+  bool gelu = true;
+};
+
+EngineDims dims(const ModelConfig& m, const ParallelConfig& p) {
+  EngineDims d;
+  const int tp = p.tp;
+  const bool sp = p.sequence_parallel && tp > 1;  // the engine never shards with tp 1
+  d.T = m.seq_len;
+  d.N = static_cast<int64_t>(p.micro_batch) * m.seq_len;
+  d.Nl = sp ? d.N / tp : d.N;
+  d.C = m.hidden;
+  d.HD = m.head_dim();
+  d.NHl = m.heads / tp;
+  const int64_t kvl = m.kv_heads / tp;
+  d.Sq = (d.NHl + 2 * kvl) * d.HD;
+  d.Al = d.NHl * d.HD;
+  d.Fl = m.ffn_hidden / tp;
+  d.gelu = m.mlp == MlpKind::kGelu;
+  d.Fo = d.gelu ? d.Fl : 2 * d.Fl;
+  d.Vl = m.vocab / tp;
+  d.window = m.attention_window;
+  return d;
+}
+
+KernelCall gemm(const char* layout, int64_t m, int64_t n, int64_t k) {
+  KernelCall c;
+  c.kind = CallKind::kGemm;
+  c.name = layout;
+  c.m = m;
+  c.n = n;
+  c.k = k;
+  return c;
+}
+
+KernelCall kernel(const char* name, double elements, bool backward = false) {
+  KernelCall c;
+  c.kind = CallKind::kKernel;
+  c.name = name;
+  c.count = elements;
+  c.backward = backward;
+  return c;
+}
+
+// engine/transformer_layer.cc linear_forward / linear_backward: out (N, OC) =
+// inp (N, K) w^T (+ bias); backward: bias_grad, dw += dout^T inp, dinp = dout w.
+void linear(OperatorCost* op, int64_t N, int64_t OC, int64_t K, bool bias) {
+  op->fwd_calls.push_back(gemm("nt", N, OC, K));
+  if (bias) op->fwd_calls.push_back(kernel("bias_add", static_cast<double>(N) * OC));
+  if (bias) op->bwd_calls.push_back(kernel("bias_grad", static_cast<double>(N) * OC));
+  op->bwd_calls.push_back(gemm("tn", OC, K, N));
+  op->bwd_calls.push_back(gemm("nn", N, K, OC));
+}
+
+void attach_layer(OperatorCost* op, const EngineDims& d, int micro_batch, bool parallel_block) {
+  const double shard = static_cast<double>(d.Nl) * d.C;
+  const std::string& n = op->name;
+  if (n == "ln" || n == "ln1" || n == "ln2") {
+    op->fwd_calls = {kernel("layer_norm", shard)};
+    op->bwd_calls = {kernel("layer_norm", shard, true)};
+  } else if (n == "qkv") {
+    linear(op, d.N, d.Sq, d.C, true);
+  } else if (n == "qkv_fc1") {
+    linear(op, d.N, d.Sq, d.C, true);
+    linear(op, d.N, d.Fo, d.C, d.gelu);
+  } else if (n == "flash_attention") {
+    KernelCall a;
+    a.kind = CallKind::kAttention;
+    a.seq = d.T;
+    a.head_dim = static_cast<int>(d.HD);
+    a.window = d.window;
+    a.count = static_cast<double>(micro_batch) * d.NHl;
+    op->fwd_calls = {a};
+    a.backward = true;
+    op->bwd_calls = {a};
+  } else if (n == "proj") {
+    linear(op, d.N, d.C, d.Al, false);
+  } else if (n == "proj_fc2") {
+    linear(op, d.N, d.C, d.Al, false);
+    linear(op, d.N, d.C, d.Fl, false);
+  } else if (n == "fc1") {
+    linear(op, d.N, d.Fo, d.C, d.gelu);
+  } else if (n == "fc2") {
+    linear(op, d.N, d.C, d.Fl, false);
+  } else if (n == "gelu" || n == "swiglu") {
+    const double elems = static_cast<double>(d.N) * d.Fl;
+    op->fwd_calls = {kernel(n.c_str(), elems)};
+    op->bwd_calls = {kernel(n.c_str(), elems, true)};
+  } else if (n == "bias_dropout_add1") {
+    // dev.add(x2, x, y) then the projection's bias; backward its bias gradient.
+    op->fwd_calls = {kernel("add", shard), kernel("bias_add", shard)};
+    op->bwd_calls = {kernel("bias_grad", shard)};
+  } else if (n == "bias_dropout_add2" || n == "bias_dropout_add") {
+    // The residual add, the projection's bias (parallel block) and fc2's bias
+    // (GeLU only). Backward of the layer starts here with the residual copy
+    // dx = dout (TransformerLayer::backward) before the bias gradients.
+    op->fwd_calls = {kernel("add", shard)};
+    op->bwd_calls = {kernel("copy", shard)};
+    if (parallel_block) {
+      op->fwd_calls.push_back(kernel("bias_add", shard));
+      op->bwd_calls.push_back(kernel("bias_grad", shard));
+    }
+    if (d.gelu) {
+      op->fwd_calls.push_back(kernel("bias_add", shard));
+      op->bwd_calls.push_back(kernel("bias_grad", shard));
+    }
+  } else {
+    throw std::logic_error("engine_ops: no engine calls for layer operator '" + n + "'");
+  }
+}
+
+}  // namespace
+
+int busy_ranks(const Scenario& s, const GpuProfile& gpu) {
+  const int per_machine = std::min(s.cluster.gpus, s.hardware.gpus_per_node);
+  return std::max(1, gpu.cores > 0 ? std::min(per_machine, gpu.cores) : per_machine);
+}
+
+const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
+  const GpuProfile& base = hardware_profile(s);
+  if (!base.is_cpu()) return base;
+  *storage = base;
+  storage->busy_ranks = busy_ranks(s, base);
+  return *storage;
+}
+
+std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu) {
+  if (!gpu.is_cpu()) return layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+  // The engine's attention is one kernel whatever efficient_operators says.
+  std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, /*efficient_operators=*/true);
+  const EngineDims d = dims(s.model, s.parallel);
+  for (OperatorCost& op : ops) attach_layer(&op, d, s.parallel.micro_batch, s.model.block == BlockKind::kParallel);
+  return ops;
+}
+
+std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuProfile& gpu) {
+  std::vector<OperatorCost> ops = embedding_operators(s.model, s.parallel);
+  if (!gpu.is_cpu()) return ops;
+  // engine/embedding.cc: token lookup over the full (T, B) then learned
+  // positions over the local shard; backward in the opposite order.
+  const EngineDims d = dims(s.model, s.parallel);
+  for (OperatorCost& op : ops) {
+    op.fwd_calls = {kernel("embedding", static_cast<double>(d.N) * d.C),
+                    kernel("position_embedding", static_cast<double>(d.Nl) * d.C)};
+    op.bwd_calls = {kernel("position_embedding", static_cast<double>(d.Nl) * d.C, true),
+                    kernel("embedding", static_cast<double>(d.N) * d.C, true)};
+  }
+  return ops;
+}
+
+std::vector<OperatorCost> job_output_operators(const Scenario& s, const GpuProfile& gpu) {
+  if (!gpu.is_cpu()) return output_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+  std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, true);
+  const EngineDims d = dims(s.model, s.parallel);
+  const double shard = static_cast<double>(d.Nl) * d.C;
+  for (OperatorCost& op : ops) {
+    if (op.name == "final_ln") {
+      // engine/output_head.cc: backward zeroes dx before LayerNorm accumulates into it.
+      op.fwd_calls = {kernel("layer_norm", shard)};
+      op.bwd_calls = {kernel("fill_zero", shard), kernel("layer_norm", shard, true)};
+    } else if (op.name == "logits") {
+      linear(&op, d.N, d.Vl, d.C, false);
+    } else if (op.name == "cross_entropy") {
+      const double elems = static_cast<double>(d.N) * d.Vl;
+      op.fwd_calls = {kernel("cross_entropy", elems)};
+      op.bwd_calls = {kernel("cross_entropy", elems, true)};
+    } else {
+      throw std::logic_error("engine_ops: no engine calls for head operator '" + op.name + "'");
+    }
+  }
+  return ops;
+}
+
+std::vector<KernelCall> engine_step_calls(const Scenario& s, const std::vector<double>& chunk_buffer_params,
+                                          const std::vector<double>& shard_params) {
+  std::vector<KernelCall> calls;
+  double buffers = 0;
+  for (double b : chunk_buffer_params) buffers += b;
+  calls.push_back(kernel("fill_zero", buffers));  // PipelineExecutor::step: zero_grad per chunk
+  const char* update = s.optimizations.optimizer == OptimizerKind::kLamb ? "lamb" : "adamw";
+  for (double shard : shard_params) {
+    calls.push_back(kernel("clip_grad", shard));  // clip_and_step: norm, then the scale
+    calls.push_back(kernel(update, shard));       // ShardedOptimizer::step
+  }
+  return calls;
+}
+
+double engine_chunk_params(const Scenario& s, int pp_rank, int chunk) {
+  const EngineDims d = dims(s.model, s.parallel);
+  const ParallelConfig& p = s.parallel;
+  // engine/param_init.cc, per TP rank: LayerNorms and row-parallel biases are
+  // replicated, the rest split.
+  double layer = 2.0 * d.C + d.C * d.Sq + d.Sq + d.Al * d.C + d.C + d.C * d.Fo + d.Fl * d.C;
+  if (s.model.block == BlockKind::kSequential) layer += 2.0 * d.C;
+  if (d.gelu) layer += d.Fl + d.C;
+  double params = static_cast<double>(s.model.layers) / (p.pp * p.vpp) * layer;
+  if (pp_rank == 0 && chunk == 0) params += static_cast<double>(d.Vl) * d.C + static_cast<double>(d.T) * d.C;
+  if (pp_rank == p.pp - 1 && chunk == p.vpp - 1) params += 2.0 * d.C + static_cast<double>(d.Vl) * d.C;
+  return params;
+}
+
+std::vector<KernelCall> engine_rank_step_calls(const Scenario& s, int pp_rank) {
+  const ParallelConfig& p = s.parallel;
+  std::vector<double> buffers, shards;
+  for (int c = 0; c < p.vpp; ++c) {
+    const double params = engine_chunk_params(s, pp_rank, c);
+    buffers.push_back(params);
+    shards.push_back(p.zero_stage >= 1 && p.dp > 1 ? params / p.dp : params);
+  }
+  return engine_step_calls(s, buffers, shards);
+}
+
+double engine_rank_step_s(const Scenario& s, const GpuProfile& gpu, int pp_rank) {
+  const ParallelConfig& p = s.parallel;
+  const ParallelLinks links = parallel_links(s, gpu);
+  double t = calls_time_s(engine_rank_step_calls(s, pp_rank), gpu);
+  // engine/optimizer.cc: the global norm is reduced over every group larger
+  // than one, once by the executor's clipping and once inside step(), per chunk.
+  double norm_s = 0;
+  if (p.dp > 1) norm_s += small_allreduce_time_s(p.dp, links.dp);
+  if (p.tp > 1) norm_s += small_allreduce_time_s(p.tp, links.tp);
+  if (p.pp > 1) norm_s += small_allreduce_time_s(p.pp, links.pp);
+  t += 2.0 * p.vpp * norm_s;
+  // Sequence parallelism: LayerNorm and row-parallel bias gradients summed
+  // over TP before the reduction (ModelChunk::sync_sequence_parallel_grads).
+  if (p.sequence_parallel && p.tp > 1) {
+    const double per_layer = (s.model.block == BlockKind::kSequential ? 6.0 : 3.0) * s.model.hidden +
+                             (s.model.mlp == MlpKind::kGelu ? s.model.hidden : 0.0);
+    const double floats = per_layer * s.model.layers / (p.pp * p.vpp);
+    t += p.vpp * collective_time_s(CollectiveKind::kAllReduce, p.tp, floats * 4.0, links.tp);
+  }
+  // The step's loss: all-reduced over DP, broadcast from the last stage.
+  if (p.dp > 1) t += small_allreduce_time_s(p.dp, links.dp);
+  if (p.pp > 1) t += small_allreduce_time_s(p.pp, links.pp);
+  return t;
+}
+
+}  // namespace megascale::model
