@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "model/engine_ops.h"
+#include "model/profile.h"
+
 namespace megascale::cli {
 namespace {
 
@@ -80,6 +83,13 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   std::string out;
   out += line("%s (%s)", s.name.c_str(), s.source.c_str());
   out += line("  %d x %s, %s", s.cluster.gpus, s.hardware.gpu.c_str(), layout(s.parallel).c_str());
+  const model::GpuProfile& profile = model::hardware_profile(s);
+  if (!s.hardware.profile.empty()) out += line("  profile %s", s.hardware.profile.c_str());
+  if (const double share = model::time_share(s, profile); share > 1) {
+    out += line("  note: %d ranks per machine on the profile's %d cores: compute stretched x%.2f for time-sharing;",
+                std::min(s.cluster.gpus, s.hardware.gpus_per_node), profile.cores, share);
+    out += line("        MPI waits of descheduled ranks are not modelled, so this is optimistic");
+  }
   out += line("  MFU %.1f%%   iteration %.3f s   %.0f tokens/s   bubble %.2f%%", 100 * e.mfu,
               e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
   out += line("  memory %s%s", e.memory.describe().c_str(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -111,6 +112,32 @@ class Scratch {
  private:
   Device& dev_;
   std::vector<DeviceBuffer> slots_;
+};
+
+// Operands that a training step finds in memory rather than in cache (a
+// GEMM's weights or stashed activation and its output; attention's stash)
+// rotate through an arena larger than the last-level cache, so every repeat
+// reads and writes them cold, as the step does. 128 MiB: four times the L3 of
+// this project's machine (32 MiB, sysfs cache/index3). Measured there: a
+// 192 x 576 x 192 GEMM takes 180 us on warm operands and 253 us with all three
+// from memory; inside a training step it took about 15% more than warm.
+class Arena {
+ public:
+  explicit Arena(Device& d) : buf_(d, kFloats * sizeof(float)) { fill(buf_.floats(), kFloats, 17); }
+  // A region of `floats` not used for as long as possible (round robin).
+  float* next(size_t floats) {
+    const size_t rounded = (floats + 15) / 16 * 16;
+    if (rounded > kFloats) throw std::logic_error("microbench: operand larger than the arena");
+    if (at_ + rounded > kFloats) at_ = 0;
+    float* p = buf_.floats() + at_;
+    at_ += rounded;
+    return p;
+  }
+
+ private:
+  static constexpr size_t kFloats = size_t{32} << 20;  // 128 MiB
+  DeviceBuffer buf_;
+  size_t at_ = 0;
 };
 
 constexpr int kRowLength = 512;        // C, OC or F of the row-wise kernels
@@ -332,6 +359,7 @@ void fit_insitu(const MicroResult& r, const MicroPlan& plan, model::GpuProfile* 
       s.parallel.global_batch = im.micro_batch * im.microbatches;
       s.hardware.gpu = "cpu";
       s.cluster.gpus = 1;
+      prof.cold_fraction = model::cold_fraction(s, prof);
       std::vector<model::OperatorCost> ops = model::job_layer_operators(s, prof);
       for (auto&& extra : {model::job_embedding_operators(s, prof), model::job_output_operators(s, prof)}) {
         ops.insert(ops.end(), extra.begin(), extra.end());
@@ -377,6 +405,44 @@ void fit_insitu(const MicroResult& r, const MicroPlan& plan, model::GpuProfile* 
       "non-negative least squares of each op's in-situ time (ModelChunk forward/backward, timed by OpObserver) on "
       "its table times by class and its count; leave-one-out over the models, the worse rank count",
       "", "", runs, loo};
+}
+
+// The machine's last-level cache: the highest level under
+// /sys/devices/system/cpu/cpu*/cache/index*, one size per distinct
+// shared_cpu_list (0 when sysfs does not say).
+double last_level_cache_bytes() {
+  auto read = [](const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return std::string();
+    char buf[256] = {0};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    std::string s(buf, n);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  };
+  int top = 0;
+  std::map<std::string, double> instances;  // shared_cpu_list -> bytes, at the top level
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int cpu = 0; cpu < cores; ++cpu) {
+    for (int i = 0; i < 8; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index" + std::to_string(i);
+      const std::string level = read(dir + "/level"), size = read(dir + "/size");
+      if (level.empty() || size.empty()) continue;
+      const int l = std::atoi(level.c_str());
+      double bytes = std::atof(size.c_str());
+      if (size.back() == 'K') bytes *= 1024;
+      if (size.back() == 'M') bytes *= 1024 * 1024;
+      if (l > top) {
+        top = l;
+        instances.clear();
+      }
+      if (l == top) instances[read(dir + "/shared_cpu_list")] = bytes;
+    }
+  }
+  double total = 0;
+  for (const auto& [cpus, bytes] : instances) total += bytes;
+  return total;
 }
 
 }  // namespace
@@ -486,6 +552,7 @@ MicroResult run_microbenchmarks(Device& device, Comm& world, const MicroPlan& pl
   };
   Scratch scratch(device);
   KernelRunner kernels(device, scratch);
+  Arena cold(device);
   std::vector<float> gather;
 
   // Passes: rank 0 alone (ranks = 1), then every rank at once.
@@ -507,15 +574,26 @@ MicroResult run_microbenchmarks(Device& device, Comm& world, const MicroPlan& pl
     const size_t total = plan.gemms.size();
     for (size_t i = 0; i < total; ++i) {
       const GemmShape& g = plan.gemms[i];
+      // A (the activation or gradient just produced) warm; B (weights or the
+      // stashed input) and C (the output or the weight gradient) cold.
       float* A = scratch.get(20, static_cast<size_t>(g.m * g.k));
-      float* B = scratch.get(21, static_cast<size_t>(g.k * g.n));
-      float* C = scratch.get(22, static_cast<size_t>(g.m * g.n));
+      const size_t b_floats = static_cast<size_t>(g.k * g.n), c_floats = static_cast<size_t>(g.m * g.n);
       const bool ta = g.layout == "tn", tb = g.layout == "nt";
       const float beta = g.layout == "tn" ? 1.0f : 0.0f;
-      const Timing t = measure([&] { device.matmul(C, A, B, static_cast<int>(g.m), static_cast<int>(g.n),
-                                                   static_cast<int>(g.k), ta, tb, beta); });
-      if (beta != 0.0f) fill(C, static_cast<size_t>(g.m * g.n), 7);  // keep the accumulator bounded
-      if (lead) out.gemm.push_back({busy, g.layout, g.m, g.n, g.k, t.median_s, t.spread});
+      const Timing t = measure([&] { device.matmul(cold.next(c_floats), A, cold.next(b_floats), static_cast<int>(g.m),
+                                                   static_cast<int>(g.n), static_cast<int>(g.k), ta, tb, beta); });
+      if (lead) out.gemm.push_back({busy, g.layout, g.m, g.n, g.k, t.median_s, t.spread, false});
+      // Octave shapes also warm (every operand reused in cache), for jobs
+      // whose working set fits the cache (GemmTable blends the two).
+      const auto octave = [](int64_t v) { return (v & (v - 1)) == 0; };
+      if (octave(g.m) && octave(g.n) && octave(g.k)) {
+        float* B = scratch.get(21, b_floats);
+        float* C = scratch.get(22, c_floats);
+        const Timing w = measure([&] { device.matmul(C, A, B, static_cast<int>(g.m), static_cast<int>(g.n),
+                                                     static_cast<int>(g.k), ta, tb, beta); });
+        if (beta != 0.0f) fill(C, c_floats, 7);  // keep the accumulator bounded
+        if (lead) out.gemm.push_back({busy, g.layout, g.m, g.n, g.k, w.median_s, w.spread, true});
+      }
       if (i % 250 == 0 || i + 1 == total) {
         say("gemm (" + std::to_string(busy) + " busy) " + std::to_string(i + 1) + "/" + std::to_string(total) +
             "  " + g.layout + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
@@ -528,19 +606,34 @@ MicroResult run_microbenchmarks(Device& device, Comm& world, const MicroPlan& pl
       for (int T : plan.attention_seqs) {
         const int nh = kAttentionHeads;
         const size_t width = static_cast<size_t>(3 * nh) * hd;
-        float* qkv = scratch.get(30, static_cast<size_t>(T) * width);
-        float* att = scratch.get(31, static_cast<size_t>(T) * nh * hd);
-        float* probs = scratch.get(32, static_cast<size_t>(nh) * T * T);
-        float* dqkv = scratch.get(33, static_cast<size_t>(T) * width);
-        float* dout = scratch.get(34, static_cast<size_t>(T) * nh * hd);
+        // Forward: qkv just produced (warm), output and probabilities written
+        // cold; backward: the stashed qkv and probabilities read cold, the
+        // incoming gradient warm, dqkv written cold.
+        const size_t qkv_floats = static_cast<size_t>(T) * width, att_floats = static_cast<size_t>(T) * nh * hd;
+        const size_t probs_floats = static_cast<size_t>(nh) * T * T;
+        float* qkv = scratch.get(30, qkv_floats);
+        float* dout = scratch.get(34, att_floats);
         std::vector<int> windows = {0};
         if (T / 8 >= 1 && T / 8 < T - 1) windows.push_back(T / 8);
         for (int w : windows) {
-          const Timing f = measure([&] { device.attention_forward(att, probs, qkv, T, 1, nh, nh, hd, w); });
-          const Timing b = measure([&] { device.attention_backward(dqkv, dout, qkv, probs, T, 1, nh, nh, hd); });
+          const Timing f = measure([&] {
+            device.attention_forward(cold.next(att_floats), cold.next(probs_floats), qkv, T, 1, nh, nh, hd, w);
+          });
+          const Timing b = measure([&] {
+            device.attention_backward(cold.next(qkv_floats), dout, cold.next(qkv_floats), cold.next(probs_floats), T, 1,
+                                      nh, nh, hd);
+          });
+          // Warm: every buffer reused in cache.
+          float* att = scratch.get(31, att_floats);
+          float* probs = scratch.get(32, probs_floats);
+          float* dqkv = scratch.get(33, qkv_floats);
+          const Timing fw = measure([&] { device.attention_forward(att, probs, qkv, T, 1, nh, nh, hd, w); });
+          const Timing bw = measure([&] { device.attention_backward(dqkv, dout, qkv, probs, T, 1, nh, nh, hd); });
           if (lead) {
-            out.attention.push_back({busy, T, hd, w, false, f.median_s / nh, f.spread});
-            out.attention.push_back({busy, T, hd, w, true, b.median_s / nh, b.spread});
+            out.attention.push_back({busy, T, hd, w, false, f.median_s / nh, f.spread, false});
+            out.attention.push_back({busy, T, hd, w, true, b.median_s / nh, b.spread, false});
+            out.attention.push_back({busy, T, hd, w, false, fw.median_s / nh, fw.spread, true});
+            out.attention.push_back({busy, T, hd, w, true, bw.median_s / nh, bw.spread, true});
           }
         }
       }
@@ -667,6 +760,11 @@ model::GpuProfile micro_profile(const MicroResult& r, const MicroPlan& plan, con
   p.provenance["cores"] = measured("std::thread::hardware_concurrency()");
   p.memory_bytes = static_cast<double>(pages) * page / cores;
   p.provenance["memory_bytes"] = measured("physical memory (sysconf) / cores");
+  if (const double cache = last_level_cache_bytes(); cache > 0) {
+    p.cache_bytes = cache;
+    p.provenance["cache_bytes"] =
+        measured("the largest cache level in /sys/devices/system/cpu/cpu*/cache, summed over its distinct instances");
+  }
   // Memory bandwidth: the copy kernel at its largest size (read + write).
   double copy_gbs = 0, copy_e = 0;
   for (const model::KernelPoint& k : r.kernels) {

@@ -135,11 +135,50 @@ int busy_ranks(const Scenario& s, const GpuProfile& gpu) {
   return std::max(1, gpu.cores > 0 ? std::min(per_machine, gpu.cores) : per_machine);
 }
 
+double time_share(const Scenario& s, const GpuProfile& gpu) {
+  const int per_machine = std::min(s.cluster.gpus, s.hardware.gpus_per_node);
+  return gpu.cores > 0 && per_machine > gpu.cores ? static_cast<double>(per_machine) / gpu.cores : 1.0;
+}
+
+double engine_working_set_bytes(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const EngineDims d = dims(s.model, p);
+  constexpr double kF32 = 4;
+  double bytes = 0;
+  // Parameters and gradients of every chunk, the optimizer's moments of its
+  // shard (LAMB also keeps the update): the busiest (first) pipeline rank.
+  for (int c = 0; c < p.vpp; ++c) {
+    const double params = engine_chunk_params(s, 0, c);
+    const double shard = p.zero_stage >= 1 && p.dp > 1 ? params / p.dp : params;
+    bytes += kF32 * (2 * params + (s.optimizations.optimizer == OptimizerKind::kLamb ? 3 : 2) * shard);
+  }
+  // A layer's stash per micro-batch (engine/transformer_layer.cc), for the
+  // micro-batches in flight: one at a time without pipelining, up to P per
+  // chunk under 1F1B.
+  double layer = d.Nl * d.C + 2.0 * d.Nl + d.N * d.C + d.N * d.Sq + static_cast<double>(p.micro_batch) * d.NHl * d.T * d.T +
+                 d.N * d.Al + d.N * d.Fo + d.N * d.Fl;
+  if (s.model.block == BlockKind::kSequential) layer += d.Nl * d.C + d.N * d.C + 2.0 * d.Nl;
+  const double layers = static_cast<double>(s.model.layers) / p.pp;
+  const double in_flight = p.pp == 1 ? 1.0 : std::min<double>(p.microbatches(), p.pp);
+  bytes += kF32 * layer * layers * in_flight;
+  bytes += kF32 * d.N * d.Vl;  // the head's logits
+  return bytes;
+}
+
+double cold_fraction(const Scenario& s, const GpuProfile& gpu) {
+  if (!(gpu.cache_bytes > 0)) return 1.0;
+  const double share = gpu.cache_bytes / std::max(1, busy_ranks(s, gpu));
+  const double w = engine_working_set_bytes(s);
+  return w > 0 ? std::clamp(1.0 - share / w, 0.0, 1.0) : 0.0;
+}
+
 const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
   const GpuProfile& base = hardware_profile(s);
   if (!base.is_cpu()) return base;
   *storage = base;
   storage->busy_ranks = busy_ranks(s, base);
+  storage->time_share = time_share(s, base);
+  storage->cold_fraction = cold_fraction(s, base);
   return *storage;
 }
 

@@ -46,9 +46,27 @@ namespace megascale::model {
 // gpus_per_node R per machine keeps min(G, R) busy, at most the profile's cores.
 int busy_ranks(const Scenario& s, const GpuProfile& gpu);
 
+// More ranks on a machine than the profile's cores time-share them: each
+// rank's compute stretches by ranks / cores (1 otherwise). A first-order
+// model: MPI waits of ranks that are not scheduled are not modelled, so such
+// predictions are optimistic (simulate says so).
+double time_share(const Scenario& s, const GpuProfile& gpu);
+
+// Bytes one engine rank keeps live across a step: parameters, gradients and
+// optimizer moments of its chunks, the stashes of the micro-batches in flight
+// (engine/transformer_layer.cc's layout) and the head's logits.
+double engine_working_set_bytes(const Scenario& s);
+
+// The fraction of a kernel's memory-resident operands (weights, stashes,
+// outputs) that miss the machine's last-level cache: 1 - (cache share of a
+// busy rank) / (working set), clamped to [0, 1]; 1 when the profile does not
+// know its cache. A working set that fits reads warm; one many times the
+// cache reads from memory.
+double cold_fraction(const Scenario& s, const GpuProfile& gpu);
+
 // The profile a job is timed with: hardware_profile(s) itself for GPUs; for a
-// cpu profile a copy in *storage with busy_ranks set for this job (its tables
-// are shared, not copied).
+// cpu profile a copy in *storage with busy_ranks, time_share and
+// cold_fraction set for this job (its tables are shared, not copied).
 const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage);
 
 // The operators of one layer / the embedding / the output head for this

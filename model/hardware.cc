@@ -127,6 +127,11 @@ double nic_busbw_gbs(double nic_gbps) { return nic_gbps / 8.0 * kNicProtocolEffi
 double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n,
                            int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0.0;
+  // A measured GEMM table (calibrate import of a sweep, calibrate micro)
+  // replaces the roofline.
+  if (const ProfileTables* t = gpu.measured(); t != nullptr && !t->gemm.empty()) {
+    return static_cast<double>(batch) * t->gemm.time_s(m, n, k, "any", gpu.busy_ranks, gpu.cold_fraction);
+  }
   const double compute_s = gemm_compute_time_memo_s(gpu, batch, m, n, k);
   const double bytes = 2.0 * batch * (static_cast<double>(m) * k + static_cast<double>(k) * n +
                                       static_cast<double>(m) * n);

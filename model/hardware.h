@@ -68,9 +68,17 @@ struct GpuProfile {
   double data_load_s_per_sample = 1e-3;  // synchronous loading per sample (data pipeline off)
   double step_overhead_s = 0;          // host work per iteration outside the ops
   double op_gap_us = 0;                // host time between two compute ops
+  double cache_bytes = 0;              // CPU: last-level cache of one machine (0: unknown)
   // Not from the file: ranks of one machine a job keeps busy at once, which
-  // selects the measured tables' `ranks` (model/engine_ops.h job_profile).
+  // selects the measured tables' `ranks` (model/engine_ops.h job_profile),
+  // and the factor by which its ranks share cores (ranks per machine / cores
+  // when there are more ranks than cores, else 1) that stretches compute.
   int busy_ranks = 1;
+  double time_share = 1;
+  // ... and the fraction of a kernel's memory-resident operands that miss the
+  // cache (1: all; model/engine_ops.h cold_fraction), which blends the cold and
+  // warm measurements of the GEMM and attention tables.
+  double cold_fraction = 1;
   std::map<std::string, Provenance> provenance;  // by [values] key
   std::shared_ptr<const ProfileTables> tables;   // measured tables; null: none
 

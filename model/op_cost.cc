@@ -239,14 +239,16 @@ CallClassTimes call_class_times(const std::vector<KernelCall>& calls, const GpuP
   for (const KernelCall& c : calls) {
     switch (c.kind) {
       case CallKind::kGemm:
-        out.gemm_s += t != nullptr && !t->gemm.empty() ? t->gemm.time_s(c.m, c.n, c.k, c.name, gpu.busy_ranks)
-                                                       : gemm_time_s(gpu, c.m, c.n, c.k);
+        out.gemm_s += t != nullptr && !t->gemm.empty()
+                          ? t->gemm.time_s(c.m, c.n, c.k, c.name, gpu.busy_ranks, gpu.cold_fraction)
+                          : gemm_time_s(gpu, c.m, c.n, c.k);
         break;
       case CallKind::kAttention:
         if (t == nullptr || t->attention.empty()) {
           throw std::invalid_argument("profile " + gpu.name + " has no measured attention table");
         }
-        out.attention_s += c.count * t->attention.time_s(c.seq, c.head_dim, c.window, c.backward, gpu.busy_ranks);
+        out.attention_s +=
+            c.count * t->attention.time_s(c.seq, c.head_dim, c.window, c.backward, gpu.busy_ranks, gpu.cold_fraction);
         break;
       case CallKind::kKernel: {
         const std::optional<double> s =
@@ -266,15 +268,15 @@ CallClassTimes call_class_times(const std::vector<KernelCall>& calls, const GpuP
 double calls_time_s(const std::vector<KernelCall>& calls, const GpuProfile& gpu) {
   const ProfileTables* t = gpu.measured();
   const CallClassTimes c = call_class_times(calls, gpu);
-  return insitu_scale(t, "gemm", gpu.busy_ranks) * c.gemm_s +
-         insitu_scale(t, "attention", gpu.busy_ranks) * c.attention_s +
-         insitu_scale(t, "kernel", gpu.busy_ranks) * c.kernel_s;
+  return gpu.time_share * (insitu_scale(t, "gemm", gpu.busy_ranks) * c.gemm_s +
+                            insitu_scale(t, "attention", gpu.busy_ranks) * c.attention_s +
+                            insitu_scale(t, "kernel", gpu.busy_ranks) * c.kernel_s);
 }
 
 double op_gap_s(const GpuProfile& gpu) {
   const ProfileTables* t = gpu.measured();
   const std::optional<double> gap = t != nullptr ? t->insitu.value("gap_us", gpu.busy_ranks) : std::nullopt;
-  return gap.value_or(gpu.op_gap_us) * 1e-6;
+  return gpu.time_share * gap.value_or(gpu.op_gap_us) * 1e-6;
 }
 
 double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {

@@ -80,6 +80,7 @@ const std::vector<ValueKey>& value_keys() {
       {"data_load_s_per_sample", &GpuProfile::data_load_s_per_sample, nullptr, kBoth, true, "synchronous data loading per sample, s"},
       {"step_overhead_s", &GpuProfile::step_overhead_s, nullptr, kBoth, true, "host work per iteration outside the ops, s"},
       {"op_gap_us", &GpuProfile::op_gap_us, nullptr, kBoth, true, "host time between two compute ops, us"},
+      {"cache_bytes", &GpuProfile::cache_bytes, nullptr, kOptional, true, "last-level cache of one machine, bytes"},
   };
   return keys;
 }
@@ -108,11 +109,12 @@ struct TableKind {
 const std::vector<TableKind>& table_kinds() {
   static const std::vector<TableKind> kinds = {
       {"gemm",
-       {{"ranks", Cell::kInt, false}, {"layout", Cell::kString, false}, {"m", Cell::kInt, true},
+       {{"ranks", Cell::kInt, false}, {"cache", Cell::kString, false}, {"layout", Cell::kString, false},
+        {"m", Cell::kInt, true},
         {"n", Cell::kInt, true}, {"k", Cell::kInt, true}, {"seconds", Cell::kNumber, true},
         {"spread", Cell::kNumber, false}}},
       {"attention",
-       {{"ranks", Cell::kInt, false}, {"seq", Cell::kInt, true}, {"head_dim", Cell::kInt, true},
+       {{"ranks", Cell::kInt, false}, {"cache", Cell::kString, false}, {"seq", Cell::kInt, true}, {"head_dim", Cell::kInt, true},
         {"window", Cell::kInt, true}, {"pass", Cell::kString, true}, {"seconds", Cell::kNumber, true},
         {"spread", Cell::kNumber, false}}},
       {"kernels",
@@ -132,6 +134,7 @@ const std::vector<TableKind>& table_kinds() {
 
 constexpr std::string_view kLayouts[] = {"any", "nn", "nt", "tn", "tt"};
 constexpr std::string_view kPasses[] = {"fwd", "bwd"};
+constexpr std::string_view kCaches[] = {"cold", "warm"};
 constexpr std::string_view kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv", "alltoall", "broadcast"};
 constexpr std::string_view kScopes[] = {"intra", "inter"};
 constexpr std::string_view kProtocols[] = {"LL", "LL128", "Simple", "MPI"};
@@ -316,7 +319,9 @@ void read_tables(const Section& tables, const toml::table& t, GpuProfile* p) {
       std::vector<GemmPoint> pts;
       for (const Row& r : rows) {
         if (r.str.count("layout")) require_choice(*s, r, "layout", kLayouts);
+        if (r.str.count("cache")) require_choice(*s, r, "cache", kCaches);
         GemmPoint g;
+        g.warm = opt<std::string>(r.str, "cache", "cold") == "warm";
         g.ranks = static_cast<int>(opt(r.num, "ranks", 1.0));
         g.layout = opt<std::string>(r.str, "layout", "any");
         g.m = static_cast<int64_t>(positive(*s, r, "m"));
@@ -332,7 +337,9 @@ void read_tables(const Section& tables, const toml::table& t, GpuProfile* p) {
       std::vector<AttentionPoint> pts;
       for (const Row& r : rows) {
         require_choice(*s, r, "pass", kPasses);
+        if (r.str.count("cache")) require_choice(*s, r, "cache", kCaches);
         AttentionPoint a;
+        a.warm = opt<std::string>(r.str, "cache", "cold") == "warm";
         a.ranks = static_cast<int>(opt(r.num, "ranks", 1.0));
         a.seq = static_cast<int>(positive(*s, r, "seq"));
         a.head_dim = static_cast<int>(positive(*s, r, "head_dim"));
@@ -342,9 +349,9 @@ void read_tables(const Section& tables, const toml::table& t, GpuProfile* p) {
         a.spread = opt(r.num, "spread", 0.0);
         pts.push_back(a);
       }
-      const bool fwd = std::any_of(pts.begin(), pts.end(), [](const AttentionPoint& a) { return !a.backward && a.window == 0; });
-      const bool bwd = std::any_of(pts.begin(), pts.end(), [](const AttentionPoint& a) { return a.backward && a.window == 0; });
-      if (!fwd || !bwd) s->fail("rows", "needs full-causal (window 0) rows for both passes, fwd and bwd");
+      const bool fwd = std::any_of(pts.begin(), pts.end(), [](const AttentionPoint& a) { return !a.backward && a.window == 0 && !a.warm; });
+      const bool bwd = std::any_of(pts.begin(), pts.end(), [](const AttentionPoint& a) { return a.backward && a.window == 0 && !a.warm; });
+      if (!fwd || !bwd) s->fail("rows", "needs cold full-causal (window 0) rows for both passes, fwd and bwd");
       out->attention = AttentionTable(std::move(pts));
     } else if (kind.name == "kernels") {
       std::vector<KernelPoint> pts;
@@ -479,6 +486,15 @@ std::string number(double v) {
   return s;
 }
 
+// Table cells: 6 significant digits (measurements repeat to a few percent).
+std::string cell(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  std::string s = buf;
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
 std::string integer(double v) { return std::to_string(static_cast<int64_t>(std::llround(v))); }
 
 std::string provenance_fields(const Provenance& p) {
@@ -560,18 +576,19 @@ std::string write_profile(const GpuProfile& p) {
   const ProfileTables* t = p.measured();
   if (t == nullptr) return o.str();
   if (!t->gemm.empty()) {
-    write_table_head(o, "gemm", p, {"ranks", "layout", "m", "n", "k", "seconds", "spread"});
+    write_table_head(o, "gemm", p, {"ranks", "cache", "layout", "m", "n", "k", "seconds", "spread"});
     for (const GemmPoint& g : t->gemm.points()) {
-      o << "  [" << g.ranks << ", " << quoted(g.layout) << ", " << g.m << ", " << g.n << ", " << g.k << ", "
-        << number(g.seconds) << ", " << number(g.spread) << "],\n";
+      o << "  [" << g.ranks << ", " << quoted(g.warm ? "warm" : "cold") << ", " << quoted(g.layout) << ", " << g.m
+        << ", " << g.n << ", " << g.k << ", "
+        << cell(g.seconds) << ", " << cell(g.spread) << "],\n";
     }
     o << "]\n";
   }
   if (!t->attention.empty()) {
-    write_table_head(o, "attention", p, {"ranks", "seq", "head_dim", "window", "pass", "seconds", "spread"});
+    write_table_head(o, "attention", p, {"ranks", "cache", "seq", "head_dim", "window", "pass", "seconds", "spread"});
     for (const AttentionPoint& a : t->attention.points()) {
-      o << "  [" << a.ranks << ", " << a.seq << ", " << a.head_dim << ", " << a.window << ", "
-        << quoted(a.backward ? "bwd" : "fwd") << ", " << number(a.seconds) << ", " << number(a.spread) << "],\n";
+      o << "  [" << a.ranks << ", " << quoted(a.warm ? "warm" : "cold") << ", " << a.seq << ", " << a.head_dim << ", " << a.window << ", "
+        << quoted(a.backward ? "bwd" : "fwd") << ", " << cell(a.seconds) << ", " << cell(a.spread) << "],\n";
     }
     o << "]\n";
   }
@@ -579,22 +596,22 @@ std::string write_profile(const GpuProfile& p) {
     write_table_head(o, "kernels", p, {"ranks", "kernel", "pass", "elements", "seconds", "spread"});
     for (const KernelPoint& k : t->kernels.points()) {
       o << "  [" << k.ranks << ", " << quoted(k.kernel) << ", " << quoted(k.backward ? "bwd" : "fwd") << ", "
-        << number(k.elements) << ", " << number(k.seconds) << ", " << number(k.spread) << "],\n";
+        << cell(k.elements) << ", " << cell(k.seconds) << ", " << cell(k.spread) << "],\n";
     }
     o << "]\n";
   }
   if (!t->collectives.points().empty()) {
     write_table_head(o, "collectives", p, {"op", "scope", "ranks", "bytes", "seconds", "spread"});
     for (const CollectivePoint& c : t->collectives.points()) {
-      o << "  [" << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << number(c.bytes) << ", "
-        << number(c.seconds) << ", " << number(c.spread) << "],\n";
+      o << "  [" << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << cell(c.bytes) << ", "
+        << cell(c.seconds) << ", " << cell(c.spread) << "],\n";
     }
     o << "]\n";
   }
   if (!t->insitu.empty()) {
     write_table_head(o, "insitu", p, {"ranks", "class", "value"});
     for (const InsituPoint& q : t->insitu.points()) {
-      o << "  [" << q.ranks << ", " << quoted(q.cls) << ", " << number(q.value) << "],\n";
+      o << "  [" << q.ranks << ", " << quoted(q.cls) << ", " << cell(q.value) << "],\n";
     }
     o << "]\n";
   }
@@ -602,7 +619,7 @@ std::string write_profile(const GpuProfile& p) {
     write_table_head(o, "protocols", p, {"op", "scope", "ranks", "protocol", "latency_us", "busbw_gbs"});
     for (const ProtocolCurve& c : t->collectives.curves()) {
       o << "  [" << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << quoted(c.protocol) << ", "
-        << number(c.latency_us) << ", " << number(c.busbw_gbs) << "],\n";
+        << cell(c.latency_us) << ", " << cell(c.busbw_gbs) << "],\n";
     }
     o << "]\n";
   }
@@ -611,48 +628,57 @@ std::string write_profile(const GpuProfile& p) {
 
 namespace {
 
+// The shipped files by name; each is parsed the first time it is asked for
+// (a cpu profile's tables are large, and most runs need one GPU profile).
 struct Builtins {
   std::vector<std::string> names;
-  std::map<std::string, std::string_view> texts;
-  std::map<std::string, GpuProfile> profiles;
+  std::map<std::string, std::pair<std::string, std::string_view>> files;  // name -> (path, text)
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<GpuProfile>> parsed;
 };
 
-const Builtins& builtins() {
-  static const Builtins b = [] {
-    Builtins out;
+Builtins& builtins() {
+  static Builtins b;
+  static std::once_flag listed;
+  std::call_once(listed, [] {
     for (const auto& [path, text] : embedded_profile_files()) {
       const std::string stem = std::filesystem::path(std::string(path)).stem().string();
-      GpuProfile p = parse_profile(text, std::string(path));
-      if (p.name != stem) {
-        throw std::logic_error(std::string(path) + ": profile.name \"" + p.name + "\" differs from the file name");
-      }
-      out.names.push_back(stem);
-      out.texts[stem] = text;
-      out.profiles.emplace(stem, std::move(p));
+      b.names.push_back(stem);
+      b.files[stem] = {std::string(path), text};
     }
-    return out;
-  }();
+  });
   return b;
 }
 
 }  // namespace
 
 const GpuProfile& builtin_profile(const std::string& name) {
-  const Builtins& b = builtins();
-  const auto it = b.profiles.find(name);
-  if (it != b.profiles.end()) return it->second;
-  std::string known;
-  for (const std::string& n : b.names) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown GPU profile '" + name + "' (known: " + known + ")");
+  Builtins& b = builtins();
+  const auto file = b.files.find(name);
+  if (file == b.files.end()) {
+    std::string known;
+    for (const std::string& n : b.names) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown GPU profile '" + name + "' (known: " + known + ")");
+  }
+  std::lock_guard<std::mutex> lock(b.mu);
+  std::unique_ptr<GpuProfile>& slot = b.parsed[name];
+  if (!slot) {
+    auto p = std::make_unique<GpuProfile>(parse_profile(file->second.second, file->second.first));
+    if (p->name != name) {
+      throw std::logic_error(file->second.first + ": profile.name \"" + p->name + "\" differs from the file name");
+    }
+    slot = std::move(p);
+  }
+  return *slot;
 }
 
 std::vector<std::string> builtin_profile_names() { return builtins().names; }
 
 std::string_view builtin_profile_text(const std::string& name) {
   const Builtins& b = builtins();
-  const auto it = b.texts.find(name);
-  if (it == b.texts.end()) throw std::invalid_argument("unknown profile '" + name + "'");
-  return it->second;
+  const auto it = b.files.find(name);
+  if (it == b.files.end()) throw std::invalid_argument("unknown profile '" + name + "'");
+  return it->second.second;
 }
 
 const GpuProfile& hardware_profile(const HardwareConfig& hw) {

@@ -25,8 +25,8 @@
 // A missing or malformed entry is a ScenarioError naming the profile file, the
 // line, the dotted key and the reason, exactly as for scenario files.
 //
-// Thread-safety: builtin_profile() parses the embedded files once, thread-safely
-// (a function-local static); profiles are immutable values afterwards.
+// Thread-safety: builtin_profile() parses each embedded file once, on first use,
+// under a mutex; profiles are immutable values afterwards.
 #pragma once
 
 #include <map>

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 
 namespace megascale::model {
@@ -61,71 +62,111 @@ double mean_keys(int seq, int window) {
 
 // ---- GEMM -------------------------------------------------------------------
 
-GemmTable::GemmTable(std::vector<GemmPoint> points) : points_(std::move(points)) {
-  std::map<std::pair<std::string, int>, std::vector<const GemmPoint*>> groups;
-  for (const GemmPoint& p : points_) {
-    if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.seconds > 0)) {
-      throw std::invalid_argument("GemmTable: sizes and seconds must be > 0");
-    }
-    groups[{p.layout, p.ranks}].push_back(&p);
+LogGrid3::LogGrid3(const std::vector<std::pair<std::array<int64_t, 3>, double>>& samples) {
+  std::vector<double> lm, ln, lk;
+  for (const auto& [shape, v] : samples) {
+    lm.push_back(std::log2(static_cast<double>(shape[0])));
+    ln.push_back(std::log2(static_cast<double>(shape[1])));
+    lk.push_back(std::log2(static_cast<double>(shape[2])));
   }
-  for (const auto& [key, group] : groups) {
-    Grid g;
-    std::vector<double> lm, ln, lk;
-    for (const GemmPoint* p : group) {
-      lm.push_back(std::log2(static_cast<double>(p->m)));
-      ln.push_back(std::log2(static_cast<double>(p->n)));
-      lk.push_back(std::log2(static_cast<double>(p->k)));
-    }
-    g.lm = distinct_sorted(lm);
-    g.ln = distinct_sorted(ln);
-    g.lk = distinct_sorted(lk);
-    const size_t cells = g.lm.size() * g.ln.size() * g.lk.size();
-    std::vector<double> sum(cells, 0.0);
-    std::vector<int> count(cells, 0);
-    auto cell = [&](size_t i, size_t j, size_t l) { return (i * g.ln.size() + j) * g.lk.size() + l; };
-    for (size_t p = 0; p < group.size(); ++p) {
-      const GemmPoint& q = *group[p];
-      const double rate = 2.0 * static_cast<double>(q.m) * q.n * q.k / q.seconds;
-      const size_t c = cell(index_of(g.lm, lm[p]), index_of(g.ln, ln[p]), index_of(g.lk, lk[p]));
-      sum[c] += std::log(rate);
-      ++count[c];
-    }
-    // Measured cells keep their mean; the others take the nearest measured
-    // cell's rate (distance in log2 sizes).
-    std::vector<size_t> measured;
-    for (size_t c = 0; c < cells; ++c) {
-      if (count[c] > 0) measured.push_back(c);
-    }
-    g.log_rate.assign(cells, 0.0);
-    for (size_t i = 0; i < g.lm.size(); ++i) {
-      for (size_t j = 0; j < g.ln.size(); ++j) {
-        for (size_t l = 0; l < g.lk.size(); ++l) {
-          const size_t c = cell(i, j, l);
-          if (count[c] > 0) {
-            g.log_rate[c] = sum[c] / count[c];
-            continue;
-          }
-          double best = std::numeric_limits<double>::infinity();
-          for (size_t mc : measured) {
-            const size_t mi = mc / (g.ln.size() * g.lk.size());
-            const size_t mj = (mc / g.lk.size()) % g.ln.size();
-            const size_t ml = mc % g.lk.size();
-            const double d = std::pow(g.lm[i] - g.lm[mi], 2) + std::pow(g.ln[j] - g.ln[mj], 2) +
-                             std::pow(g.lk[l] - g.lk[ml], 2);
-            if (d < best) {
-              best = d;
-              g.log_rate[c] = sum[mc] / count[mc];
-            }
+  lm_ = distinct_sorted(lm);
+  ln_ = distinct_sorted(ln);
+  lk_ = distinct_sorted(lk);
+  const size_t cells = lm_.size() * ln_.size() * lk_.size();
+  std::vector<double> sum(cells, 0.0);
+  std::vector<int> count(cells, 0);
+  auto cell = [&](size_t i, size_t j, size_t l) { return (i * ln_.size() + j) * lk_.size() + l; };
+  for (size_t p = 0; p < samples.size(); ++p) {
+    const size_t c = cell(index_of(lm_, lm[p]), index_of(ln_, ln[p]), index_of(lk_, lk[p]));
+    sum[c] += samples[p].second;
+    ++count[c];
+  }
+  // Given cells keep their mean; the others take the nearest given cell's
+  // (distance in log2 sizes).
+  std::vector<size_t> given;
+  for (size_t c = 0; c < cells; ++c) {
+    if (count[c] > 0) given.push_back(c);
+  }
+  value_.assign(cells, 0.0);
+  for (size_t i = 0; i < lm_.size(); ++i) {
+    for (size_t j = 0; j < ln_.size(); ++j) {
+      for (size_t l = 0; l < lk_.size(); ++l) {
+        const size_t c = cell(i, j, l);
+        if (count[c] > 0) {
+          value_[c] = sum[c] / count[c];
+          continue;
+        }
+        double best = std::numeric_limits<double>::infinity();
+        for (size_t gc : given) {
+          const size_t gi = gc / (ln_.size() * lk_.size());
+          const size_t gj = (gc / lk_.size()) % ln_.size();
+          const size_t gl = gc % lk_.size();
+          const double d =
+              std::pow(lm_[i] - lm_[gi], 2) + std::pow(ln_[j] - ln_[gj], 2) + std::pow(lk_[l] - lk_[gl], 2);
+          if (d < best) {
+            best = d;
+            value_[c] = sum[gc] / count[gc];
           }
         }
       }
     }
-    grids_.emplace(key, std::move(g));
   }
 }
 
-const GemmTable::Grid& GemmTable::grid(const std::string& layout, int ranks) const {
+double LogGrid3::at(int64_t m, int64_t n, int64_t k) const {
+  double fm = 0, fn = 0, fk = 0;
+  const size_t i = bracket(lm_, std::log2(static_cast<double>(m)), &fm);
+  const size_t j = bracket(ln_, std::log2(static_cast<double>(n)), &fn);
+  const size_t l = bracket(lk_, std::log2(static_cast<double>(k)), &fk);
+  auto v = [&](size_t a, size_t b, size_t c) {
+    a = std::min(a, lm_.size() - 1);
+    b = std::min(b, ln_.size() - 1);
+    c = std::min(c, lk_.size() - 1);
+    return value_[(a * ln_.size() + b) * lk_.size() + c];
+  };
+  double out = 0;
+  for (int a = 0; a < 2; ++a) {
+    for (int b = 0; b < 2; ++b) {
+      for (int c = 0; c < 2; ++c) {
+        const double w = (a ? fm : 1 - fm) * (b ? fn : 1 - fn) * (c ? fk : 1 - fk);
+        if (w > 0) out += w * v(i + a, j + b, l + c);
+      }
+    }
+  }
+  return out;
+}
+
+GemmTable::GemmTable(std::vector<GemmPoint> points) : points_(std::move(points)) {
+  using Shape = std::array<int64_t, 3>;
+  std::map<std::pair<std::string, int>, std::vector<std::pair<Shape, double>>> rates;
+  std::map<std::pair<std::string, int>, std::map<Shape, double>> cold_s, warm_s;
+  for (const GemmPoint& p : points_) {
+    if (p.m <= 0 || p.n <= 0 || p.k <= 0 || !(p.seconds > 0)) {
+      throw std::invalid_argument("GemmTable: sizes and seconds must be > 0");
+    }
+    const Shape shape{p.m, p.n, p.k};
+    if (p.warm) {
+      warm_s[{p.layout, p.ranks}][shape] = p.seconds;
+    } else {
+      rates[{p.layout, p.ranks}].push_back({shape, std::log(2.0 * p.m * p.n * p.k / p.seconds)});
+      cold_s[{p.layout, p.ranks}][shape] = p.seconds;
+    }
+  }
+  for (const auto& [key, samples] : rates) {
+    Grids g;
+    g.log_rate = LogGrid3(samples);
+    std::vector<std::pair<Shape, double>> ratios;
+    for (const auto& [shape, w] : warm_s[key]) {
+      const auto it = cold_s[key].find(shape);
+      if (it != cold_s[key].end()) ratios.push_back({shape, std::log(it->second / w)});
+    }
+    if (!ratios.empty()) g.log_ratio = LogGrid3(ratios);
+    grids_.emplace(key, std::move(g));
+  }
+  if (grids_.empty() && !points_.empty()) throw std::invalid_argument("GemmTable: warm points without cold ones");
+}
+
+const GemmTable::Grids& GemmTable::grids(const std::string& layout, int ranks) const {
   // Prefer the layout asked for, then "any", then whatever was measured.
   for (const std::string& want : {layout, std::string("any")}) {
     std::vector<int> available;
@@ -143,30 +184,13 @@ const GemmTable::Grid& GemmTable::grid(const std::string& layout, int ranks) con
   throw std::logic_error("GemmTable: empty");
 }
 
-double GemmTable::time_s(int64_t m, int64_t n, int64_t k, const std::string& layout,
-                         int ranks) const {
+double GemmTable::time_s(int64_t m, int64_t n, int64_t k, const std::string& layout, int ranks, double cold) const {
   if (grids_.empty()) throw std::logic_error("GemmTable::time_s on an empty table");
-  const Grid& g = grid(layout, ranks);
-  double fm = 0, fn = 0, fk = 0;
-  const size_t i = bracket(g.lm, std::log2(static_cast<double>(m)), &fm);
-  const size_t j = bracket(g.ln, std::log2(static_cast<double>(n)), &fn);
-  const size_t l = bracket(g.lk, std::log2(static_cast<double>(k)), &fk);
-  auto at = [&](size_t a, size_t b, size_t c) {
-    a = std::min(a, g.lm.size() - 1);
-    b = std::min(b, g.ln.size() - 1);
-    c = std::min(c, g.lk.size() - 1);
-    return g.log_rate[(a * g.ln.size() + b) * g.lk.size() + c];
-  };
-  double log_rate = 0;
-  for (int a = 0; a < 2; ++a) {
-    for (int b = 0; b < 2; ++b) {
-      for (int c = 0; c < 2; ++c) {
-        const double w = (a ? fm : 1 - fm) * (b ? fn : 1 - fn) * (c ? fk : 1 - fk);
-        if (w > 0) log_rate += w * at(i + a, j + b, l + c);
-      }
-    }
-  }
-  return 2.0 * static_cast<double>(m) * n * k / std::exp(log_rate);
+  const Grids& g = grids(layout, ranks);
+  const double cold_s = 2.0 * static_cast<double>(m) * n * k / std::exp(g.log_rate.at(m, n, k));
+  if (!g.log_ratio || cold >= 1.0) return cold_s;
+  const double warm_s = cold_s / std::exp(std::max(0.0, g.log_ratio->at(m, n, k)));
+  return warm_s + std::clamp(cold, 0.0, 1.0) * (cold_s - warm_s);
 }
 
 // ---- attention ----------------------------------------------------------------
@@ -183,17 +207,17 @@ AttentionTable::AttentionTable(std::vector<AttentionPoint> points) : points_(std
 // this pass, rank count and window (0: full causal); cells not measured take
 // the nearest measured point.
 double AttentionTable::full_time_s(int seq, int head_dim, bool backward, int ranks,
-                                   int window) const {
+                                   int window, bool warm) const {
   std::vector<int> available;
   for (const AttentionPoint& p : points_) {
-    if (p.backward == backward && p.window == window) available.push_back(p.ranks);
+    if (p.backward == backward && p.window == window && p.warm == warm) available.push_back(p.ranks);
   }
   if (available.empty()) return -1;
   const int r = choose_ranks(available, ranks);
   std::vector<const AttentionPoint*> pts;
   std::vector<double> ls, lh;
   for (const AttentionPoint& p : points_) {
-    if (p.backward == backward && p.window == window && p.ranks == r) {
+    if (p.backward == backward && p.window == window && p.warm == warm && p.ranks == r) {
       pts.push_back(&p);
       ls.push_back(std::log2(static_cast<double>(p.seq)));
       lh.push_back(std::log2(static_cast<double>(p.head_dim)));
@@ -232,19 +256,26 @@ double AttentionTable::full_time_s(int seq, int head_dim, bool backward, int ran
   return t;
 }
 
-double AttentionTable::time_s(int seq, int head_dim, int window, bool backward, int ranks) const {
-  const double full = full_time_s(seq, head_dim, backward, ranks, 0);
+double AttentionTable::time_s(int seq, int head_dim, int window, bool backward, int ranks, double cold) const {
+  const double cold_s = one_time_s(seq, head_dim, window, backward, ranks, false);
+  if (cold >= 1.0 || full_time_s(seq, head_dim, backward, ranks, 0, true) < 0) return cold_s;
+  const double warm_s = one_time_s(seq, head_dim, window, backward, ranks, true);
+  return warm_s + std::clamp(cold, 0.0, 1.0) * (cold_s - warm_s);
+}
+
+double AttentionTable::one_time_s(int seq, int head_dim, int window, bool backward, int ranks, bool warm) const {
+  const double full = full_time_s(seq, head_dim, backward, ranks, 0, warm);
   if (full < 0) throw std::logic_error("AttentionTable: no full-causal points for this pass");
   if (window <= 0 || window >= seq - 1) return full;
   // Seconds per (query x key) the window saves, from the windowed measurements
   // nearest in length: (t_full - t_window) / (seq x (keys_full - keys_window)).
   double best = std::numeric_limits<double>::infinity(), per_key_s = 0;
   for (const AttentionPoint& p : points_) {
-    if (p.backward != backward || p.window == 0 || p.window >= p.seq - 1) continue;
+    if (p.backward != backward || p.warm != warm || p.window == 0 || p.window >= p.seq - 1) continue;
     const double d = std::pow(std::log2(p.seq / static_cast<double>(seq)), 2) +
                      std::pow(std::log2(p.head_dim / static_cast<double>(head_dim)), 2);
     if (d >= best) continue;
-    const double at_full = full_time_s(p.seq, p.head_dim, backward, ranks, 0);
+    const double at_full = full_time_s(p.seq, p.head_dim, backward, ranks, 0, warm);
     const double saved_keys = p.seq * (mean_keys(p.seq, 0) - mean_keys(p.seq, p.window));
     if (saved_keys <= 0) continue;
     best = d;

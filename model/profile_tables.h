@@ -38,6 +38,7 @@
 // Thread-safety: immutable after construction; lookups are const and pure.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -53,12 +54,32 @@ namespace megascale::model {
 // it: "nt" = A (m x k) times B stored (n x k) (a linear layer's forward),
 // "nn" = A (m x k) B (k x n) (input gradient), "tn" = A stored (k x m) (weight
 // gradient), "any" = measured without a layout (an imported sweep).
+// `warm`: measured with every operand in cache, repeated; otherwise (the
+// default, and what an import holds) the operands a training step finds in
+// memory were cold: B (weights or a stashed activation) and C (the output or
+// the weight gradient) rotate through a buffer larger than the last-level
+// cache (engine/microbench.h).
 struct GemmPoint {
   int ranks = 1;
   std::string layout = "any";
   int64_t m = 0, n = 0, k = 0;
   double seconds = 0;
   double spread = 0;  // (max - min) / median over the repeats, 0 if unknown
+  bool warm = false;
+};
+
+// A value over (log2 m, log2 n, log2 k): trilinear on the product grid of the
+// axis values seen, cells not given taking the nearest given one.
+class LogGrid3 {
+ public:
+  LogGrid3() = default;
+  // (m, n, k, value) samples; repeated shapes are averaged.
+  explicit LogGrid3(const std::vector<std::pair<std::array<int64_t, 3>, double>>& samples);
+  double at(int64_t m, int64_t n, int64_t k) const;
+
+ private:
+  std::vector<double> lm_, ln_, lk_;  // sorted distinct log2 axis values
+  std::vector<double> value_;         // [i][j][l] flattened, every cell filled
 };
 
 class GemmTable {
@@ -68,19 +89,23 @@ class GemmTable {
 
   bool empty() const { return points_.empty(); }
   const std::vector<GemmPoint>& points() const { return points_; }
-  // Seconds of one GEMM. The layout and rank count fall back to what was
-  // measured ("any" layout, the nearest rank count at or below `ranks`).
+  // Seconds of one GEMM whose B and C operands are a fraction `cold` out of
+  // cache (1: all, model/engine_ops.h cold_fraction). The cold time comes
+  // from the cold grid; where warm points were measured too, the warm time is
+  // the cold time over the interpolated cold / warm ratio, and the result
+  // blends the two. The layout and rank count fall back to what was measured
+  // ("any" layout, the nearest rank count at or below `ranks`).
   // REQUIRES: !empty(), m, n, k > 0.
-  double time_s(int64_t m, int64_t n, int64_t k, const std::string& layout, int ranks) const;
+  double time_s(int64_t m, int64_t n, int64_t k, const std::string& layout, int ranks, double cold = 1.0) const;
 
  private:
-  struct Grid {
-    std::vector<double> lm, ln, lk;  // sorted distinct log2 axis values
-    std::vector<double> log_rate;    // [i][j][l] flattened, every cell filled
+  struct Grids {
+    LogGrid3 log_rate;                 // log(2mnk / seconds), cold (or unlabelled) points
+    std::optional<LogGrid3> log_ratio; // log(cold seconds / warm seconds) where both were measured
   };
-  const Grid& grid(const std::string& layout, int ranks) const;
+  const Grids& grids(const std::string& layout, int ranks) const;
   std::vector<GemmPoint> points_;
-  std::map<std::pair<std::string, int>, Grid> grids_;
+  std::map<std::pair<std::string, int>, Grids> grids_;
 };
 
 // ---- attention ----------------------------------------------------------------
@@ -93,6 +118,7 @@ struct AttentionPoint {
   bool backward = false;
   double seconds = 0;     // per (sequence x query head)
   double spread = 0;
+  bool warm = false;      // as GemmPoint: stash and outputs cold unless warm
 };
 
 class AttentionTable {
@@ -103,11 +129,13 @@ class AttentionTable {
   bool empty() const { return points_.empty(); }
   const std::vector<AttentionPoint>& points() const { return points_; }
   // Seconds for one (sequence x query head) of causal attention over `seq`
-  // positions with head dim `head_dim` and sliding window `window` (0: none).
-  double time_s(int seq, int head_dim, int window, bool backward, int ranks) const;
+  // positions with head dim `head_dim` and sliding window `window` (0: none),
+  // blending cold and warm measurements by `cold` as GemmTable does.
+  double time_s(int seq, int head_dim, int window, bool backward, int ranks, double cold = 1.0) const;
 
  private:
-  double full_time_s(int seq, int head_dim, bool backward, int ranks, int window_or_0) const;
+  double one_time_s(int seq, int head_dim, int window, bool backward, int ranks, bool warm) const;
+  double full_time_s(int seq, int head_dim, bool backward, int ranks, int window_or_0, bool warm) const;
   std::vector<AttentionPoint> points_;
 };
 
