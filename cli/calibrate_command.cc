@@ -10,11 +10,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "calibrate/check.h"
+#include "calibrate/import.h"
+#include "calibrate/nccl_tests.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/profile.h"
@@ -156,6 +160,71 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
   return pass ? 0 : 1;
 }
 
+// ---- import -------------------------------------------------------------------
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--json"}, {"--out", "--profile", "--nccl-tests", "--gemm-csv", "--scope", "--name"});
+  if (!p.positional.empty()) throw UsageError("calibrate import takes files with --nccl-tests / --gemm-csv, not '" + p.positional[0] + "'");
+  if (!p.has("--out")) throw UsageError("calibrate import needs --out FILE (the profile to write)");
+  calibrate::ImportOptions o;
+  if (p.has("--profile")) o.base = p.values.at("--profile");
+  if (p.has("--name")) o.name = p.values.at("--name");
+  if (p.has("--scope")) o.scope = p.values.at("--scope");
+  o.nccl_tests = p.all("--nccl-tests");
+  o.gemm_csv = p.all("--gemm-csv");
+  o.date = today();
+  calibrate::ImportReport r;
+  try {
+    r = calibrate::import_measurements(o);
+  } catch (const calibrate::ImportError& e) {
+    err << "megascale calibrate import: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string path = p.values.at("--out");
+  {
+    std::ofstream f(path + ".tmp");
+    f << model::write_profile(r.profile);
+    f.close();
+    if (!f || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+      err << "megascale calibrate import: cannot write " << path << "\n";
+      return 1;
+    }
+  }
+  if (p.on("--json")) {
+    nlohmann::json j;
+    j["profile"] = r.profile.name;
+    j["file"] = path;
+    j["gemm_points"] = r.gemm_points;
+    nlohmann::json runs = nlohmann::json::array();
+    for (const calibrate::ImportedRun& ir : r.runs) {
+      runs.push_back({{"file", ir.file}, {"op", ir.op}, {"scope", ir.scope}, {"ranks", ir.ranks}, {"nodes", ir.nodes},
+                      {"device", ir.device}, {"points", ir.points},
+                      {"curve_max_error_large", ir.curve_max_error_large},
+                      {"curve_max_error_small", ir.curve_max_error_small}, {"loo_error", ir.loo_error}});
+    }
+    j["nccl_tests"] = runs;
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "wrote " << path << ": profile " << r.profile.name << "\n";
+  for (const calibrate::ImportedRun& ir : r.runs) {
+    out << "  " << ir.file << ": " << ir.op << " over " << ir.ranks << " ranks (" << ir.scope << ", "
+        << (ir.device.empty() ? std::string("device not named") : ir.device) << "), " << ir.points
+        << " sizes; protocol curves within " << fmt("%.1f", 100 * ir.curve_max_error_large) << "% at >= 64 MiB, "
+        << fmt("%.1f", 100 * ir.curve_max_error_small) << "% below; leave-one-point-out "
+        << fmt("%.1f", 100 * ir.loo_error) << "%\n";
+  }
+  if (r.gemm_points > 0) out << "  " << r.gemm_points << " GEMM points\n";
+  return 0;
+}
+
 }  // namespace
 
 std::string calibrate_usage() {
@@ -190,6 +259,7 @@ int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
   try {
     if (sub == "micro") return calibrate_micro(rest, out, err);
     if (sub == "check") return calibrate_check(rest, out, err);
+    if (sub == "import") return calibrate_import(rest, out, err);
     return usage_error(err, "unknown subcommand '" + sub + "'");
   } catch (const UsageError& e) {
     return usage_error(err, e.what());

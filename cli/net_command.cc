@@ -27,6 +27,7 @@
 #include "cli/fabric_config.h"
 #include "cli/json.h"
 #include "model/hardware.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 #include "network/collectives.h"
 #include "network/congestion.h"
@@ -192,7 +193,7 @@ std::string cc_text(const network::CcEffectUsed& c) {
 int net_collective(const Args& args, std::ostream& out) {
   const ParsedArgs p = parse_net_args(args, {"--json"},
                                   {"--op", "--gpus", "--bytes", "--gpu", "--algo", "--scenario", "--groups",
-                                   "--ranks-per-server", "--qps", "--cc", "--placement", "--seed"});
+                                   "--ranks-per-server", "--qps", "--cc", "--placement", "--seed", "--profile"});
   const std::string& op_name = required(p, "--op");
   const std::optional<network::CollectiveOp> op = network::parse_collective_op(op_name);
   if (!op) throw UsageError("--op must be allgather, reducescatter, allreduce or sendrecv, got '" + op_name + "'");
@@ -260,6 +261,15 @@ int net_collective(const Args& args, std::ostream& out) {
     options.congestion_control = *cc;
   }
 
+  // A profile with measured collectives (calibrate import of nccl-tests output,
+  // calibrate micro): its answer is printed beside the fabric model's.
+  std::optional<model::GpuProfile> measured;
+  if (p.has("--profile")) {
+    measured = model::load_profile(p.values.at("--profile"));
+  } else if (scenario && scenario->hardware.loaded_profile) {
+    measured = *scenario->hardware.loaded_profile;
+  }
+
   const auto t0 = std::chrono::steady_clock::now();
   const network::Topology topology = network::Topology::build(spec);
   const network::Router router(topology, ecmp);
@@ -274,6 +284,18 @@ int net_collective(const Args& args, std::ostream& out) {
   }
   const network::CollectiveResult r = sim.run(req);
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const std::string table_op = *op == network::CollectiveOp::kAllReduce       ? "all_reduce"
+                               : *op == network::CollectiveOp::kAllGather     ? "all_gather"
+                               : *op == network::CollectiveOp::kReduceScatter ? "reduce_scatter"
+                                                                              : "sendrecv";
+  const std::string profile_scope = r.servers_per_group > 1 ? "inter" : "intra";
+  std::optional<double> profile_s;
+  if (measured && measured->measured() != nullptr) {
+    profile_s = measured->measured()->collectives.time_s(table_op, profile_scope, r.ranks, bytes);
+  }
+  const double profile_busbw_gbs =
+      profile_s ? bytes * model::busbw_factor(table_op, r.ranks) / *profile_s / 1e9 : 0.0;
 
   const std::string busbw_rule = *op == network::CollectiveOp::kAllReduce    ? "algbw x 2(n-1)/n"
                                  : *op == network::CollectiveOp::kSendRecv ? "algbw"
@@ -311,6 +333,16 @@ int net_collective(const Args& args, std::ostream& out) {
     fj.add("polarized", ecmp.polarized);
     j.add("fabric", fj);
     j.add("step_solves", static_cast<int64_t>(r.step_solves)).add("wall_time_s", wall_s);
+    if (measured) {
+      JsonObject pj;
+      pj.add("name", measured->name).add("file", measured->source_file).add("scope", profile_scope);
+      if (profile_s) {
+        pj.add("time_s", *profile_s).add("busbw_gbs", profile_busbw_gbs);
+      } else {
+        pj.add_raw("time_s", "null");
+      }
+      j.add("profile", pj);
+    }
     out << j.str() << "\n";
     return 0;
   }
@@ -336,6 +368,15 @@ int net_collective(const Args& args, std::ostream& out) {
     out << buf;
   }
   out << "  solved in   " << human_time(wall_s) << "\n";
+  if (measured) {
+    out << "  profile     " << measured->name << " (" << measured->source_file << "): ";
+    if (profile_s) {
+      out << human_time(*profile_s) << ", busbw " << fmt("%.2f GB/s", profile_busbw_gbs) << " (its measured "
+          << profile_scope << " " << table_op << ")\n";
+    } else {
+      out << "no measured " << profile_scope << " " << table_op << "\n";
+    }
+  }
   return 0;
 }
 

@@ -451,7 +451,7 @@ MicroPlan default_micro_plan(bool quick) {
   MicroPlan p;
   p.label = quick ? "quick" : "default";
   const std::vector<int64_t> ax = quick ? axis(16, 2048, false) : axis(16, 4096, true);
-  const double cap = quick ? std::pow(2.0, 30) : std::pow(2.0, 32);
+  const double cap = quick ? std::pow(2.0, 30) : std::pow(2.0, 31);
   for (const char* layout : {"nt", "tn", "nn"}) {
     for (int64_t m : ax) {
       for (int64_t n : ax) {

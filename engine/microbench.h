@@ -91,7 +91,8 @@ struct MicroPlan {
 };
 
 // The default sweep: GEMM axes in half octaves 16 .. 4096 (octaves 16 .. 2048
-// when `quick`), every layout, shapes up to 2^32 FLOPs (2^30 quick); attention
+// when `quick`), every layout, shapes up to 2^31 FLOPs (2^30 quick; beyond, the
+// rate is saturated and GemmTable fills the cells from their neighbours); attention
 // at sequences 16 .. 2048 and head dims 16 .. 256; kernels at 2^8 .. 2^24
 // elements; collectives at 4 B .. 64 MiB.
 MicroPlan default_micro_plan(bool quick);

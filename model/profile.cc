@@ -126,7 +126,7 @@ const std::vector<TableKind>& table_kinds() {
       {"protocols",
        {{"op", Cell::kString, true}, {"scope", Cell::kString, true}, {"ranks", Cell::kInt, true},
         {"protocol", Cell::kString, true}, {"latency_us", Cell::kNumber, true},
-        {"busbw_gbs", Cell::kNumber, true}}},
+        {"busbw_gbs", Cell::kNumber, true}, {"min_bytes", Cell::kNumber, false}, {"max_bytes", Cell::kNumber, false}}},
       {"insitu", {{"ranks", Cell::kInt, true}, {"class", Cell::kString, true}, {"value", Cell::kNumber, true}}},
   };
   return kinds;
@@ -135,7 +135,8 @@ const std::vector<TableKind>& table_kinds() {
 constexpr std::string_view kLayouts[] = {"any", "nn", "nt", "tn", "tt"};
 constexpr std::string_view kPasses[] = {"fwd", "bwd"};
 constexpr std::string_view kCaches[] = {"cold", "warm"};
-constexpr std::string_view kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv", "alltoall", "broadcast"};
+constexpr std::string_view kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv",
+                                     "alltoall",   "broadcast",  "reduce"};
 constexpr std::string_view kScopes[] = {"intra", "inter"};
 constexpr std::string_view kProtocols[] = {"LL", "LL128", "Simple", "MPI"};
 constexpr std::string_view kInsituClasses[] = {"gemm", "attention", "kernel", "gap_us"};
@@ -394,6 +395,9 @@ void read_tables(const Section& tables, const toml::table& t, GpuProfile* p) {
         c.protocol = r.str.at("protocol");
         c.latency_us = r.num.at("latency_us");
         c.busbw_gbs = positive(*s, r, "busbw_gbs");
+        c.min_bytes = opt(r.num, "min_bytes", 0.0);
+        c.max_bytes = opt(r.num, "max_bytes", 0.0);
+        if (c.max_bytes > 0 && c.max_bytes < c.min_bytes) s->fail_at(*r.node, "rows.max_bytes", "must be >= min_bytes");
         curves.push_back(c);
       }
     } else if (kind.name == "insitu") {
@@ -616,10 +620,12 @@ std::string write_profile(const GpuProfile& p) {
     o << "]\n";
   }
   if (!t->collectives.curves().empty()) {
-    write_table_head(o, "protocols", p, {"op", "scope", "ranks", "protocol", "latency_us", "busbw_gbs"});
+    write_table_head(o, "protocols", p,
+                     {"op", "scope", "ranks", "protocol", "latency_us", "busbw_gbs", "min_bytes", "max_bytes"});
     for (const ProtocolCurve& c : t->collectives.curves()) {
       o << "  [" << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << quoted(c.protocol) << ", "
-        << cell(c.latency_us) << ", " << cell(c.busbw_gbs) << "],\n";
+        << cell(c.latency_us) << ", " << cell(c.busbw_gbs) << ", " << cell(c.min_bytes) << ", " << cell(c.max_bytes)
+        << "],\n";
     }
     o << "]\n";
   }

@@ -391,13 +391,31 @@ std::optional<double> CollectiveTable::time_s(const std::string& op, const std::
     // A ring's latency grows with its steps: n-1 (AG, RS), 2(n-1) (AR).
     const double steps_fit = op == "sendrecv" ? 1.0 : std::max(1, curve_ranks - 1);
     const double steps = op == "sendrecv" ? 1.0 : std::max(1, ranks - 1);
-    double best = std::numeric_limits<double>::infinity();
-    for (const ProtocolCurve* c : curves) {
-      const double t = c->latency_us * 1e-6 * steps / steps_fit +
-                       bytes * busbw_factor(op, ranks) / (c->busbw_gbs * 1e9);
-      best = std::min(best, t);
+    auto curve_s = [&](const ProtocolCurve* c, double b) {
+      return c->latency_us * 1e-6 * steps / steps_fit + b * busbw_factor(op, ranks) / (c->busbw_gbs * 1e9);
+    };
+    const bool ranged = std::any_of(curves.begin(), curves.end(), [](const ProtocolCurve* c) { return c->max_bytes > 0; });
+    if (!ranged) {
+      double best = std::numeric_limits<double>::infinity();
+      for (const ProtocolCurve* c : curves) best = std::min(best, curve_s(c, bytes));
+      return best;
     }
-    return best;
+    std::vector<const ProtocolCurve*> by_range = curves;
+    std::sort(by_range.begin(), by_range.end(),
+              [](const ProtocolCurve* a, const ProtocolCurve* b) { return a->min_bytes < b->min_bytes; });
+    if (bytes <= by_range.front()->max_bytes || by_range.size() == 1) return curve_s(by_range.front(), bytes);
+    for (size_t i = 0; i < by_range.size(); ++i) {
+      const ProtocolCurve* c = by_range[i];
+      if (bytes >= c->min_bytes && bytes <= c->max_bytes) return curve_s(c, bytes);
+      if (i + 1 < by_range.size() && bytes > c->max_bytes && bytes < by_range[i + 1]->min_bytes) {
+        // Between two ranges: log-log from this one's end to the next one's start.
+        const double a = c->max_bytes, b = by_range[i + 1]->min_bytes;
+        const double ta = curve_s(c, a), tb = curve_s(by_range[i + 1], b);
+        const double f = std::log(bytes / a) / std::log(b / a);
+        return std::exp(std::log(ta) + f * (std::log(tb) - std::log(ta)));
+      }
+    }
+    return curve_s(by_range.back(), bytes);
   }
   // An all-reduce is a reduce-scatter then an all-gather (NCCL's ring).
   if (op == "all_reduce") {

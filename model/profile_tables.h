@@ -181,12 +181,17 @@ struct CollectivePoint {
 
 // NCCL's cost form per protocol (src/graph/tuning.cc): time = latency +
 // bytes x busbw_factor(op, ranks) / busbw; NCCL runs the fastest protocol.
+// A curve may own a size range (min_bytes..max_bytes, 0 = unbounded): an
+// imported fit splits a measured curve where NCCL's pick changes
+// (calibrate/protocol_fit.h). With ranges, the curve owning a size answers
+// (log-log between ranges); without, the fastest curve does, as NCCL picks.
 struct ProtocolCurve {
   std::string op, scope;
   int ranks = 0;           // the communicator size it was fitted on
   std::string protocol;    // "LL" | "LL128" | "Simple" | "MPI" (one curve, the CPU engine)
   double latency_us = 0;
   double busbw_gbs = 0;    // GB/s = 1e9 B/s
+  double min_bytes = 0, max_bytes = 0;
 };
 
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): all_reduce 2(n-1)/n,

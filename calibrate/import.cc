@@ -1,0 +1,182 @@
+// calibrate/import.cc: see import.h.
+#include "calibrate/import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "calibrate/gemm_sweep.h"
+#include "calibrate/nccl_tests.h"
+#include "calibrate/protocol_fit.h"
+#include "model/profile.h"
+
+namespace megascale::calibrate {
+namespace {
+
+// A flat segment of the fit has no bandwidth term: stored as this busbw so the
+// profile stays finite (1e9 GB/s moves 1 GB in 1 us).
+constexpr double kFlatBusbwGbs = 1e9;
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ImportError(path + ":0: cannot open file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+model::ProtocolCurve to_model(const ProtocolCurve& c, const std::string& op, const std::string& scope, int ranks) {
+  model::ProtocolCurve m;
+  m.op = op;
+  m.scope = scope;
+  m.ranks = ranks;
+  m.protocol = c.protocol;
+  m.latency_us = std::max(0.0, c.latency_us);
+  m.busbw_gbs = std::isfinite(c.busbw_gbs) && c.busbw_gbs > 0 ? std::min(c.busbw_gbs, kFlatBusbwGbs) : kFlatBusbwGbs;
+  m.min_bytes = c.min_bytes;
+  m.max_bytes = c.max_bytes;
+  return m;
+}
+
+// Leave-one-point-out: each out-of-place point predicted by the curves fitted
+// without it; mean |measured busbw / predicted busbw - 1|.
+double leave_one_point_out(const NcclTestsRun& run) {
+  std::vector<size_t> usable;
+  for (size_t i = 0; i < run.points.size(); ++i) {
+    if (run.points[i].bytes > 0 && run.points[i].time_us > 0) usable.push_back(i);
+  }
+  if (usable.size() < 4) return 0;
+  double sum = 0;
+  for (size_t i : usable) {
+    NcclTestsRun rest = run;
+    rest.points.erase(rest.points.begin() + static_cast<std::ptrdiff_t>(i));
+    const ProtocolFit f = fit_protocol_model(rest);
+    const double model_us = envelope_time_us(f.segments, run.op, run.ranks, static_cast<double>(run.points[i].bytes));
+    sum += std::abs(model_us / run.points[i].time_us - 1.0);
+  }
+  return sum / usable.size();
+}
+
+}  // namespace
+
+ImportReport import_measurements(const ImportOptions& o) {
+  if (o.nccl_tests.empty() && o.gemm_csv.empty()) {
+    throw std::invalid_argument("nothing to import: give --nccl-tests FILE and/or --gemm-csv FILE");
+  }
+  if (!o.scope.empty() && o.scope != "intra" && o.scope != "inter") {
+    throw std::invalid_argument("--scope must be intra or inter, got '" + o.scope + "'");
+  }
+  ImportReport r;
+  model::GpuProfile& p = r.profile;
+  p = std::filesystem::is_regular_file(o.base) ? model::load_profile(o.base) : model::builtin_profile(o.base);
+  p.name = o.name.empty() ? p.name + "-imported" : o.name;
+  p.description = (p.description.empty() ? "" : p.description + "; ") + "with imported measurements";
+  auto tables = std::make_shared<model::ProfileTables>(p.tables ? *p.tables : model::ProfileTables{});
+  std::vector<model::CollectivePoint> points = tables->collectives.points();
+  std::vector<model::ProtocolCurve> curves = tables->collectives.curves();
+  std::vector<std::string> files, hosts;
+
+  for (const std::string& spec : o.nccl_tests) {
+    std::string path = spec, hint;
+    // FILE:op (an op name never contains '/', a path may contain ':').
+    if (const size_t colon = spec.rfind(':'); colon != std::string::npos && spec.find('/', colon) == std::string::npos &&
+                                              !canonical_nccl_op(spec.substr(colon + 1)).empty()) {
+      path = spec.substr(0, colon);
+      hint = spec.substr(colon + 1);
+    }
+    for (const NcclTestsRun& run : parse_nccl_tests_runs(read_text(path), path, hint)) {
+      if (run.ranks < 1) throw ImportError(path + ":" + std::to_string(run.first_line) + ": the rank count is unknown");
+      std::string scope = o.scope;
+      if (scope.empty()) {
+        if (run.nodes == 0) {
+          throw ImportError(path + ":" + std::to_string(run.first_line) +
+                            ": cannot tell whether the run spans machines (no Rank lines); give --scope intra|inter");
+        }
+        scope = run.nodes > 1 ? "inter" : "intra";
+      }
+      if (run.ranks < 2 && run.op != "sendrecv") {
+        throw ImportError(path + ":" + std::to_string(run.first_line) + ": a collective over one rank measures nothing");
+      }
+      ImportedRun ir;
+      ir.file = path;
+      ir.op = run.op;
+      ir.scope = scope;
+      ir.device = run.device;
+      ir.ranks = std::max(run.ranks, 2);
+      ir.nodes = run.nodes;
+      for (const NcclTestsPoint& pt : run.points) {
+        if (pt.bytes <= 0 || pt.time_us <= 0) continue;
+        points.push_back({run.op, scope, ir.ranks, static_cast<double>(pt.bytes), pt.time_us * 1e-6, 0.0});
+        ++ir.points;
+      }
+      const ProtocolFit fit = fit_protocol_model(run);
+      for (const ProtocolCurve& c : fit.segments) curves.push_back(to_model(c, run.op, scope, ir.ranks));
+      ir.curve_max_error_large = fit.segment_errors.max_rel_error_large;
+      ir.curve_max_error_small = fit.segment_errors.max_rel_error_small;
+      ir.loo_error = leave_one_point_out(run);
+      r.runs.push_back(ir);
+      files.push_back(path);
+      hosts.push_back((run.device.empty() ? "unnamed device" : run.device) + " x " + std::to_string(ir.ranks) + " on " +
+                      (run.nodes > 0 ? std::to_string(run.nodes) : std::string("?")) + " host(s)");
+    }
+  }
+  if (!r.runs.empty()) {
+    tables->collectives = model::CollectiveTable(points, curves);
+    std::string list;
+    for (const std::string& f : files) list += (list.empty() ? "" : ", ") + f;
+    std::string where;
+    for (const std::string& h : std::set<std::string>(hosts.begin(), hosts.end())) where += (where.empty() ? "" : "; ") + h;
+    p.provenance["tables.collectives"] =
+        model::Provenance{"measured", "nccl-tests output imported by megascale calibrate import: " + list,
+                          where + " (as the output's Rank lines say)", o.date + " (imported; nccl-tests prints no date)",
+                          {}, -1};
+    double loo = 0;
+    for (const ImportedRun& ir : r.runs) loo = std::max(loo, ir.loo_error);
+    p.provenance["tables.protocols"] = model::Provenance{
+        "fitted",
+        "per protocol latency + bytes x busbw factor / busbw, split into size ranges where three lines miss 5% "
+        "(>= 64 MiB) / 20% (calibrate/protocol_fit.h); loo_error: leave-one-point-out, the worst run",
+        "", "", files, loo};
+  }
+
+  if (!o.gemm_csv.empty()) {
+    std::vector<model::GemmPoint> gemm = tables->gemm.points();
+    std::vector<std::string> used;
+    for (const std::string& path : o.gemm_csv) {
+      const std::vector<GemmSweepRow> rows = read_gemm_sweep_file(path);
+      int taken = 0;
+      std::set<std::string> dtypes;
+      for (const GemmSweepRow& row : rows) {
+        dtypes.insert(row.dtype);
+        if (row.dtype != p.dtype) continue;
+        gemm.push_back({1, row.layout.empty() ? "any" : row.layout, row.m, row.n, row.k, row.seconds, 0.0, false});
+        ++taken;
+      }
+      if (taken == 0) {
+        std::string seen;
+        for (const std::string& d : dtypes) seen += (seen.empty() ? "" : ", ") + d;
+        throw ImportError(path + ":1: no row of the profile's dtype " + p.dtype + " (the file has " + seen +
+                          "); import into a profile of that dtype");
+      }
+      r.gemm_points += taken;
+      used.push_back(path);
+    }
+    tables->gemm = model::GemmTable(gemm);
+    std::string list;
+    for (const std::string& f : used) list += (list.empty() ? "" : ", ") + f;
+    p.provenance["tables.gemm"] = model::Provenance{
+        "measured", "GEMM sweep imported by megascale calibrate import (" + p.dtype + " rows): " + list,
+        "as the sweep was measured (not recorded in the CSV)", o.date + " (imported)", {}, -1};
+  }
+  p.tables = tables;
+  // Never hand out what cannot be read back.
+  (void)model::parse_profile(model::write_profile(p), p.name);
+  return r;
+}
+
+}  // namespace megascale::calibrate

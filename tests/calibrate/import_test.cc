@@ -1,0 +1,121 @@
+// tests/calibrate/import_test.cc: `calibrate import` turns real nccl-tests
+// output (tests/calibrate/fixtures/nccl-tests, sources in its README) into a
+// profile that reproduces each curve: within 5% of busbw at >= 64 MiB and 20%
+// below, both from the stored measurements and from the fitted protocol
+// curves alone (what other rank counts use).
+#include "calibrate/import.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "calibrate/nccl_tests.h"
+#include "model/profile.h"
+#include "model/profile_tables.h"
+
+namespace megascale::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture_dir() { return std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/nccl-tests"; }
+
+std::vector<std::string> fixtures() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(fixture_dir())) {
+    if (e.path().extension() == ".txt") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(Import, EveryFixtureBecomesAProfileThatReproducesItsCurve) {
+  ASSERT_GE(fixtures().size(), 5u);
+  for (const std::string& f : fixtures()) {
+    SCOPED_TRACE(f);
+    ImportOptions o;
+    o.base = f.find("a100") != std::string::npos ? "A100-SXM4-80GB" : "H100-SXM5-80GB";
+    o.nccl_tests = {f};
+    o.date = "2026-12-01";
+    // Two fixtures print no Rank lines (their READMEs say 2 and 4 nodes).
+    o.scope = f.find("1node") != std::string::npos ? "intra" : "inter";
+    const ImportReport r = import_measurements(o);
+    ASSERT_EQ(r.runs.size(), 1u);
+    const NcclTestsRun run = read_nccl_tests_file(f);
+    const model::ProfileTables* t = r.profile.measured();
+    ASSERT_NE(t, nullptr);
+    // The profile as written and read back (what a user's simulate loads).
+    const model::GpuProfile back = model::parse_profile(model::write_profile(r.profile), "imported.toml");
+    const model::CollectiveTable curves_only({}, back.measured()->collectives.curves());
+    const std::string scope = r.runs[0].scope;
+    const int ranks = r.runs[0].ranks;
+    for (const NcclTestsPoint& pt : run.points) {
+      if (pt.bytes <= 0 || pt.time_us <= 0) continue;
+      const double tol = pt.bytes >= 64.0 * 1024 * 1024 ? 0.05 : 0.20;
+      const double measured_busbw = pt.bytes * model::busbw_factor(run.op, ranks) / (pt.time_us * 1e-6);
+      const std::optional<double> table_s = back.measured()->collectives.time_s(run.op, scope, ranks, pt.bytes);
+      ASSERT_TRUE(table_s.has_value());
+      const double table_busbw = pt.bytes * model::busbw_factor(run.op, ranks) / *table_s;
+      EXPECT_NEAR(table_busbw / measured_busbw, 1.0, 1e-4) << pt.bytes;  // 6 significant digits stored
+      const std::optional<double> curve_s = curves_only.time_s(run.op, scope, ranks, pt.bytes);
+      ASSERT_TRUE(curve_s.has_value());
+      const double curve_busbw = pt.bytes * model::busbw_factor(run.op, ranks) / *curve_s;
+      EXPECT_LE(std::abs(curve_busbw / measured_busbw - 1.0), tol) << pt.bytes << " B";
+    }
+    // Provenance: the points measured (with where and when), the curves fitted
+    // on the named file with a leave-one-out error.
+    EXPECT_EQ(back.provenance.at("tables.collectives").source, "measured");
+    EXPECT_FALSE(back.provenance.at("tables.collectives").host.empty());
+    EXPECT_EQ(back.provenance.at("tables.protocols").source, "fitted");
+    EXPECT_EQ(back.provenance.at("tables.protocols").runs, std::vector<std::string>{f});
+    EXPECT_GE(back.provenance.at("tables.protocols").loo_error, 0.0);
+  }
+}
+
+TEST(Import, ScopeComesFromTheRankLinesAndCurvesScaleToOtherRankCounts) {
+  ImportOptions o;
+  o.base = "H100-SXM5-80GB";
+  o.nccl_tests = {fixture_dir() + "/all_reduce_perf_h100_8gpu_1node.txt", fixture_dir() + "/all_reduce_perf_h100_16gpu_2node_gcp.txt"};
+  const ImportReport r = import_measurements(o);
+  ASSERT_EQ(r.runs.size(), 2u);
+  EXPECT_EQ(r.runs[0].scope, "intra");
+  EXPECT_EQ(r.runs[1].scope, "inter");
+  // 32 ranks across machines, never measured: the 16-rank protocol curves with
+  // the ring's larger bus factor (and latency grown with its steps). At 8 GB the
+  // bandwidth term dominates, so the time grows by the factor's ratio.
+  const model::CollectiveTable curves({}, r.profile.measured()->collectives.curves());
+  const double t16 = *curves.time_s("all_reduce", "inter", 16, 8e9);
+  const double t32 = *curves.time_s("all_reduce", "inter", 32, 8e9);
+  EXPECT_GT(t32, t16);
+  EXPECT_NEAR(t32 / t16, model::busbw_factor("all_reduce", 32) / model::busbw_factor("all_reduce", 16), 0.03);
+  // The table answers 16 ranks from the measured points themselves.
+  EXPECT_TRUE(r.profile.measured()->collectives.time_s("all_reduce", "inter", 16, 8e9).has_value());
+}
+
+TEST(Import, BadInputIsNamedAndNothingIsWritten) {
+  ImportOptions o;
+  o.nccl_tests = {fixture_dir() + "/README.md"};
+  try {
+    import_measurements(o);
+    FAIL() << "expected ImportError";
+  } catch (const ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("README.md:"), std::string::npos) << e.what();
+  }
+  ImportOptions none;
+  EXPECT_THROW(import_measurements(none), std::invalid_argument);
+  ImportOptions scope = o;
+  scope.scope = "sideways";
+  EXPECT_THROW(import_measurements(scope), std::invalid_argument);
+  ImportOptions gemm;
+  gemm.base = "A100-SXM4-80GB";
+  gemm.gemm_csv = {std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/gemm_sweep.csv"};
+  const ImportReport g = import_measurements(gemm);  // its bf16 rows
+  EXPECT_GT(g.gemm_points, 0);
+  // The profile's GEMMs now come from the sweep.
+  EXPECT_FALSE(g.profile.measured()->gemm.empty());
+}
+
+}  // namespace
+}  // namespace megascale::calibrate

@@ -1,0 +1,73 @@
+// tests/cli/calibrate_command_test.cc: `megascale calibrate ...` end to end: its
+// bad input (exit 2, the culprit named) and an import from real nccl-tests
+// output whose profile `simulate` and `net collective` then use. The
+// measure-then-check loop on this machine is the ctest pair
+// calibrate_micro_quick / calibrate_check_cpu (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "run_megascale.h"
+
+namespace megascale::cli_testing {
+namespace {
+
+std::string fixture(const std::string& name) { return kSourceDir + "/tests/calibrate/fixtures/nccl-tests/" + name; }
+
+TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
+  RunResult r = run_megascale({"calibrate"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("calibrate micro"), std::string::npos) << dump(r);
+  r = run_megascale({"calibrate", "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("unknown subcommand 'frobnicate'"), std::string::npos) << dump(r);
+  r = run_megascale({"calibrate", "micro", "--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << dump(r);
+  r = run_megascale({"calibrate", "micro", "--ranks", "0"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--ranks"), std::string::npos) << dump(r);
+  // check runs the engine, which runs on CPU only.
+  r = run_megascale({"calibrate", "check", "scenarios/paper/table2-megascale-256.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("hardware.gpu"), std::string::npos) << dump(r);
+  r = run_megascale({"calibrate", "check", "scenarios/cpu/check-single.toml", "--tolerance", "-1"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  r = run_megascale({"calibrate", "import", "--out", "/tmp/x.toml", "--nccl-tests",
+                     kSourceDir + "/tests/calibrate/fixtures/nccl-tests/README.md"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("README.md:"), std::string::npos) << dump(r);
+}
+
+TEST(CalibrateCli, ImportedProfileDrivesNetAndSimulate) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-calibrate-cli-test";
+  fs::create_directories(dir);
+  const std::string out = (dir / "h100-imported.toml").string();
+  RunResult r = run_megascale({"calibrate", "import", "--profile", "H100-SXM5-80GB", "--out", out, "--nccl-tests",
+                               fixture("all_reduce_perf_h100_8gpu_1node.txt"), "--nccl-tests",
+                               fixture("all_reduce_perf_h100_16gpu_2node_gcp.txt"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"scope\": \"intra\""), std::string::npos) << dump(r);
+  ASSERT_TRUE(fs::exists(out));
+  // net collective answers from the profile beside the fabric model: the
+  // fixture's 1 GiB all-reduce on 8 H100 in one node printed busbw 469.67 GB/s.
+  r = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1073741824", "--gpu",
+                     "H100-SXM5-80GB", "--profile", out, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("\"profile\""), std::string::npos) << dump(r);
+  const size_t at = r.out.find("\"busbw_gbs\"", r.out.find("\"profile\""));
+  ASSERT_NE(at, std::string::npos) << dump(r);
+  const double busbw = std::stod(r.out.substr(r.out.find(':', at) + 1));
+  EXPECT_NEAR(busbw, 469.67, 469.67 * 0.01) << dump(r);
+  // simulate takes it through --set hardware.profile (relative to the current directory).
+  r = run_megascale({"simulate", "scenarios/paper/table2-megascale-256.toml", "--set", "hardware.profile=" + out,
+                     "--fidelity", "analytical"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("profile " + out), std::string::npos) << dump(r);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace megascale::cli_testing
