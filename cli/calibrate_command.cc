@@ -7,6 +7,7 @@
 #include "cli/calibrate_command.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -17,10 +18,12 @@
 #include <thread>
 
 #include "calibrate/check.h"
+#include "calibrate/fit.h"
 #include "calibrate/import.h"
 #include "calibrate/nccl_tests.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/simulate_event.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 
@@ -225,6 +228,103 @@ int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// ---- fit ----------------------------------------------------------------------
+
+std::vector<std::string> split_list(const std::string& v) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : v) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--engine"}, {"--profile", "--out", "--runs", "--hold-out", "--params", "--report"});
+  if (!p.has("--profile")) throw UsageError("calibrate fit needs --profile NAME|FILE (the profile to start from)");
+  if (!p.has("--out")) throw UsageError("calibrate fit needs --out FILE (the fitted profile)");
+  if (p.has("--runs") == p.on("--engine")) {
+    throw UsageError("calibrate fit takes its measured times from --runs FILE.csv or from --engine runs, one of them");
+  }
+  calibrate::FitParams params;
+  if (p.has("--params")) {
+    params = {false, false};
+    for (const std::string& name : split_list(p.values.at("--params"))) {
+      if (name == "step_overhead") params.step_overhead = true;
+      else if (name == "compute_scale") params.compute_scale = true;
+      else throw UsageError("--params takes step_overhead and/or compute_scale, got '" + name + "'");
+    }
+  }
+  const fs::path scratch = fs::temp_directory_path() / ("megascale-fit-" + std::to_string(getpid()));
+  fs::create_directories(scratch);
+  std::string base_file = p.values.at("--profile");
+  if (!fs::is_regular_file(base_file)) {
+    const std::string text(model::builtin_profile_text(base_file));  // throws naming the known ones
+    base_file = (scratch / (base_file + ".toml")).string();
+    std::ofstream(base_file) << text;
+  }
+  std::vector<calibrate::MeasuredRun> runs;
+  if (p.has("--runs")) {
+    try {
+      runs = calibrate::read_measured_runs(p.values.at("--runs"));
+    } catch (const calibrate::ImportError& e) {
+      err << "megascale calibrate fit: " << e.what() << "\n";
+      return 2;
+    }
+    if (!p.positional.empty()) throw UsageError("with --runs, the runs come from the file; select held-out ones with --hold-out");
+  } else {
+    if (p.positional.empty()) throw UsageError("calibrate fit --engine expects the SCENARIOs to run");
+    calibrate::CheckOptions co;
+    co.profile = base_file;
+    co.engine_binary = sibling("megascale-train");
+    for (const std::string& f : p.positional) {
+      err << "megascale calibrate fit: running " << f << " on the engine...\n" << std::flush;
+      const calibrate::CheckResult c = calibrate::run_check(f, co);
+      runs.push_back({f, fs::path(f).stem().string(), c.measured_step_s,
+                      "megascale train, median of " + std::to_string(c.ops.steps_used) + " steps", 0});
+    }
+  }
+  const std::vector<std::string> held = p.has("--hold-out") ? split_list(p.values.at("--hold-out")) : std::vector<std::string>{};
+  std::vector<calibrate::MeasuredRun> fit, held_out;
+  for (const calibrate::MeasuredRun& r : runs) {
+    (std::find(held.begin(), held.end(), r.name) != held.end() ? held_out : fit).push_back(r);
+  }
+  for (const std::string& h : held) {
+    if (std::none_of(runs.begin(), runs.end(), [&](const calibrate::MeasuredRun& r) { return r.name == h; })) {
+      throw UsageError("--hold-out: no run named '" + h + "'");
+    }
+  }
+  const EventEstimator estimate = event_estimator();
+  if (estimate == nullptr) {
+    err << "megascale calibrate fit: this binary has no event-level simulator\n";
+    return 1;
+  }
+  auto predict = [&](const std::string& scenario, const std::string& profile) {
+    // append(): g++ 12 warns -Wrestrict on "literal" + std::string (GCC bug 105329).
+    const std::string set = std::string("hardware.profile=\"").append(fs::absolute(profile).string()).append("\"");
+    return estimate(model::load_scenario(scenario, {set})).iteration_time_s;
+  };
+  err << "megascale calibrate fit: " << fit.size() << " fit run(s), " << held_out.size() << " held out\n" << std::flush;
+  const calibrate::FitResult r = calibrate::fit_profile(base_file, fit, held_out, params, predict, scratch.string());
+  std::ofstream(p.values.at("--out")) << model::write_profile(r.profile);
+  std::string command = "megascale calibrate fit";
+  for (const std::string& a : args) command += " " + a;
+  const std::string md = calibrate::fit_markdown(r, command);
+  if (p.has("--report")) {
+    std::ofstream(p.values.at("--report")) << md;
+  }
+  out << md;
+  std::error_code ignored;
+  fs::remove_all(scratch, ignored);
+  return 0;
+}
+
 }  // namespace
 
 std::string calibrate_usage() {
@@ -244,9 +344,12 @@ std::string calibrate_usage() {
          "    profile, and reports measured vs predicted: step time, per-op times, bubble and exposed\n"
          "    communication; writes DIR/<scenario>.md, .svg, .json (default results/calibration).\n"
          "    Exit 1 when a step-time error exceeds the tolerance (default 0.15).\n"
-         "megascale calibrate fit --profile FILE --out FILE [--runs N] SCENARIO...\n"
-         "    Fits what no microbenchmark measures (per-op host gap, per-step host overhead) on the\n"
-         "    named engine runs, with leave-one-out errors, into the profile as `fitted`.\n";
+         "megascale calibrate fit --profile NAME|FILE --out FILE (--runs RUNS.csv | --engine SCENARIO...)\n"
+         "                        [--hold-out NAME,...] [--params step_overhead,compute_scale] [--report FILE.md]\n"
+         "    Fits what no microbenchmark measures (a per-step host overhead, one in-situ scale of the\n"
+         "    kernels) on named runs: measured iteration times from RUNS.csv (scenario, iteration_time_s,\n"
+         "    source) or from engine runs of the SCENARIOs; prints the leave-one-out error and the error\n"
+         "    on the --hold-out runs, which the fit does not use, and writes the fitted profile.\n";
 }
 
 int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
@@ -260,6 +363,7 @@ int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
     if (sub == "micro") return calibrate_micro(rest, out, err);
     if (sub == "check") return calibrate_check(rest, out, err);
     if (sub == "import") return calibrate_import(rest, out, err);
+    if (sub == "fit") return calibrate_fit(rest, out, err);
     return usage_error(err, "unknown subcommand '" + sub + "'");
   } catch (const UsageError& e) {
     return usage_error(err, e.what());

@@ -290,7 +290,7 @@ double engine_rank_step_s(const Scenario& s, const GpuProfile& gpu, int pp_rank)
   // The step's loss: all-reduced over DP, broadcast from the last stage.
   if (p.dp > 1) t += small_allreduce_time_s(p.dp, links.dp);
   if (p.pp > 1) t += small_allreduce_time_s(p.pp, links.pp);
-  return t;
+  return t + gpu.step_overhead_s;  // the host's per-step work (0 unless fitted)
 }
 
 }  // namespace megascale::model

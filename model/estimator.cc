@@ -303,6 +303,10 @@ Estimate estimate(const Scenario& s) {
     // The engine's own step work, measured (model/engine_ops.h): the slowest rank.
     b.optimizer_s = 0;
     for (int r = 0; r < P; ++r) b.optimizer_s = std::max(b.optimizer_s, engine_rank_step_s(s, gpu, r));
+  } else {
+    // The profile's host work per iteration (0 unless fitted, calibrate/fit.h);
+    // engine_rank_step_s includes it for cpu profiles.
+    b.optimizer_s += gpu.step_overhead_s;
   }
 
   e.iteration_time_s = b.data_s + busy_s + b.bubble_s + b.pp_exposed_s + b.dp_exposed_s + b.optimizer_s;

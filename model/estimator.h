@@ -43,7 +43,7 @@ struct TimeBreakdown {
   double bubble_s = 0;        // pipeline fill / drain
   double pp_exposed_s = 0;    // p2p on the critical path (+ tied-embedding sync)
   double dp_exposed_s = 0;    // DP reduce-scatter / all-gather on the critical path
-  double optimizer_s = 0;     // optimizer step (+ gradient-norm)
+  double optimizer_s = 0;     // optimizer step (+ gradient-norm, + the profile's step_overhead_s)
 };
 
 struct Estimate {

@@ -279,38 +279,62 @@ double op_gap_s(const GpuProfile& gpu) {
   return gpu.time_share * gap.value_or(gpu.op_gap_us) * 1e-6;
 }
 
-double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
-  if (!op.fwd_calls.empty()) return calls_time_s(op.fwd_calls, gpu) + op_gap_s(gpu);
+// The in-situ scale of an analytical op's class (a profile fitted on
+// published runs, calibrate/fit.h; 1 without an in-situ table).
+double class_scale(const OperatorCost& op, const GpuProfile& gpu) {
+  const ProfileTables* t = gpu.measured();
+  if (t == nullptr || t->insitu.empty()) return 1.0;
   switch (op.cls) {
     case OpClass::kGemm:
-      return gemm_time_s(gpu, op.m, op.n, op.k);
     case OpClass::kBatchedGemm:
-      return batched_gemm_time_s(gpu, op.batch, op.m, op.n, op.k);
+      return insitu_scale(t, "gemm", gpu.busy_ranks);
     case OpClass::kFlashAttention:
-      return flash_attention_time_s(gpu, op.fwd_flops, /*backward=*/false);
+      return insitu_scale(t, "attention", gpu.busy_ranks);
     case OpClass::kMemory:
-      return std::max(memory_time_s(gpu, op.fwd_bytes),
-                      op.fwd_kernels * gpu.kernel_launch_us * 1e-6);
+      return insitu_scale(t, "kernel", gpu.busy_ranks);
   }
-  return 0.0;
+  return 1.0;
+}
+
+double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
+  if (!op.fwd_calls.empty()) return calls_time_s(op.fwd_calls, gpu) + op_gap_s(gpu);
+  double t = 0;
+  switch (op.cls) {
+    case OpClass::kGemm:
+      t = gemm_time_s(gpu, op.m, op.n, op.k);
+      break;
+    case OpClass::kBatchedGemm:
+      t = batched_gemm_time_s(gpu, op.batch, op.m, op.n, op.k);
+      break;
+    case OpClass::kFlashAttention:
+      t = flash_attention_time_s(gpu, op.fwd_flops, /*backward=*/false);
+      break;
+    case OpClass::kMemory:
+      t = std::max(memory_time_s(gpu, op.fwd_bytes), op.fwd_kernels * gpu.kernel_launch_us * 1e-6);
+      break;
+  }
+  return class_scale(op, gpu) * t;
 }
 
 double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
   if (!op.bwd_calls.empty()) return calls_time_s(op.bwd_calls, gpu) + op_gap_s(gpu);
+  double t = 0;
   switch (op.cls) {
     case OpClass::kGemm:
       // dgrad: (m x n) * (n x k); wgrad: (k x m) * (m x n).
-      return gemm_time_s(gpu, op.m, op.k, op.n) + gemm_time_s(gpu, op.k, op.n, op.m);
+      t = gemm_time_s(gpu, op.m, op.k, op.n) + gemm_time_s(gpu, op.k, op.n, op.m);
+      break;
     case OpClass::kBatchedGemm:
-      return batched_gemm_time_s(gpu, op.batch, op.m, op.k, op.n) +
-             batched_gemm_time_s(gpu, op.batch, op.k, op.n, op.m);
+      t = batched_gemm_time_s(gpu, op.batch, op.m, op.k, op.n) + batched_gemm_time_s(gpu, op.batch, op.k, op.n, op.m);
+      break;
     case OpClass::kFlashAttention:
-      return flash_attention_time_s(gpu, op.bwd_flops, /*backward=*/true);
+      t = flash_attention_time_s(gpu, op.bwd_flops, /*backward=*/true);
+      break;
     case OpClass::kMemory:
-      return std::max(memory_time_s(gpu, op.bwd_bytes),
-                      op.bwd_kernels * gpu.kernel_launch_us * 1e-6);
+      t = std::max(memory_time_s(gpu, op.bwd_bytes), op.bwd_kernels * gpu.kernel_launch_us * 1e-6);
+      break;
   }
-  return 0.0;
+  return class_scale(op, gpu) * t;
 }
 
 double forward_time_s(const std::vector<OperatorCost>& ops, const GpuProfile& gpu) {

@@ -1,0 +1,246 @@
+// calibrate/fit.cc: see fit.h.
+#include "calibrate/fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "calibrate/nccl_tests.h"  // ImportError
+#include "model/profile.h"
+
+namespace megascale::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  for (std::string& s : out) {
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+    while (!s.empty() && s.front() == ' ') s.erase(s.begin());
+  }
+  return out;
+}
+
+// `base` with every in-situ class value times `scale` (created at `scale` for
+// one busy rank when the base has none) and `overhead_s` per step.
+model::GpuProfile scaled(const model::GpuProfile& base, double scale, double overhead_s) {
+  model::GpuProfile p = base;
+  auto tables = std::make_shared<model::ProfileTables>(base.tables ? *base.tables : model::ProfileTables{});
+  std::vector<model::InsituPoint> pts = tables->insitu.points();
+  if (pts.empty()) {
+    for (const char* cls : {"gemm", "attention", "kernel"}) pts.push_back({1, cls, 1.0});
+  }
+  for (model::InsituPoint& q : pts) {
+    if (q.cls != "gap_us") q.value *= scale;
+  }
+  tables->insitu = model::InsituTable(pts);
+  p.tables = tables;
+  p.step_overhead_s = base.step_overhead_s + overhead_s;
+  return p;
+}
+
+std::string write_to(const model::GpuProfile& p, const std::string& path) {
+  std::ofstream(path) << model::write_profile(p);
+  return path;
+}
+
+std::string pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * f);
+  return buf;
+}
+
+std::string num(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ImportError(path + ":0: cannot open file");
+  std::vector<MeasuredRun> runs;
+  std::string line;
+  int n = 0;
+  int col_scenario = -1, col_time = -1, col_source = -1;
+  const fs::path dir = fs::path(path).parent_path();
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> cells = split_csv(line);
+    if (col_scenario < 0) {
+      for (size_t i = 0; i < cells.size(); ++i) {
+        if (cells[i] == "scenario") col_scenario = static_cast<int>(i);
+        if (cells[i] == "iteration_time_s") col_time = static_cast<int>(i);
+        if (cells[i] == "source") col_source = static_cast<int>(i);
+      }
+      if (col_scenario < 0 || col_time < 0) {
+        throw ImportError(path + ":" + std::to_string(n) + ": the header must name columns 'scenario' and 'iteration_time_s'");
+      }
+      continue;
+    }
+    if (static_cast<int>(cells.size()) <= std::max(col_scenario, col_time)) {
+      throw ImportError(path + ":" + std::to_string(n) + ": row has " + std::to_string(cells.size()) + " cells");
+    }
+    MeasuredRun r;
+    r.line = n;
+    r.scenario_file = (dir / cells[col_scenario]).lexically_normal().string();
+    r.name = fs::path(cells[col_scenario]).stem().string();
+    char* end = nullptr;
+    r.iteration_s = std::strtod(cells[col_time].c_str(), &end);
+    if (end == cells[col_time].c_str() || *end != '\0' || !(r.iteration_s > 0) || !std::isfinite(r.iteration_s)) {
+      throw ImportError(path + ":" + std::to_string(n) + ": column 'iteration_time_s': expected seconds > 0, got '" +
+                        cells[col_time] + "'");
+    }
+    if (col_source >= 0 && col_source < static_cast<int>(cells.size())) r.source = cells[col_source];
+    if (!fs::is_regular_file(r.scenario_file)) {
+      throw ImportError(path + ":" + std::to_string(n) + ": column 'scenario': no such file " + r.scenario_file);
+    }
+    runs.push_back(r);
+  }
+  if (runs.empty()) throw ImportError(path + ":1: no runs");
+  return runs;
+}
+
+FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRun>& fit,
+                      const std::vector<MeasuredRun>& held_out, const FitParams& params,
+                      const std::function<double(const std::string&, const std::string&)>& predict,
+                      const std::string& scratch_dir) {
+  if (fit.empty()) throw std::invalid_argument("calibrate fit: no runs to fit on");
+  if (!params.step_overhead && !params.compute_scale) throw std::invalid_argument("calibrate fit: nothing to fit");
+  const model::GpuProfile base = model::load_profile(base_file);
+  constexpr double kProbeScale = 1.25;
+  const std::string probe_file = write_to(scaled(base, kProbeScale, 0.0), (fs::path(scratch_dir) / "probe.toml").string());
+
+  // Linear model per fit run: t = t1 + (a - 1) d + b.
+  std::vector<std::vector<double>> rows;
+  std::vector<double> rhs;
+  std::vector<std::string> groups;
+  FitResult r;
+  std::vector<double> t1s, ds;
+  for (const MeasuredRun& run : fit) {
+    const double t1 = predict(run.scenario_file, base_file);
+    const double d = params.compute_scale ? (predict(run.scenario_file, probe_file) - t1) / (kProbeScale - 1.0) : 0.0;
+    t1s.push_back(t1);
+    ds.push_back(d);
+    std::vector<double> row;
+    if (params.compute_scale) row.push_back(d);
+    if (params.step_overhead) row.push_back(1.0);
+    rows.push_back(row);
+    // a enters as (a - 1) d = a d - d.
+    rhs.push_back(run.iteration_s - t1 + (params.compute_scale ? d : 0.0));
+    groups.push_back(run.name);
+  }
+  const std::vector<double> x = model::nnls(rows, rhs);
+  r.compute_scale = params.compute_scale ? x[0] : 1.0;
+  r.step_overhead_s = params.step_overhead ? x.back() : 0.0;
+  // Leave-one-out on the runs' own time (rhs is time minus a constant per run).
+  r.loo.groups.clear();
+  for (size_t i = 0; i < fit.size(); ++i) {
+    std::vector<std::vector<double>> rr;
+    std::vector<double> rb;
+    for (size_t j = 0; j < fit.size(); ++j) {
+      if (j == i) continue;
+      rr.push_back(rows[j]);
+      rb.push_back(rhs[j]);
+    }
+    double pred = t1s[i];
+    if (!rr.empty()) {
+      const std::vector<double> y = model::nnls(rr, rb);
+      const double a = params.compute_scale ? y[0] : 1.0;
+      const double b = params.step_overhead ? y.back() : 0.0;
+      pred = t1s[i] + (a - 1.0) * ds[i] + b;
+    }
+    const double e = pred / fit[i].iteration_s - 1.0;
+    r.loo.groups.push_back(fit[i].name);
+    r.loo.error.push_back(e);
+    r.loo.mean_abs_error += std::abs(e) / fit.size();
+    r.loo.max_abs_error = std::max(r.loo.max_abs_error, std::abs(e));
+    FitRow row;
+    row.name = fit[i].name;
+    row.measured_s = fit[i].iteration_s;
+    row.before_s = t1s[i];
+    row.loo_s = pred;
+    r.rows.push_back(row);
+  }
+
+  // The fitted profile, with provenance.
+  r.profile = scaled(base, r.compute_scale, r.step_overhead_s);
+  std::vector<std::string> names;
+  for (const MeasuredRun& run : fit) names.push_back(run.name);
+  const std::string method =
+      "non-negative least squares of the runs' iteration times, t = t(1,0) + (a-1) dt/da + b (calibrate/fit.h)";
+  if (params.step_overhead) {
+    r.profile.provenance["step_overhead_s"] = model::Provenance{"fitted", method, "", "", names, r.loo.mean_abs_error};
+  }
+  if (params.compute_scale) {
+    r.profile.provenance["tables.insitu"] = model::Provenance{"fitted", method + "; compute_scale " +
+                                                                            num("%.4f", r.compute_scale) + " on every class",
+                                                              "", "", names, r.loo.mean_abs_error};
+  }
+  const std::string fitted_file = write_to(r.profile, (fs::path(scratch_dir) / "fitted.toml").string());
+  for (size_t i = 0; i < fit.size(); ++i) r.rows[i].after_s = predict(fit[i].scenario_file, fitted_file);
+  double before_sum = 0;
+  for (const MeasuredRun& run : held_out) {
+    FitRow row;
+    row.name = run.name;
+    row.measured_s = run.iteration_s;
+    row.before_s = predict(run.scenario_file, base_file);
+    row.after_s = predict(run.scenario_file, fitted_file);
+    row.held_out = true;
+    const double e = row.after_s / row.measured_s - 1.0;
+    r.held_out_mean_abs += std::abs(e) / held_out.size();
+    r.held_out_max_abs = std::max(r.held_out_max_abs, std::abs(e));
+    before_sum += std::abs(row.before_s / row.measured_s - 1.0);
+    r.rows.push_back(row);
+  }
+  if (!held_out.empty()) r.before_held_out_mean_abs = before_sum / held_out.size();
+  return r;
+}
+
+std::string fit_markdown(const FitResult& r, const std::string& command) {
+  std::ostringstream o;
+  o << "# Calibration fit: " << r.profile.name << "\n\n";
+  o << "Generated by `" << command << "`.\n\n";
+  o << "Fitted: step_overhead_s = " << num("%.4f", r.step_overhead_s) << " s, compute_scale = "
+    << num("%.4f", r.compute_scale) << " (calibrate/fit.h). Leave-one-out over the fit runs: mean |error| "
+    << num("%.1f", 100 * r.loo.mean_abs_error) << "%, max " << num("%.1f", 100 * r.loo.max_abs_error) << "%.\n\n";
+  const bool any_held = std::any_of(r.rows.begin(), r.rows.end(), [](const FitRow& x) { return x.held_out; });
+  if (any_held) {
+    o << "Held-out runs (not used by the fit): mean |error| " << num("%.1f", 100 * r.held_out_mean_abs) << "%, max "
+      << num("%.1f", 100 * r.held_out_max_abs) << "% (before the fit: mean " << num("%.1f", 100 * r.before_held_out_mean_abs)
+      << "%). Accuracy is only claimed on these.\n\n";
+  }
+  o << "| run | role | measured s | before fit | after fit | leave-one-out |\n|---|---|---|---|---|---|\n";
+  for (const FitRow& x : r.rows) {
+    o << "| " << x.name << " | " << (x.held_out ? "held out" : "fit") << " | " << num("%.3f", x.measured_s) << " | "
+      << num("%.3f", x.before_s) << " (" << pct(x.before_s / x.measured_s - 1) << ") | " << num("%.3f", x.after_s)
+      << " (" << pct(x.after_s / x.measured_s - 1) << ") | "
+      << (x.held_out ? std::string("-") : num("%.3f", x.loo_s) + " (" + pct(x.loo_s / x.measured_s - 1) + ")")
+      << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace megascale::calibrate

@@ -1,0 +1,86 @@
+// tests/calibrate/fit_test.cc: fitting a per-step overhead and a compute scale
+// on named runs with leave-one-out errors, judged on held-out runs
+// (calibrate/fit.h), and the runs file's errors.
+#include "calibrate/fit.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "calibrate/nccl_tests.h"
+#include "model/profile.h"
+
+namespace megascale::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A "simulator" whose iteration time is base x the profile's compute scale +
+// its step overhead: the fit must find the scale and overhead that made the
+// "measured" times.
+double fake_predict(const std::string& scenario, const std::string& profile_file) {
+  static const std::map<std::string, double> base = {{"a", 10}, {"b", 20}, {"c", 40}, {"d", 80}, {"e", 5}};
+  const model::GpuProfile p = model::load_profile(profile_file);
+  const double scale = p.measured() ? p.measured()->insitu.value("gemm", 1).value_or(1.0) : 1.0;
+  return base.at(scenario) * scale + p.step_overhead_s;
+}
+
+TEST(Fit, RecoversScaleAndOverheadAndJudgesOnHeldOutRuns) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-fit-test";
+  fs::create_directories(dir);
+  const std::string base = (dir / "base.toml").string();
+  std::ofstream(base) << model::builtin_profile_text("A100-SXM4-80GB");
+  auto run = [](const std::string& n, double base_s) { return MeasuredRun{n, n, base_s * 1.1 + 0.5, "test", 0}; };
+  const std::vector<MeasuredRun> fit = {run("a", 10), run("b", 20), run("c", 40), run("d", 80)};
+  const std::vector<MeasuredRun> held = {run("e", 5)};
+  const FitResult r = fit_profile(base, fit, held, FitParams{}, fake_predict, dir.string());
+  EXPECT_NEAR(r.compute_scale, 1.1, 1e-6);
+  EXPECT_NEAR(r.step_overhead_s, 0.5, 1e-6);
+  EXPECT_NEAR(r.loo.mean_abs_error, 0.0, 1e-6);
+  EXPECT_NEAR(r.held_out_mean_abs, 0.0, 1e-6);
+  EXPECT_GT(r.before_held_out_mean_abs, 0.1);
+  ASSERT_EQ(r.rows.size(), 5u);
+  EXPECT_TRUE(r.rows.back().held_out);
+  // The fitted values carry their provenance: the runs and the leave-one-out error.
+  EXPECT_EQ(r.profile.provenance.at("step_overhead_s").source, "fitted");
+  EXPECT_EQ(r.profile.provenance.at("step_overhead_s").runs, (std::vector<std::string>{"a", "b", "c", "d"}));
+  // Only the overhead: the scale stays 1.
+  const FitResult o = fit_profile(base, fit, held, FitParams{true, false}, fake_predict, dir.string());
+  EXPECT_EQ(o.compute_scale, 1.0);
+  EXPECT_GT(o.loo.mean_abs_error, 0.0);
+  EXPECT_THROW(fit_profile(base, {}, held, FitParams{}, fake_predict, dir.string()), std::invalid_argument);
+  fs::remove_all(dir);
+}
+
+TEST(Fit, RunsFileErrorsNameFileAndLine) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-fit-runs-test";
+  fs::create_directories(dir);
+  const std::string scenario = std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/paper/table2-megascale-256.toml";
+  {
+    std::ofstream(dir / "ok.csv") << "# comment\nscenario,iteration_time_s,source\n" << scenario << ",32.0,paper\n";
+    std::ofstream(dir / "bad_time.csv") << "scenario,iteration_time_s\n" << scenario << ",fast\n";
+    std::ofstream(dir / "no_header.csv") << "file,time\n";
+    std::ofstream(dir / "missing.csv") << "scenario,iteration_time_s\nnot/there.toml,1\n";
+  }
+  const std::vector<MeasuredRun> ok = read_measured_runs((dir / "ok.csv").string());
+  ASSERT_EQ(ok.size(), 1u);
+  EXPECT_EQ(ok[0].name, "table2-megascale-256");
+  EXPECT_EQ(ok[0].iteration_s, 32.0);
+  auto error_of = [&](const char* f) {
+    try {
+      read_measured_runs((dir / f).string());
+    } catch (const ImportError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("bad_time.csv").find("bad_time.csv:2: column 'iteration_time_s'"), std::string::npos);
+  EXPECT_NE(error_of("no_header.csv").find("no_header.csv:1:"), std::string::npos);
+  EXPECT_NE(error_of("missing.csv").find("missing.csv:2: column 'scenario': no such file"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace megascale::calibrate
