@@ -135,25 +135,32 @@ MpiComm::~MpiComm() {
   if (comm_ != MPI_COMM_NULL && MpiEnvironment::active()) MPI_Comm_free(&comm_);
 }
 
+float* MpiComm::scratch(int slot, size_t floats) {
+  std::vector<float>& v = scratch_[slot];
+  if (v.size() < floats) v.resize(floats);
+  return v.data();
+}
+
 void MpiComm::gather_sum(float* data, size_t count) {
-  std::vector<float> all(count * static_cast<size_t>(size_));
+  float* all = scratch(0, count * static_cast<size_t>(size_));
   const int c = as_int(count, "all_reduce_sum");
-  MPI_CHECK(MPI_Allgather(data, c, MPI_FLOAT, all.data(), c, MPI_FLOAT, comm_));
-  ordered_sum(all.data(), size_, count, count, data);
+  MPI_CHECK(MPI_Allgather(data, c, MPI_FLOAT, all, c, MPI_FLOAT, comm_));
+  ordered_sum(all, size_, count, count, data);
 }
 
 void MpiComm::blocked_sum(float* data, size_t count) {
   const size_t n = static_cast<size_t>(size_);
   const size_t block = (count + n - 1) / n;
   const int b = as_int(block, "all_reduce_sum");
-  std::vector<float> padded(block * n, 0.0f);
-  std::copy(data, data + count, padded.begin());
-  std::vector<float> blocks(block * n);
-  MPI_CHECK(MPI_Alltoall(padded.data(), b, MPI_FLOAT, blocks.data(), b, MPI_FLOAT, comm_));
-  std::vector<float> mine(block);
-  ordered_sum(blocks.data(), size_, block, block, mine.data());
-  MPI_CHECK(MPI_Allgather(mine.data(), b, MPI_FLOAT, padded.data(), b, MPI_FLOAT, comm_));
-  std::copy(padded.begin(), padded.begin() + static_cast<std::ptrdiff_t>(count), data);
+  float* padded = scratch(0, block * n);
+  std::copy(data, data + count, padded);
+  std::fill(padded + count, padded + block * n, 0.0f);
+  float* blocks = scratch(1, block * n);
+  MPI_CHECK(MPI_Alltoall(padded, b, MPI_FLOAT, blocks, b, MPI_FLOAT, comm_));
+  float* mine = scratch(2, block);
+  ordered_sum(blocks, size_, block, block, mine);
+  MPI_CHECK(MPI_Allgather(mine, b, MPI_FLOAT, padded, b, MPI_FLOAT, comm_));
+  std::copy(padded, padded + count, data);
 }
 
 void MpiComm::all_reduce_sum(float* data, size_t count) {
@@ -190,9 +197,9 @@ void MpiComm::reduce_scatter_sum(const float* send, size_t count, float* recv) {
     return;
   }
   const int c = as_int(count, "reduce_scatter_sum");
-  std::vector<float> blocks(count * static_cast<size_t>(size_));
-  MPI_CHECK(MPI_Alltoall(send, c, MPI_FLOAT, blocks.data(), c, MPI_FLOAT, comm_));
-  ordered_sum(blocks.data(), size_, count, count, recv);
+  float* blocks = scratch(1, count * static_cast<size_t>(size_));
+  MPI_CHECK(MPI_Alltoall(send, c, MPI_FLOAT, blocks, c, MPI_FLOAT, comm_));
+  ordered_sum(blocks, size_, count, count, recv);
 }
 
 void MpiComm::broadcast(float* data, size_t count, int root) {

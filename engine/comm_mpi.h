@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "engine/comm.h"
 
@@ -107,10 +108,17 @@ class MpiComm final : public Comm {
   void gather_sum(float* data, size_t count);     // small all-reduce path
   void blocked_sum(float* data, size_t count);    // RS + AG all-reduce path
 
+  // A scratch buffer of at least `floats`, kept across calls: collectives
+  // used to allocate theirs on every call, and in a training step (whose
+  // other allocations make glibc hand those pages back) each call page-faulted
+  // its buffers in again: a 7.8 MB DP all-reduce took 13.7 ms instead of 3.
+  float* scratch(int slot, size_t floats);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = 32767;
+  std::vector<float> scratch_[3];
 };
 
 }  // namespace megascale::engine

@@ -239,26 +239,46 @@ class KernelRunner {
     oo.kind = k == "lamb" ? model::OptimizerKind::kLamb : model::OptimizerKind::kAdam;
     oo.weight_decay = 0.01;
     oo.max_grad_norm = 1.0;
-    opt_ = std::make_shared<ShardedOptimizer>(oo, segs, ShardRange{0, e}, OptimizerComms{});
-    float* params = s_.get(11, e);
-    float* grads = s_.get(12, e);
-    auto opt = opt_;
+    // In a step the optimizer's parameters, gradients and moments come from
+    // memory (last touched a step ago): enough independent copies that their
+    // state (16 bytes per element) exceeds the arena, rotated.
+    const size_t copies = std::clamp<size_t>((size_t{128} << 20) / (16 * e + 1), 1, 64);
+    auto state = std::make_shared<std::vector<Copy>>();
+    for (size_t i = 0; i < copies; ++i) {
+      Copy c;
+      c.opt = std::make_shared<ShardedOptimizer>(oo, segs, ShardRange{0, e}, OptimizerComms{});
+      c.params.assign(e, 0.01f);
+      c.grads.resize(e);
+      fill(c.grads.data(), e, static_cast<uint32_t>(i + 3));
+      state->push_back(std::move(c));
+    }
+    auto next = std::make_shared<size_t>(0);
     if (k == "clip_grad") {
-      return [opt, grads, e] {
-        const double norm = opt->global_grad_norm(grads);
-        const float coef = static_cast<float>(1.0 / (norm + 1e-6));
-        for (size_t i = 0; i < e; ++i) grads[i] *= coef;
-        // Keep the values in range across repeats.
-        for (size_t i = 0; i < e; ++i) grads[i] *= static_cast<float>(norm + 1e-6);
+      // The norm, then one scaling pass (alternately by c and 1/c, which keeps
+      // the values in range), as clip_and_step does.
+      auto flip = std::make_shared<bool>(false);
+      return [state, next, flip, e] {
+        Copy& c = (*state)[(*next)++ % state->size()];
+        const double norm = c.opt->global_grad_norm(c.grads.data());
+        const float coef = static_cast<float>(*flip ? norm + 1e-6 : 1.0 / (norm + 1e-6));
+        *flip = !*flip;
+        for (size_t i = 0; i < e; ++i) c.grads[i] *= coef;
       };
     }
-    return [opt, params, grads] { opt->step(params, grads, 1e-6); };
+    return [state, next] {
+      Copy& c = (*state)[(*next)++ % state->size()];
+      c.opt->step(c.params.data(), c.grads.data(), 1e-6);
+    };
   }
+
+  struct Copy {
+    std::shared_ptr<ShardedOptimizer> opt;
+    std::vector<float> params, grads;
+  };
 
   Device& dev_;
   Scratch& s_;
   std::vector<int32_t> ids_;
-  std::shared_ptr<ShardedOptimizer> opt_;
 };
 
 // Sums the duration of every compute op by (name, pass).
@@ -680,51 +700,60 @@ MicroResult run_microbenchmarks(Device& device, Comm& world, const MicroPlan& pl
         size_t count = floats;
         if (o == "all_gather" || o == "reduce_scatter") count = floats / n;
         if (count == 0 || (o == "sendrecv" && n != 2)) continue;
-        float* send = scratch.get(40, floats);
-        float* recv = scratch.get(41, floats);
-        auto run = [&] {
-          if (o == "all_reduce") g->all_reduce_sum(send, count);
-          if (o == "all_gather") g->all_gather(send, count, recv);
-          if (o == "reduce_scatter") g->reduce_scatter_sum(send, count, recv);
-          if (o == "sendrecv") {
-            auto r = g->rank() == 0 ? g->isend(send, count, 1, 7) : g->irecv(recv, count, 0, 7);
-            r->wait();
-          }
-        };
-        // Each repeat starts together (a barrier) and takes the slowest rank.
-        Timing t;
-        world.barrier();
-        if (member) {
-          std::vector<double> ts;
-          // Warm up, then agree on the repeat count (every rank must make the
-          // same calls): enough for min_point_s at the slowest rank's pace.
-          g->barrier();
-          const double w0 = now_s();
-          run();
-          std::vector<float> warm(n);
-          const float mine_warm = static_cast<float>(now_s() - w0);
-          g->all_gather(&mine_warm, 1, warm.data());
-          const double slowest = std::max(1e-7, static_cast<double>(*std::max_element(warm.begin(), warm.end())));
-          const int reps = std::clamp(static_cast<int>(std::ceil(plan.min_point_s / slowest)),
-                                      std::max(plan.repeats, 5), 2000);
-          for (int i = 0; i < reps; ++i) {
+        // Warm: the same buffers every repeat (activations just produced);
+        // cold: send and receive buffers rotated through the arena (a step's
+        // gradient and parameter buffers come from memory).
+        for (bool is_cold : {false, true}) {
+          float* send = scratch.get(40, floats);
+          float* recv = scratch.get(41, floats);
+          auto run = [&] {
+            if (is_cold) {
+              send = cold.next(floats);
+              recv = cold.next(floats);
+            }
+            if (o == "all_reduce") g->all_reduce_sum(send, count);
+            if (o == "all_gather") g->all_gather(send, count, recv);
+            if (o == "reduce_scatter") g->reduce_scatter_sum(send, count, recv);
+            if (o == "sendrecv") {
+              auto r = g->rank() == 0 ? g->isend(send, count, 1, 7) : g->irecv(recv, count, 0, 7);
+              r->wait();
+            }
+          };
+          // Each repeat starts together (a barrier) and takes the slowest rank.
+          Timing t;
+          world.barrier();
+          if (member) {
+            std::vector<double> ts;
+            // Warm up, then agree on the repeat count (every rank must make the
+            // same calls): enough for min_point_s at the slowest rank's pace.
             g->barrier();
-            const double t0 = now_s();
+            const double w0 = now_s();
             run();
-            ts.push_back(now_s() - t0);
+            std::vector<float> warm(n);
+            const float mine_warm = static_cast<float>(now_s() - w0);
+            g->all_gather(&mine_warm, 1, warm.data());
+            const double slowest = std::max(1e-7, static_cast<double>(*std::max_element(warm.begin(), warm.end())));
+            const int reps = std::clamp(static_cast<int>(std::ceil(plan.min_point_s / slowest)),
+                                        std::max(plan.repeats, 5), 2000);
+            for (int i = 0; i < reps; ++i) {
+              g->barrier();
+              const double t0 = now_s();
+              run();
+              ts.push_back(now_s() - t0);
+            }
+            std::sort(ts.begin(), ts.end());
+            t.median_s = ts[ts.size() / 2];
+            t.spread = (ts.back() - ts.front()) / t.median_s;
+            // The collective's time is its slowest rank's.
+            std::vector<float> all(n);
+            const float mine = static_cast<float>(t.median_s);
+            g->all_gather(&mine, 1, all.data());
+            t.median_s = *std::max_element(all.begin(), all.end());
           }
-          std::sort(ts.begin(), ts.end());
-          t.median_s = ts[ts.size() / 2];
-          t.spread = (ts.back() - ts.front()) / t.median_s;
-          // The collective's time is its slowest rank's.
-          std::vector<float> all(n);
-          const float mine = static_cast<float>(t.median_s);
-          g->all_gather(&mine, 1, all.data());
-          t.median_s = *std::max_element(all.begin(), all.end());
-        }
-        if (lead) {
-          out.collectives.push_back({o, "intra", n, o == "all_reduce" || o == "sendrecv" ? floats * 4.0 : count * 4.0 * n,
-                                     t.median_s, t.spread});
+          if (lead) {
+            out.collectives.push_back({o, "intra", n, o == "all_reduce" || o == "sendrecv" ? floats * 4.0 : count * 4.0 * n,
+                                       t.median_s, t.spread, is_cold});
+          }
         }
       }
       say("collectives over " + std::to_string(n) + " ranks: " + op + " done");

@@ -30,13 +30,13 @@ const char* op_name(CollectiveKind kind) {
 
 std::optional<double> measured_s(const Link& link, const char* op, int ranks, double bytes) {
   if (link.measured == nullptr) return std::nullopt;
-  return link.measured->time_s(op, link.scope, ranks, bytes);
+  return link.measured->time_s(op, link.scope, ranks, bytes, link.cold);
 }
 
 }  // namespace
 
-Link nvlink_link(double busbw_gbs) { return {busbw_gbs, kNvlinkSimpleHopUs, nullptr, "intra"}; }
-Link network_link(double busbw_gbs) { return {busbw_gbs, kNetworkSimpleHopUs, nullptr, "inter"}; }
+Link nvlink_link(double busbw_gbs) { return {busbw_gbs, kNvlinkSimpleHopUs, nullptr, "intra", false}; }
+Link network_link(double busbw_gbs) { return {busbw_gbs, kNetworkSimpleHopUs, nullptr, "inter", false}; }
 
 double collective_time_s(CollectiveKind kind, int ranks, double bytes, const Link& link) {
   if (ranks <= 1 || bytes <= 0) return 0.0;

@@ -31,6 +31,9 @@ struct Link {
   // cover an op, its measured time replaces the formula. nullptr: none.
   const CollectiveTable* measured = nullptr;
   const char* scope = "intra";
+  // The buffers this link's collectives move live out of cache (DP gradient
+  // and parameter buffers): read the table's cold measurements.
+  bool cold = false;
 };
 
 // NVLink inside a node and one NIC rail across nodes.

@@ -1,5 +1,4 @@
 // model/estimator.cc: closed-form iteration time of a 3D-parallel configuration.
-#include "model/profile.h"
 #include "model/estimator.h"
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "model/job_schedule.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/profile.h"
 
 namespace megascale::model {
 namespace {
@@ -88,6 +88,7 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
   l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
   l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
   l.pp = l.pp_inside_node ? nvlink : network;
+  l.dp.cold = true;  // gradients and parameters: whole buffers, out of cache
   return l;
 }
 

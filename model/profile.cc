@@ -121,7 +121,8 @@ const std::vector<TableKind>& table_kinds() {
        {{"ranks", Cell::kInt, false}, {"kernel", Cell::kString, true}, {"pass", Cell::kString, true},
         {"elements", Cell::kNumber, true}, {"seconds", Cell::kNumber, true}, {"spread", Cell::kNumber, false}}},
       {"collectives",
-       {{"op", Cell::kString, true}, {"scope", Cell::kString, true}, {"ranks", Cell::kInt, true},
+       {{"cache", Cell::kString, false}, {"op", Cell::kString, true}, {"scope", Cell::kString, true},
+        {"ranks", Cell::kInt, true},
         {"bytes", Cell::kNumber, true}, {"seconds", Cell::kNumber, true}, {"spread", Cell::kNumber, false}}},
       {"protocols",
        {{"op", Cell::kString, true}, {"scope", Cell::kString, true}, {"ranks", Cell::kInt, true},
@@ -372,7 +373,9 @@ void read_tables(const Section& tables, const toml::table& t, GpuProfile* p) {
       for (const Row& r : rows) {
         require_choice(*s, r, "op", kOps);
         require_choice(*s, r, "scope", kScopes);
+        if (r.str.count("cache")) require_choice(*s, r, "cache", kCaches);
         CollectivePoint c;
+        c.cold = opt<std::string>(r.str, "cache", "warm") == "cold";
         c.op = r.str.at("op");
         c.scope = r.str.at("scope");
         c.ranks = static_cast<int>(r.num.at("ranks"));
@@ -605,9 +608,9 @@ std::string write_profile(const GpuProfile& p) {
     o << "]\n";
   }
   if (!t->collectives.points().empty()) {
-    write_table_head(o, "collectives", p, {"op", "scope", "ranks", "bytes", "seconds", "spread"});
+    write_table_head(o, "collectives", p, {"cache", "op", "scope", "ranks", "bytes", "seconds", "spread"});
     for (const CollectivePoint& c : t->collectives.points()) {
-      o << "  [" << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << cell(c.bytes) << ", "
+      o << "  [" << quoted(c.cold ? "cold" : "warm") << ", " << quoted(c.op) << ", " << quoted(c.scope) << ", " << c.ranks << ", " << cell(c.bytes) << ", "
         << cell(c.seconds) << ", " << cell(c.spread) << "],\n";
     }
     o << "]\n";

@@ -351,13 +351,17 @@ CollectiveTable::CollectiveTable(std::vector<CollectivePoint> points, std::vecto
 }
 
 std::optional<double> CollectiveTable::time_s(const std::string& op, const std::string& scope,
-                                              int ranks, double bytes) const {
+                                              int ranks, double bytes, bool cold) const {
   if (bytes <= 0 || (ranks < 2 && op != "sendrecv")) return 0.0;
+  // Cold points when asked for and measured, else the warm (or unlabelled) ones.
+  const bool use_cold = cold && std::any_of(points_.begin(), points_.end(), [&](const CollectivePoint& p) {
+                          return p.op == op && p.scope == scope && p.cold;
+                        });
   // Measured points: the same rank count if measured, else the closest one,
   // its bandwidth term rescaled by the op's busbw factor.
   std::vector<int> point_ranks;
   for (const CollectivePoint& p : points_) {
-    if (p.op == op && p.scope == scope) point_ranks.push_back(p.ranks);
+    if (p.op == op && p.scope == scope && p.cold == use_cold) point_ranks.push_back(p.ranks);
   }
   const bool exact_points = std::find(point_ranks.begin(), point_ranks.end(), ranks) != point_ranks.end();
   std::vector<const ProtocolCurve*> curves;
@@ -376,7 +380,7 @@ std::optional<double> CollectiveTable::time_s(const std::string& op, const std::
     }
     std::map<double, std::pair<double, int>> by_size;
     for (const CollectivePoint& p : points_) {
-      if (p.op == op && p.scope == scope && p.ranks == r) {
+      if (p.op == op && p.scope == scope && p.ranks == r && p.cold == use_cold) {
         by_size[p.bytes].first += p.seconds;
         ++by_size[p.bytes].second;
       }
@@ -419,8 +423,8 @@ std::optional<double> CollectiveTable::time_s(const std::string& op, const std::
   }
   // An all-reduce is a reduce-scatter then an all-gather (NCCL's ring).
   if (op == "all_reduce") {
-    const std::optional<double> rs = time_s("reduce_scatter", scope, ranks, bytes);
-    const std::optional<double> ag = time_s("all_gather", scope, ranks, bytes);
+    const std::optional<double> rs = time_s("reduce_scatter", scope, ranks, bytes, cold);
+    const std::optional<double> ag = time_s("all_gather", scope, ranks, bytes, cold);
     if (rs && ag) return *rs + *ag;
   }
   return std::nullopt;

@@ -177,6 +177,9 @@ struct CollectivePoint {
   double bytes = 0;
   double seconds = 0;
   double spread = 0;
+  // Measured on buffers out of cache (engine/microbench.h: a step's gradient
+  // and parameter buffers are); false: reused, warm (or not known: imports).
+  bool cold = false;
 };
 
 // NCCL's cost form per protocol (src/graph/tuning.cc): time = latency +
@@ -211,8 +214,9 @@ class CollectiveTable {
   // interpolated (log-log); otherwise the protocol curves fitted on the closest
   // rank count are used with the op's busbw factor at `ranks` (NCCL's ring: the
   // bandwidth term scales with the factor, the latency with the ring's steps).
+  // `cold`: read the cold points where there are any (else the others).
   std::optional<double> time_s(const std::string& op, const std::string& scope, int ranks,
-                               double bytes) const;
+                               double bytes, bool cold = false) const;
 
  private:
   std::vector<CollectivePoint> points_;

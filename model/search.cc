@@ -1,5 +1,4 @@
 // model/search.cc: enumerate, filter, rank parallel layouts.
-#include "model/profile.h"
 #include "model/search.h"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 #include <string>
 
 #include "model/hardware.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 
 namespace megascale::model {
@@ -27,6 +27,9 @@ bool better(const Candidate& a, const Candidate& b) { return a.estimate.mfu > b.
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
   const ModelConfig& m = s.model;
   const int batch = s.parallel.global_batch;
+  // The CPU engine runs ZeRO 0-2 without recomputation (engine/pipeline_executor.h)
+  // and shards the sequence over TP only when it divides: offer what it can run.
+  const bool engine = hardware_profile(s).is_cpu();
   std::vector<ParallelConfig> out;
   for (int tp : divisors(gpus)) {
     if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
@@ -38,9 +41,10 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
         const int microbatches = batch / (dp * mb);
         for (int vpp : divisors(m.layers / pp)) {
           if (vpp > 1 && (pp == 1 || microbatches % pp != 0)) continue;
-          for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-            for (int zero = 0; zero <= 3; ++zero) {
+          for (int sp = 0; sp <= (tp > 1 && (!engine || m.seq_len % tp == 0) ? 1 : 0); ++sp) {
+            for (int zero = 0; zero <= (engine ? 2 : 3); ++zero) {
               for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                if (engine && rc != Recompute::kNone) continue;
                 ParallelConfig p;
                 p.tp = tp;
                 p.pp = pp;

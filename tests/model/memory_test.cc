@@ -1,6 +1,6 @@
 // tests/model/memory_test.cc: per-GPU HBM model.
-#include "model/profile.h"
 #include "model/memory.h"
+#include "model/profile.h"
 
 #include <gtest/gtest.h>
 
