@@ -68,7 +68,7 @@ std::string timeline_svg(const std::string& title, const std::vector<TimelineLan
   if (span_ms <= 0) span_ms = 1;
   const double plot_w = kWidth - kLeft - kRight;
   auto x = [&](double ms) { return kLeft + ms / span_ms * plot_w; };
-  const double height = kTop + lanes.size() * (kLane + kGap) + 60;
+  const double height = kTop + lanes.size() * (kLane + kGap) + 76;
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << num(height)
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
@@ -117,9 +117,9 @@ std::string timeline_svg(const std::string& title, const std::vector<TimelineLan
       << colour(kind, false) << "\"/><rect x=\"" << num(lx + 11) << "\" y=\"" << num(ly - 9)
       << "\" width=\"10\" height=\"10\" fill=\"" << colour(kind, true) << "\"/><text x=\"" << num(lx + 25)
       << "\" y=\"" << num(ly) << "\">" << name << "</text>\n";
-    lx += 130;
+    lx += 118;
   }
-  o << "<text x=\"" << num(lx) << "\" y=\"" << num(ly) << "\">(dark: measured, light: predicted)</text>\n";
+  o << "<text x=\"" << num(kLeft) << "\" y=\"" << num(ly + 16) << "\">dark: measured, light: predicted</text>\n";
   o << "</svg>\n";
   return o.str();
 }

@@ -93,7 +93,9 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
   std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
                     std::to_string(ranks) + " " + shell_quote(micro);
   // append(): g++ 12 warns -Wrestrict on `s += " " + f()` (GCC bug 105329).
-  if (p.has("--out")) cmd.append(" --out ").append(shell_quote(p.values.at("--out")));
+  // "-" writes the profile to stdout; the default is a file (it is ~2 MB).
+  const std::string out_file = p.has("--out") ? p.values.at("--out") : "cpu-profile.toml";
+  if (out_file != "-") cmd.append(" --out ").append(shell_quote(out_file));
   if (p.on("--quick")) cmd.append(" --quick");
   if (p.on("--single")) cmd.append(" --single");
   for (const std::string& f : p.positional) cmd.append(" ").append(shell_quote(f));
