@@ -140,29 +140,35 @@ double time_share(const Scenario& s, const GpuProfile& gpu) {
   return gpu.cores > 0 && per_machine > gpu.cores ? static_cast<double>(per_machine) / gpu.cores : 1.0;
 }
 
-double engine_working_set_bytes(const Scenario& s) {
+EngineMemory engine_memory(const Scenario& s) {
   const ParallelConfig& p = s.parallel;
   const EngineDims d = dims(s.model, p);
   constexpr double kF32 = 4;
-  double bytes = 0;
-  // Parameters and gradients of every chunk, the optimizer's moments of its
-  // shard (LAMB also keeps the update): the busiest (first) pipeline rank.
+  EngineMemory m;
   for (int c = 0; c < p.vpp; ++c) {
     const double params = engine_chunk_params(s, 0, c);
     const double shard = p.zero_stage >= 1 && p.dp > 1 ? params / p.dp : params;
-    bytes += kF32 * (2 * params + (s.optimizations.optimizer == OptimizerKind::kLamb ? 3 : 2) * shard);
+    m.parameters += kF32 * params;
+    m.gradients += kF32 * params;
+    m.optimizer += kF32 * (s.optimizations.optimizer == OptimizerKind::kLamb ? 3 : 2) * shard;
   }
-  // A layer's stash per micro-batch (engine/transformer_layer.cc), for the
-  // micro-batches in flight: one at a time without pipelining, up to P per
-  // chunk under 1F1B.
+  // A layer's stash per micro-batch (engine/transformer_layer.cc).
   double layer = d.Nl * d.C + 2.0 * d.Nl + d.N * d.C + d.N * d.Sq + static_cast<double>(p.micro_batch) * d.NHl * d.T * d.T +
                  d.N * d.Al + d.N * d.Fo + d.N * d.Fl;
   if (s.model.block == BlockKind::kSequential) layer += d.Nl * d.C + d.N * d.C + 2.0 * d.Nl;
+  m.stash_per_layer = kF32 * layer;
+  return m;
+}
+
+double engine_working_set_bytes(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const EngineDims d = dims(s.model, p);
+  const EngineMemory m = engine_memory(s);
+  // The stashes of the micro-batches in flight: one at a time without
+  // pipelining, up to P per chunk under 1F1B; and the head's logits.
   const double layers = static_cast<double>(s.model.layers) / p.pp;
   const double in_flight = p.pp == 1 ? 1.0 : std::min<double>(p.microbatches(), p.pp);
-  bytes += kF32 * layer * layers * in_flight;
-  bytes += kF32 * d.N * d.Vl;  // the head's logits
-  return bytes;
+  return m.parameters + m.gradients + m.optimizer + m.stash_per_layer * layers * in_flight + 4.0 * d.N * d.Vl;
 }
 
 double cold_fraction(const Scenario& s, const GpuProfile& gpu) {

@@ -2,6 +2,7 @@
 #include "model/estimator.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "model/collective_cost.h"
@@ -95,11 +96,13 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
 
 std::vector<StepTime> program_step_times(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                                          bool backward, const Scenario& s, const Link& tp_link,
-                                         const GpuProfile& gpu) {
+                                         const GpuProfile& gpu, const GpuProfile* shared_in) {
   std::vector<StepTime> out;
   out.reserve(program.size());
   const bool overlap = s.optimizations.tp_overlap;
-  const GpuProfile shared = overlap ? without_comm_sms(gpu, gpu.nccl_nvlink_ctas) : GpuProfile{};
+  std::optional<GpuProfile> own;
+  if (overlap && shared_in == nullptr) own = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  const GpuProfile& shared = shared_in != nullptr ? *shared_in : own ? *own : gpu;
   for (const LayerStep& step : program) {
     const bool as_forward = !backward || step.recompute;
     StepTime st;
@@ -125,9 +128,9 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
 
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
-                         const GpuProfile& gpu) {
+                         const GpuProfile& gpu, const GpuProfile* shared) {
   ProgramTime t;
-  const std::vector<StepTime> steps = program_step_times(program, ops, backward, s, tp_link, gpu);
+  const std::vector<StepTime> steps = program_step_times(program, ops, backward, s, tp_link, gpu, shared);
   for (size_t k = 0; k < program.size(); ++k) {
     const LayerStep& step = program[k];
     if (step.kind == LayerStepKind::kCompute) {
@@ -184,8 +187,11 @@ Estimate estimate(const Scenario& s) {
   Estimate e;
   // --- one layer, one micro-batch -------------------------------------------------
   const std::vector<OperatorCost> ops = job_layer_operators(s, gpu);
-  const ProgramTime fwd = program_time(layer_forward_program(m, p, ops), ops, false, s, link.tp, gpu);
-  const ProgramTime bwd = program_time(layer_backward_program(m, p, ops), ops, true, s, link.tp, gpu);
+  std::optional<GpuProfile> shared;
+  if (o.tp_overlap) shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  const GpuProfile* shared_ptr = shared ? &*shared : nullptr;
+  const ProgramTime fwd = program_time(layer_forward_program(m, p, ops), ops, false, s, link.tp, gpu, shared_ptr);
+  const ProgramTime bwd = program_time(layer_backward_program(m, p, ops), ops, true, s, link.tp, gpu, shared_ptr);
   e.chunk_forward_s = layers_per_chunk * (fwd.compute_s + fwd.tp_exposed_s);
   e.chunk_backward_s = layers_per_chunk * (bwd.compute_s + bwd.recompute_s + bwd.tp_exposed_s);
 

@@ -82,9 +82,12 @@ struct ProgramTime {
   double tp_exposed_s = 0;
   double flops = 0;
 };
+// `shared` (optional): without_comm_sms(gpu, gpu.nccl_nvlink_ctas), when the
+// caller already has it (a profile copy per call is a measurable part of an
+// estimate).
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
-                         const GpuProfile& gpu);
+                         const GpuProfile& gpu, const GpuProfile* shared = nullptr);
 
 // The same pass step by step (program_time() is their sum): a compute step's
 // kernels (op_s[j] for operator step.ops[j], run forward when !backward or the
@@ -98,7 +101,7 @@ struct StepTime {
 };
 std::vector<StepTime> program_step_times(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                                          bool backward, const Scenario& s, const Link& tp_link,
-                                         const GpuProfile& gpu);
+                                         const GpuProfile& gpu, const GpuProfile* shared = nullptr);
 
 // Embedding (output_head = false) or output head work per micro-batch: kernels
 // plus the TP collectives around them (SP: RS of the embedding output, AG before

@@ -38,6 +38,34 @@ struct Provenance {
   double loo_error = -1;          // fitted: leave-one-out mean relative error
 };
 
+// Provenance by [values] key, shared between copies of a profile until one of
+// them writes (the search copies profiles per estimate: a map of strings per
+// copy doubled its cost). Reads as a const std::map; operator[] detaches.
+class ProvenanceMap {
+ public:
+  using Map = std::map<std::string, Provenance>;
+  Provenance& operator[](const std::string& key) {
+    detach();
+    return (*map_)[key];
+  }
+  const Provenance& at(const std::string& key) const { return map_->at(key); }
+  size_t count(const std::string& key) const { return map_->count(key); }
+  Map::const_iterator find(const std::string& key) const { return map_->find(key); }
+  Map::const_iterator begin() const { return map_->begin(); }
+  Map::const_iterator end() const { return map_->end(); }
+  bool empty() const { return map_->empty(); }
+
+ private:
+  static const std::shared_ptr<Map>& none() {
+    static const std::shared_ptr<Map> empty = std::make_shared<Map>();
+    return empty;
+  }
+  void detach() {
+    if (map_ == none() || map_.use_count() > 1) map_ = std::make_shared<Map>(*map_);
+  }
+  std::shared_ptr<Map> map_ = none();
+};
+
 // One device: a GPU SKU, or the CPU the engine runs on (kind "cpu", one core
 // per rank). Loaded from a profile file (model/profile.h); the kernel-time
 // models below use its measured tables when it has them.
@@ -79,7 +107,7 @@ struct GpuProfile {
   // cache (1: all; model/engine_ops.h cold_fraction), which blends the cold and
   // warm measurements of the GEMM and attention tables.
   double cold_fraction = 1;
-  std::map<std::string, Provenance> provenance;  // by [values] key
+  ProvenanceMap provenance;            // by [values] key and "tables.X"
   std::shared_ptr<const ProfileTables> tables;   // measured tables; null: none
 
   bool is_cpu() const { return kind == "cpu"; }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "model/engine_ops.h"
+
 namespace megascale::model {
 namespace {
 
@@ -66,6 +68,25 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
 MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
                                const Optimizations& o, const GpuProfile& gpu) {
   MemoryBreakdown r;
+  if (gpu.is_cpu()) {
+    // The CPU engine (model/engine_ops.h): fp32 everything, no device
+    // context; its stash per layer for the schedule's chunks in flight.
+    Scenario s;
+    s.model = m;
+    s.parallel = p;
+    s.optimizations = o;
+    const EngineMemory e = engine_memory(s);
+    r.parameters_bytes = e.parameters;
+    r.gradients_bytes = e.gradients;
+    r.optimizer_bytes = e.optimizer;
+    r.activation_bytes_per_layer = e.stash_per_layer;
+    r.inflight_chunks = inflight_chunks(p);
+    r.activations_bytes = e.stash_per_layer * (m.layers / (p.pp * p.vpp)) * r.inflight_chunks;
+    r.other_bytes = 0;
+    r.total_bytes = r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes;
+    r.capacity_bytes = gpu.memory_bytes;
+    return r;
+  }
   // Rank 0 holds L/P layers and the embedding (vocab-parallel, plus positions).
   const double layer_params = static_cast<double>(m.parameters_per_layer()) / p.tp;
   const double embed_params =

@@ -662,6 +662,11 @@ Builtins& builtins() {
 }  // namespace
 
 const GpuProfile& builtin_profile(const std::string& name) {
+  // The search asks for the same profile thousands of times a second: the last
+  // answer per thread skips the lock and the lookups (parsed profiles never move).
+  thread_local std::string last_name;
+  thread_local const GpuProfile* last = nullptr;
+  if (last != nullptr && name == last_name) return *last;
   Builtins& b = builtins();
   const auto file = b.files.find(name);
   if (file == b.files.end()) {
@@ -678,6 +683,8 @@ const GpuProfile& builtin_profile(const std::string& name) {
     }
     slot = std::move(p);
   }
+  last_name = name;
+  last = slot.get();
   return *slot;
 }
 
