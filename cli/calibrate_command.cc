@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -135,10 +136,12 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
   }
   nlohmann::json all = nlohmann::json::array();
   bool pass = true;
+  std::vector<double> errors;
   for (const std::string& f : p.positional) {
     err << "megascale calibrate check: " << f << ": running the engine and the simulation...\n" << std::flush;
     const calibrate::CheckResult r = calibrate::run_check(f, o);
     pass = pass && r.pass;
+    errors.push_back(std::abs(r.error));
     if (p.on("--json")) {
       all.push_back(calibrate::check_json(r));
     } else {
@@ -161,7 +164,16 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
       for (const std::string& file : r.files) out << "  wrote " << file << "\n";
     }
   }
-  if (p.on("--json")) out << all.dump(2) << "\n";
+  if (p.on("--json")) {
+    out << all.dump(2) << "\n";
+  } else if (errors.size() > 1) {
+    std::vector<double> sorted = errors;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    out << n << " scenarios: median |error| " << fmt("%.1f", 100 * median) << "%, max "
+        << fmt("%.1f", 100 * sorted.back()) << "%\n";
+  }
   return pass ? 0 : 1;
 }
 
