@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "model/profile.h"
 #include "model/estimator.h"    // defines: estimate, Estimate
 #include "model/hardware.h"     // defines: gpu_profile, GpuProfile
 #include "model/memory.h"       // defines: memory_per_gpu
+#include "model/profile.h"
 #include "model/scenario.h"     // defines: default_scenario, load_scenario, check_layout
 #include "model/search.h"       // defines: enumerate_layouts, search
 

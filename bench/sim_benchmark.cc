@@ -28,8 +28,8 @@
 #include <sys/resource.h>
 
 #include "cli/fabric_config.h"  // defines: fabric_spec, ecmp_config, collective_options
-#include "model/profile.h"
 #include "model/hardware.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 #include "network/congestion.h"  // defines: clear_congestion_cache
 #include "sim/job_sim.h"

@@ -3,9 +3,9 @@
 
 #include <stdexcept>
 
-#include "model/profile.h"
 #include "model/hardware.h"
 #include "model/memory.h"
+#include "model/profile.h"
 
 namespace megascale::reliability {
 

@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "model/profile.h"
 #include "model/job_schedule.h"
 #include "model/op_cost.h"
+#include "model/profile.h"
 #include "sim/critical_path.h"
 #include "sim/op_costs.h"
 

@@ -5,11 +5,11 @@
 #include <map>
 
 #include "model/engine_ops.h"
-#include "model/profile.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/profile.h"
 
 namespace megascale::sim {
 namespace {

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 
-#include "model/engine_ops.h"
-#include "model/profile.h"
 #include "model/collective_cost.h"
+#include "model/engine_ops.h"
 #include "model/hardware.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/profile.h"
 #include "model/schedule.h"
 
 namespace megascale::sim {
