@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/shell_text.h"
 #include "calibrate/timeline_svg.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -22,11 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // A TOML string value for --set (quoted, escaped).
 std::string toml_string(const std::string& s) {
@@ -91,14 +87,14 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   const std::string prefix = (fs::path(work) / "trace").string();
   const std::string err_file = (fs::path(work) / "engine.stderr").string();
   std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-                    std::to_string(s.cluster.gpus) + " " + shell_quote(o.engine_binary) + " " +
-                    shell_quote(scenario_file) + " --json";
-  for (const std::string& ov : overrides) cmd += " --set " + shell_quote(ov);
+                    std::to_string(s.cluster.gpus) + " " + base::shell_quote(o.engine_binary) + " " +
+                    base::shell_quote(scenario_file) + " --json";
+  for (const std::string& ov : overrides) cmd += " --set " + base::shell_quote(ov);
   for (const std::string& ov : {"train.trace=" + toml_string(prefix), "train.steps=" + std::to_string(steps),
                                 std::string("train.checkpoint_dir=\"\""), std::string("train.checkpoint_every=0")}) {
-    cmd += " --set " + shell_quote(ov);
+    cmd += " --set " + base::shell_quote(ov);
   }
-  cmd += " 2> " + shell_quote(err_file);
+  cmd += " 2> " + base::shell_quote(err_file);
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("cannot start mpirun (is openmpi-bin installed? scripts/setup.sh)");
   char buf[4096];

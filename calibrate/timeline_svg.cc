@@ -6,22 +6,11 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/xml_text.h"
+
 namespace megascale::calibrate {
 namespace {
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 const char* colour(const std::string& kind, bool predicted) {
   if (kind == "forward") return predicted ? "#9ecae1" : "#3182bd";
@@ -73,11 +62,11 @@ std::string timeline_svg(const std::string& title, const std::vector<TimelineLan
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << num(height)
     << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << escape(title) << "</text>\n";
+  o << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << base::xml_escape(title) << "</text>\n";
   for (size_t i = 0; i < lanes.size(); ++i) {
     const double y = kTop + i * (kLane + kGap);
     o << "<text x=\"" << kLeft - 6 << "\" y=\"" << num(y + kLane * 0.65) << "\" text-anchor=\"end\">"
-      << escape(lanes[i].label) << "</text>\n";
+      << base::xml_escape(lanes[i].label) << "</text>\n";
     for (const model::TraceEvent& e : lanes[i].events) {
       const char* fill = colour(e.kind, lanes[i].predicted);
       if (fill == nullptr) continue;
@@ -85,7 +74,7 @@ std::string timeline_svg(const std::string& title, const std::vector<TimelineLan
       const double w = std::max(0.5, x1 - x0);
       o << "<rect x=\"" << num(x0) << "\" y=\"" << num(y) << "\" width=\"" << num(w) << "\" height=\"" << kLane
         << "\" fill=\"" << fill << "\" stroke=\"white\" stroke-width=\"0.5\"><title>"
-        << escape(e.kind + " mb " + std::to_string(e.microbatch) + " chunk " + std::to_string(e.chunk) + ": " +
+        << base::xml_escape(e.kind + " mb " + std::to_string(e.microbatch) + " chunk " + std::to_string(e.chunk) + ": " +
                   num(e.duration_us() / 1e3) + " ms")
         << "</title></rect>\n";
       if ((e.kind == "forward" || e.kind == "backward") && w > 22) {

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <thread>
 
+#include "base/shell_text.h"
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
 #include "calibrate/import.h"
@@ -33,11 +34,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 std::string sibling(const std::string& name) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
@@ -92,14 +88,14 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
     return 1;
   }
   std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-                    std::to_string(ranks) + " " + shell_quote(micro);
+                    std::to_string(ranks) + " " + base::shell_quote(micro);
   // append(): g++ 12 warns -Wrestrict on `s += " " + f()` (GCC bug 105329).
   // "-" writes the profile to stdout; the default is a file (it is ~2 MB).
   const std::string out_file = p.has("--out") ? p.values.at("--out") : "cpu-profile.toml";
-  if (out_file != "-") cmd.append(" --out ").append(shell_quote(out_file));
+  if (out_file != "-") cmd.append(" --out ").append(base::shell_quote(out_file));
   if (p.on("--quick")) cmd.append(" --quick");
   if (p.on("--single")) cmd.append(" --single");
-  for (const std::string& f : p.positional) cmd.append(" ").append(shell_quote(f));
+  for (const std::string& f : p.positional) cmd.append(" ").append(base::shell_quote(f));
   out.flush();
   err.flush();
   const int status = std::system(cmd.c_str());

@@ -13,17 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "base/shell_text.h"
 #include "cli/commands.h"
 #include "model/scenario.h"
 
 namespace megascale::cli {
 namespace {
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // megascale-train next to this binary (both are built into the build folder).
 std::string engine_binary() {
@@ -75,9 +71,9 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
     return 1;
   }
   std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-                    std::to_string(gpus) + " " + shell_quote(engine) + " " + shell_quote(files[0]);
+                    std::to_string(gpus) + " " + base::shell_quote(engine) + " " + base::shell_quote(files[0]);
   if (json) cmd += " --json";
-  for (const std::string& o : overrides) cmd += " --set " + shell_quote(o);
+  for (const std::string& o : overrides) cmd += " --set " + base::shell_quote(o);
   err.flush();
   const int status = std::system(cmd.c_str());
   if (status == -1) {

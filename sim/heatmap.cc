@@ -7,6 +7,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "base/xml_text.h"
+
 namespace megascale::sim {
 namespace {
 
@@ -16,19 +18,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -157,13 +146,13 @@ std::string heatmap_svg(const HeatmapInput& in) {
   o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", width) + "\" height=\"" +
        fmt("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" + escape(in.title) + "</text>\n";
+  o += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" + base::xml_escape(in.title) + "</text>\n";
   o += "<text x=\"" + fmt("%.1f", left) + "\" y=\"" + fmt("%.1f", top - 28) +
        "\" font-size=\"11\">each cell: time vs its pipeline rank's median (red = slower)</text>\n";
   for (int i = 0; i < rows; i += label_every) {
     o += "<text x=\"" + fmt("%.1f", left - 6) + "\" y=\"" + fmt("%.1f", top + (i + 0.5) * ch + 4) +
          "\" text-anchor=\"end\" font-size=\"" + fmt("%.0f", std::min(11.0, std::max(7.0, ch))) + "\">" +
-         escape(in.rows[i]) + "</text>\n";
+         base::xml_escape(in.rows[i]) + "</text>\n";
   }
   const char* names[2] = {"forward", "backward"};
   const std::vector<std::vector<HeatmapCell>>* data[2] = {&in.forward, &in.backward};
@@ -178,7 +167,7 @@ std::string heatmap_svg(const HeatmapInput& in) {
         o += "<rect x=\"" + fmt("%.2f", x0 + c * cw) + "\" y=\"" + fmt("%.2f", top + i * ch) + "\" width=\"" +
              fmt("%.2f", cw) + "\" height=\"" + fmt("%.2f", ch) + "\" fill=\"" + colour(v.ratio, sc) + "\"";
         if (titles) {
-          o += "><title>" + escape(in.rows[i]) + ", step " + std::to_string(c) + ": " +
+          o += "><title>" + base::xml_escape(in.rows[i]) + ", step " + std::to_string(c) + ": " +
                fmt("%.3f", v.seconds * 1e3) + " ms (" + fmt("%+.1f", 100 * (v.ratio - 1)) + "%)</title></rect>\n";
         } else {
           o += "/>\n";
