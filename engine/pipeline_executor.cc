@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/job_schedule.h"
+
 namespace megascale::engine {
 namespace {
 
@@ -73,17 +75,8 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
                                 std::to_string(p.zero_stage));
   }
   microbatches_ = p.microbatches();
-  model::ScheduleOptions so;
-  so.pp = p.pp;
-  so.vpp = p.vpp;
-  so.microbatches = microbatches_;
-  so.layers = options_.model.layers;
-  so.zero_stage = p.zero_stage;
-  so.dp = p.dp;
-  so.pp_overlap = options_.optimizations.pp_overlap;
-  so.dp_overlap = options_.optimizations.dp_overlap;
-  so.data_pipeline = options_.optimizations.data_pipeline;
-  schedule_ = model::build_schedule(so);
+  // The same op order the simulator replays (model/job_schedule.h).
+  schedule_ = model::build_schedule(model::schedule_options(options_.model, p, options_.optimizations));
 
   if (trace_ != nullptr) observer_ = std::make_unique<TraceObserver>(trace_, p.pp);
   options_.optimizer.kind = options_.optimizations.optimizer;

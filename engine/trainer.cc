@@ -20,6 +20,7 @@
 #include "engine/trace.h"
 #include "model/op_cost.h"
 #include "model/profile.h"
+#include "model/throughput.h"
 
 namespace megascale::engine {
 namespace {
@@ -275,8 +276,6 @@ struct Trainer::Impl {
   }
 
   void run(const std::function<void(const StepReport&)>& on_step) {
-    const double model_flops =
-        model::model_flops_per_iteration(scenario.model, scenario.parallel.global_batch);
     const int cores = std::max(1u, std::thread::hardware_concurrency());
     const double usable_cores = std::min(world.size(), cores);
     for (int64_t step = start_step; step < options.steps; ++step) {
@@ -290,8 +289,9 @@ struct Trainer::Impl {
       report.loss = r.loss;
       report.grad_norm = r.grad_norm;
       report.step_time_s = elapsed;
-      report.tokens_per_s = static_cast<double>(scenario.tokens_per_iteration()) / elapsed;
-      report.mfu = model_flops / (elapsed * usable_cores * peak_flops);
+      const model::Throughput rate = model::throughput(scenario, elapsed, usable_cores, peak_flops);
+      report.tokens_per_s = rate.tokens_per_s;
+      report.mfu = rate.mfu;
       on_step(report);
       if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
           report.step % options.checkpoint_every == 0) {

@@ -11,12 +11,13 @@
 #include "model/job_schedule.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/payload.h"
 #include "model/profile.h"
+#include "model/throughput.h"
 
 namespace megascale::model {
 namespace {
 
-constexpr double kGradBytes = 4.0;   // fp32 gradients reduced (Megatron default for bf16)
 
 // Optimizer step traffic per parameter of the local shard (fp32 master, grad, two
 // moments read; master and moments written; bf16 copy written): 30 B for Adam.
@@ -235,7 +236,7 @@ Estimate estimate(const Scenario& s) {
     // last stage before the optimizer (Megatron-LM), fp32. The CPU engine keeps
     // a separate output layer (model/engine_ops.h): nothing to reduce.
     if (!gpu.is_cpu()) {
-      const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradBytes;
+      const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradElementBytes;
       Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
       emb_link.measured = link.pp.measured;
       b.pp_exposed_s += collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
@@ -243,20 +244,18 @@ Estimate estimate(const Scenario& s) {
   }
 
   // --- data parallel ---------------------------------------------------------------
-  const double chunk_params = static_cast<double>(layers_per_chunk) * m.parameters_per_layer() / p.tp;
+  const double chunk_params = layer_chunk_params(s);
   const double embed_params = static_cast<double>(m.vocab) * m.hidden / p.tp;
   if (p.dp > 1) {
     std::vector<double> rs(V), ag(V);
     for (int c = 0; c < V; ++c) {
-      // The CPU engine reduces and gathers each chunk's whole flat buffer (of
-      // the busiest rank, rank 0's first chunk holding the embeddings).
-      const double params = gpu.is_cpu() ? engine_chunk_params(s, 0, c) : chunk_params + (c == 0 ? embed_params : 0.0);
+      // Pipeline rank 0, the busiest: its first chunk holds the embedding.
       const CollectiveKind reduce =
           p.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
-      rs[c] = collective_time_s(reduce, p.dp, params * kGradBytes, link.dp);
+      rs[c] = collective_time_s(reduce, p.dp, dp_payload_bytes(s, 0, c, OpKind::kDpReduceScatter), link.dp);
       ag[c] = p.zero_stage == 0 ? 0.0
                                 : collective_time_s(CollectiveKind::kAllGather, p.dp,
-                                                    params * gpu.param_gather_bytes, link.dp);
+                                                    dp_payload_bytes(s, 0, c, OpKind::kDpAllGather), link.dp);
     }
     e.dp_reduce_scatter_chunk_s = rs[V > 1 ? 1 : 0];
     e.dp_all_gather_chunk_s = ag[V > 1 ? 1 : 0];
@@ -317,9 +316,10 @@ Estimate estimate(const Scenario& s) {
   }
 
   e.iteration_time_s = b.data_s + busy_s + b.bubble_s + b.pp_exposed_s + b.dp_exposed_s + b.optimizer_s;
-  e.model_flops = model_flops_per_iteration(m, p.global_batch);
-  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_tflops * 1e12);
-  e.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / e.iteration_time_s;
+  const Throughput rate = throughput(s, e.iteration_time_s);
+  e.model_flops = rate.model_flops;
+  e.mfu = rate.mfu;
+  e.tokens_per_s = rate.tokens_per_s;
   e.memory = memory_per_gpu(m, p, o, gpu);
   return e;
 }

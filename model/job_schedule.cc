@@ -3,6 +3,7 @@
 
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/payload.h"
 #include "model/profile.h"
 
 namespace megascale::model {
@@ -22,21 +23,25 @@ int64_t p2p_message_bytes(const Scenario& s) {
 }
 
 int64_t dp_chunk_bytes(const Scenario& s) {
-  const int layers_per_chunk = s.model.layers / (s.parallel.pp * s.parallel.vpp);
-  return static_cast<int64_t>(layers_per_chunk) * s.model.parameters_per_layer() / s.parallel.tp * 4;
+  return static_cast<int64_t>(layer_chunk_params(s) * kGradElementBytes);
+}
+
+ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, const Optimizations& opt) {
+  ScheduleOptions o;
+  o.pp = p.pp;
+  o.vpp = p.vpp;
+  o.microbatches = p.microbatches();
+  o.layers = m.layers;
+  o.zero_stage = p.zero_stage;
+  o.dp = p.dp;
+  o.pp_overlap = opt.pp_overlap;
+  o.dp_overlap = opt.dp_overlap;
+  o.data_pipeline = opt.data_pipeline;
+  return o;
 }
 
 ScheduleOptions schedule_options(const Scenario& s) {
-  ScheduleOptions o;
-  o.pp = s.parallel.pp;
-  o.vpp = s.parallel.vpp;
-  o.microbatches = s.parallel.microbatches();
-  o.layers = s.model.layers;
-  o.zero_stage = s.parallel.zero_stage;
-  o.dp = s.parallel.dp;
-  o.pp_overlap = s.optimizations.pp_overlap;
-  o.dp_overlap = s.optimizations.dp_overlap;
-  o.data_pipeline = s.optimizations.data_pipeline;
+  ScheduleOptions o = schedule_options(s.model, s.parallel, s.optimizations);
   o.activation_bytes = p2p_message_bytes(s);
   o.dp_bytes_per_chunk = dp_chunk_bytes(s);
   return o;
@@ -44,6 +49,13 @@ ScheduleOptions schedule_options(const Scenario& s) {
 
 Schedule build_job_schedule(const Scenario& s) {
   Schedule sch = build_schedule(schedule_options(s));
+  for (RankSchedule& rank : sch.ranks) {
+    for (Op& op : rank.ops) {
+      if (is_dp_collective(op.kind)) {
+        op.bytes = static_cast<int64_t>(dp_payload_bytes(s, rank.pp_rank, op.chunk, op.kind));
+      }
+    }
+  }
   const std::vector<OperatorCost> ops =
       layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
   sch.layer_forward = layer_forward_program(s.model, s.parallel, ops);

@@ -26,11 +26,23 @@ namespace megascale::model {
 // (Tl, b, h) activation, Tl = s/tp under SP, else s.
 int64_t p2p_message_bytes(const Scenario& s);
 
-// DP payload per chunk per GPU: the chunk's gradients (fp32) for the
-// reduce-scatter / all-reduce.
+// DP payload per chunk per GPU of a chunk without the embedding: its layers'
+// gradients (fp32) for the reduce-scatter / all-reduce (model/payload.h).
 int64_t dp_chunk_bytes(const Scenario& s);
 
+// The schedule's shape (P, V, M, layers, ZeRO stage, DP, overlap switches) from
+// the job's configuration: one function for the simulator (below) and the
+// engine (engine/pipeline_executor.cc), so both run the same op order. Byte
+// counts are left 0.
+ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, const Optimizations& o);
+
+// The shape above plus the p2p message and the typical DP chunk payload.
 ScheduleOptions schedule_options(const Scenario& s);
+
+// The Schedule IR of the scenario with its layer programs; every DP op carries
+// the payload of its own (pipeline rank, chunk): the first and last chunks
+// include the embedding, an all-gather moves parameters at the profile's
+// param_gather_bytes (model::dp_payload_bytes, the same bytes sim/ times).
 Schedule build_job_schedule(const Scenario& s);
 
 // Durations for replay(): Forward/Backward = the estimate's per-chunk times on a

@@ -5,12 +5,12 @@
 #include <cstdio>
 
 #include "model/engine_ops.h"
+#include "model/payload.h"
 
 namespace megascale::model {
 namespace {
 
 constexpr double kParamBytes = 2.0;       // bf16 working weights
-constexpr double kGradBytes = 4.0;        // fp32 main-grad buffer (Megatron default for bf16)
 constexpr double kOptimizerBytes = 12.0;  // fp32 master weight + 2 fp32 moments (Adam, LAMB)
 
 // Fixed per-GPU overhead: CUDA context and cuBLAS workspace (~0.5-1 GB) plus NCCL
@@ -20,7 +20,7 @@ constexpr double kFixedOverheadBytes = 1.5e9;
 
 // Megatron-LM's distributed-optimizer bucket: max(40M, 1M * dp) parameters
 // (REFERENCE.md), fp32, one in flight.
-double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradBytes; }
+double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradElementBytes; }
 
 int inflight_chunks(const ParallelConfig& p) {
   const int m = p.microbatches();
@@ -94,7 +94,7 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   const double params = layer_params * (m.layers / p.pp) + embed_params;
   const double dp = p.dp;
   r.parameters_bytes = params * kParamBytes / (p.zero_stage >= 3 ? dp : 1.0);
-  r.gradients_bytes = params * kGradBytes / (p.zero_stage >= 2 ? dp : 1.0);
+  r.gradients_bytes = params * kGradElementBytes / (p.zero_stage >= 2 ? dp : 1.0);
   r.optimizer_bytes = params * kOptimizerBytes / (p.zero_stage >= 1 ? dp : 1.0);
 
   r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators);

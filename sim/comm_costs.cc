@@ -9,38 +9,12 @@
 #include <utility>
 
 #include "model/collective_cost.h"
-#include "model/engine_ops.h"
 #include "model/hardware.h"
 #include "model/job_schedule.h"
+#include "model/payload.h"
 #include "model/profile.h"
 
 namespace megascale::sim {
-namespace {
-
-constexpr double kGradBytes = 4.0;   // fp32 gradients (Megatron default for bf16)
-
-// Parameters per GPU of chunk c of pipeline rank r (see the header); on a cpu
-// profile the engine's own flat buffer (model/engine_ops.h).
-double chunk_params(const model::Scenario& s, int r, int c) {
-  if (model::hardware_profile(s).is_cpu()) return model::engine_chunk_params(s, r, c);
-  const model::ParallelConfig& p = s.parallel;
-  const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
-  double params = static_cast<double>(layers_per_chunk) * s.model.parameters_per_layer() / p.tp;
-  const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
-  const bool first = r == 0 && c == 0;
-  const bool last = r == p.pp - 1 && c == p.vpp - 1;
-  if (first || last) params += embedding;  // once when P == V == 1 (same chunk, one copy)
-  return params;
-}
-
-}  // namespace
-
-double dp_payload_bytes(const model::Scenario& s, int pp_rank, int chunk, model::OpKind kind) {
-  const double params = chunk_params(s, pp_rank, chunk);
-  return kind == model::OpKind::kDpAllGather ? params * model::hardware_profile(s).param_gather_bytes
-                                             : params * kGradBytes;
-}
-
 namespace {
 
 void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTimes* t) {
@@ -53,16 +27,16 @@ void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTim
       const model::CollectiveKind reduce =
           p.zero_stage == 0 ? model::CollectiveKind::kAllReduce : model::CollectiveKind::kReduceScatter;
       t->dp_reduce_s[r * p.vpp + c] =
-          model::collective_time_s(reduce, p.dp, dp_payload_bytes(s, r, c, model::OpKind::kDpReduceScatter), link.dp);
+          model::collective_time_s(reduce, p.dp, model::dp_payload_bytes(s, r, c, model::OpKind::kDpReduceScatter), link.dp);
       t->dp_gather_s[r * p.vpp + c] =
           p.zero_stage == 0 ? 0.0
                             : model::collective_time_s(model::CollectiveKind::kAllGather, p.dp,
-                                                       dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), link.dp);
+                                                       model::dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), link.dp);
     }
   }
   // The CPU engine's output layer is untied: no embedding all-reduce.
   if (p.pp > 1 && !gpu.is_cpu()) {
-    const double grad = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * kGradBytes;
+    const double grad = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes;
     model::Link emb = link.pp_inside_node ? link.pp : model::network_link(link.pp.busbw_gbs);
     emb.measured = link.pp.measured;
     t->embedding_sync_s = model::collective_time_s(model::CollectiveKind::kAllReduce, 2, grad, emb);
@@ -189,18 +163,18 @@ void fill_network(const model::Scenario& s, const FabricInputs& f, CommTimes* t)
     t->p2p_s = std::max(*std::max_element(t->p2p_next_s.begin(), t->p2p_next_s.end()),
                         *std::max_element(t->p2p_prev_s.begin(), t->p2p_prev_s.end()));
     t->embedding_sync_s =
-        net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * kGradBytes, t);
+        net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes, t);
   }
   if (p.dp > 1) {
     for (int r = 0; r < p.pp; ++r) {
       for (int c = 0; c < p.vpp; ++c) {
         const network::CollectiveOp reduce =
             p.zero_stage == 0 ? network::CollectiveOp::kAllReduce : network::CollectiveOp::kReduceScatter;
-        t->dp_reduce_s[r * p.vpp + c] = net.dp(reduce, dp_payload_bytes(s, r, c, model::OpKind::kDpReduceScatter), t);
+        t->dp_reduce_s[r * p.vpp + c] = net.dp(reduce, model::dp_payload_bytes(s, r, c, model::OpKind::kDpReduceScatter), t);
         t->dp_gather_s[r * p.vpp + c] =
             p.zero_stage == 0 ? 0.0
                               : net.dp(network::CollectiveOp::kAllGather,
-                                       dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), t);
+                                       model::dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), t);
       }
     }
   }

@@ -96,12 +96,6 @@ struct CommTimes {
 CommTimes comm_times(const model::Scenario& s, const model::Estimate& e, CommModel model,
                      const FabricInputs* fabric);
 
-// Per-GPU payload (nccl-tests "size") of the DP collective `kind` of chunk
-// `chunk` on pipeline rank `pp_rank`: fp32 gradients for a reduce-scatter or
-// all-reduce, bf16 parameters for an all-gather (with the tied embedding on the
-// first and last chunk).
-double dp_payload_bytes(const model::Scenario& s, int pp_rank, int chunk, model::OpKind kind);
-
 // GPU (the fabric's numbering: server = gpu / gpus_per_server) of TP rank t,
 // DP rank d, pipeline rank r in Megatron-LM's order t + d*TP + r*TP*DP.
 inline int gpu_of(const model::ParallelConfig& p, int t, int d, int r) {

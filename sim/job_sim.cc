@@ -9,6 +9,7 @@
 #include "model/job_schedule.h"
 #include "model/op_cost.h"
 #include "model/profile.h"
+#include "model/throughput.h"
 #include "sim/critical_path.h"
 #include "sim/op_costs.h"
 
@@ -120,10 +121,10 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
   e.breakdown = mean;
   const double busy_mean_s = busy_sum_s / o.steps;
   e.bubble_fraction = busy_mean_s > 0 ? mean.bubble_s / busy_mean_s : 0.0;
-  const model::GpuProfile& gpu = model::hardware_profile(s);
-  e.model_flops = model::model_flops_per_iteration(s.model, p.global_batch);
-  e.mfu = e.model_flops / (e.iteration_time_s * p.gpus() * gpu.peak_tflops * 1e12);
-  e.tokens_per_s = static_cast<double>(s.tokens_per_iteration()) / e.iteration_time_s;
+  const model::Throughput rate = model::throughput(s, e.iteration_time_s);
+  e.model_flops = rate.model_flops;
+  e.mfu = rate.mfu;
+  e.tokens_per_s = rate.tokens_per_s;
   e.p2p_s = out.comm.p2p_s;
   if (!out.comm.dp_reduce_s.empty()) {
     const int middle = p.vpp > 1 ? 1 : 0;

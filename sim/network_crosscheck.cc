@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/payload.h"
 #include "network/collectives.h"
 #include "network/simgrid_check.h"
 #include "sim/comm_costs.h"
@@ -157,7 +158,7 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
             end = std::max(end, t.at(i, r, k).end_s);
           }
           ops.push_back({-1, r, k, start, end - start});
-          const double payload = dp_payload_bytes(s, r, op.chunk, op.kind);
+          const double payload = model::dp_payload_bytes(s, r, op.chunk, op.kind);
           const double edge = payload * (n - 1) / n * (op.kind == OpKind::kDpAllReduce ? 2.0 : 1.0);
           ops.back().latency_s = collective_latency_s(r, op.kind, payload);
           for (int tp = 0; tp < p.tp; ++tp) {

@@ -1,0 +1,31 @@
+// model/payload.cc: see payload.h.
+#include "model/payload.h"
+
+#include "model/engine_ops.h"
+#include "model/profile.h"
+
+namespace megascale::model {
+
+double layer_chunk_params(const Scenario& s) {
+  const ParallelConfig& p = s.parallel;
+  const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
+  return static_cast<double>(layers_per_chunk) * s.model.parameters_per_layer() / p.tp;
+}
+
+double dp_chunk_params(const Scenario& s, int pp_rank, int chunk) {
+  if (hardware_profile(s).is_cpu()) return engine_chunk_params(s, pp_rank, chunk);
+  const ParallelConfig& p = s.parallel;
+  double params = layer_chunk_params(s);
+  const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
+  const bool first = pp_rank == 0 && chunk == 0;
+  const bool last = pp_rank == p.pp - 1 && chunk == p.vpp - 1;
+  if (first || last) params += embedding;  // once when P == V == 1 (same chunk, one copy)
+  return params;
+}
+
+double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) {
+  const double params = dp_chunk_params(s, pp_rank, chunk);
+  return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes : params * kGradElementBytes;
+}
+
+}  // namespace megascale::model

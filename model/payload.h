@@ -1,0 +1,38 @@
+// model/payload.h: the bytes a job's collectives move, in one place for the
+// closed form (model/estimator.h), the event simulation (sim/comm_costs.h) and
+// the Schedule IR's op bytes (model/job_schedule.h).
+//
+// defines: kGradElementBytes, layer_chunk_params, dp_chunk_params, dp_payload_bytes
+//
+// Gradients are reduced in fp32 (Megatron-LM's main-grad buffer for bf16
+// training; the CPU engine is fp32 throughout); parameters are all-gathered at
+// the profile's param_gather_bytes (2: bf16 on GPUs; 4: the CPU engine).
+// A chunk's parameters per GPU: its layers / TP, plus on pipeline rank 0's
+// chunk 0 the word embedding and on the last rank's last chunk its tied copy
+// for the output layer (vocab x hidden / TP each; once when P == V == 1);
+// on a cpu profile the engine's own buffer (model/engine_ops.h).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "model/config.h"
+#include "model/schedule.h"
+
+namespace megascale::model {
+
+// fp32 gradients (Megatron-LM's default main-grad dtype for bf16 training).
+constexpr double kGradElementBytes = 4.0;
+
+// Parameters per GPU of one chunk's transformer layers: layers / (P V) x
+// parameters_per_layer / TP (no embedding).
+double layer_chunk_params(const Scenario& s);
+
+// Parameters per GPU of chunk `chunk` of pipeline rank `pp_rank`.
+double dp_chunk_params(const Scenario& s, int pp_rank, int chunk);
+
+// Per-GPU payload (nccl-tests "size") of the DP collective `kind` of that
+// chunk: fp32 gradients for a reduce-scatter or all-reduce, parameters at the
+// profile's param_gather_bytes for an all-gather.
+double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind);
+
+}  // namespace megascale::model

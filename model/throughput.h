@@ -1,0 +1,32 @@
+// model/throughput.h: what an iteration time means to a user, in one place for
+// the closed form (model/estimator.cc), the event simulation (sim/job_sim.cc)
+// and the engine's own step reports (engine/trainer.cc).
+//
+// defines: Throughput, throughput
+//
+// model FLOPs = model_flops_per_iteration() (model/op_cost.h: the formula of
+//   Narayanan et al. 2021 that MegaScale's MFU uses, no recomputation counted);
+// MFU = model FLOPs / (iteration time x devices x peak FLOP/s of one device);
+// tokens/s = global batch x sequence length / iteration time.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "model/config.h"
+
+namespace megascale::model {
+
+struct Throughput {
+  double model_flops = 0;   // per iteration, whole job
+  double mfu = 0;           // fraction of peak, 0..1
+  double tokens_per_s = 0;  // whole job
+};
+
+// For `devices` devices of `peak_flops` FLOP/s each (the engine: the cores it
+// can use, at the cpu profile's per-core peak).
+Throughput throughput(const Scenario& s, double iteration_time_s, double devices, double peak_flops);
+
+// For the scenario's GPUs at its hardware profile's peak_tflops.
+Throughput throughput(const Scenario& s, double iteration_time_s);
+
+}  // namespace megascale::model

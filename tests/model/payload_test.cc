@@ -1,0 +1,114 @@
+// tests/model/payload_test.cc: one formula for DP bytes, the schedule's shape
+// and throughput, shared by the estimator, sim/ and the engine.
+#include "model/payload.h"
+
+#include <gtest/gtest.h>
+
+#include "model/job_schedule.h"
+#include "model/op_cost.h"
+#include "model/scenario.h"
+#include "model/throughput.h"
+
+namespace megascale::model {
+namespace {
+
+Scenario gpu_job(int zero_stage) {
+  Scenario s = default_scenario("megatron");  // 175B, P=8, V=6, TP=8
+  s.parallel.dp = 4;
+  s.cluster.gpus = 256;
+  s.parallel.global_batch = 256;
+  s.parallel.zero_stage = zero_stage;
+  return s;
+}
+
+TEST(Payload, EmbeddingOnTheFirstAndLastChunkOnly) {
+  const Scenario s = gpu_job(1);
+  const ParallelConfig& p = s.parallel;
+  const double layer = s.model.layers / (p.pp * p.vpp) * s.model.parameters_per_layer() / p.tp;
+  const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
+  EXPECT_DOUBLE_EQ(layer_chunk_params(s), layer);
+  EXPECT_DOUBLE_EQ(dp_chunk_params(s, 0, 0), layer + embedding);
+  EXPECT_DOUBLE_EQ(dp_chunk_params(s, p.pp - 1, p.vpp - 1), layer + embedding);
+  EXPECT_DOUBLE_EQ(dp_chunk_params(s, 0, 1), layer);
+  EXPECT_DOUBLE_EQ(dp_chunk_params(s, p.pp - 1, 0), layer);
+  // Every chunk of every rank together: the model's layers plus the two
+  // embedding copies (input and tied output), divided over TP.
+  double total = 0;
+  for (int r = 0; r < p.pp; ++r)
+    for (int c = 0; c < p.vpp; ++c) total += dp_chunk_params(s, r, c);
+  EXPECT_NEAR(total, (s.model.layers * s.model.parameters_per_layer() + 2.0 * s.model.vocab * s.model.hidden) / p.tp,
+              1e-6 * total);
+}
+
+TEST(Payload, GradientsInFp32ParametersAtTheProfilesGatherWidth) {
+  const Scenario s = gpu_job(1);
+  const double params = dp_chunk_params(s, 0, 0);
+  EXPECT_DOUBLE_EQ(dp_payload_bytes(s, 0, 0, OpKind::kDpReduceScatter), params * 4);
+  EXPECT_DOUBLE_EQ(dp_payload_bytes(s, 0, 0, OpKind::kDpAllReduce), params * 4);
+  EXPECT_DOUBLE_EQ(dp_payload_bytes(s, 0, 0, OpKind::kDpAllGather), params * 2);  // bf16 on A100
+}
+
+TEST(Payload, OnePipelineOneChunkHoldsOneEmbeddingCopy) {
+  Scenario s = gpu_job(0);
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  s.parallel.dp = 32;
+  EXPECT_DOUBLE_EQ(dp_chunk_params(s, 0, 0),
+                   layer_chunk_params(s) + static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp);
+}
+
+TEST(Payload, EveryScheduleDpOpCarriesItsOwnChunksPayload) {
+  for (int zero : {0, 1, 2}) {
+    const Scenario s = gpu_job(zero);
+    const Schedule sch = build_job_schedule(s);
+    int dp_ops = 0;
+    for (const RankSchedule& rank : sch.ranks) {
+      for (const Op& op : rank.ops) {
+        if (!is_dp_collective(op.kind)) continue;
+        ++dp_ops;
+        EXPECT_EQ(op.bytes, static_cast<int64_t>(dp_payload_bytes(s, rank.pp_rank, op.chunk, op.kind)))
+            << "zero " << zero << " rank " << rank.pp_rank << " chunk " << op.chunk;
+      }
+    }
+    EXPECT_GE(dp_ops, s.parallel.pp * s.parallel.vpp) << "zero " << zero;
+  }
+}
+
+TEST(ScheduleOptions, TheEnginesShapeIsTheSimulatorsWithoutBytes) {
+  Scenario s = gpu_job(2);
+  s.optimizations.pp_overlap = true;
+  s.optimizations.dp_overlap = false;
+  const ScheduleOptions full = schedule_options(s);
+  ScheduleOptions shape = schedule_options(s.model, s.parallel, s.optimizations);
+  EXPECT_EQ(shape.activation_bytes, 0);
+  EXPECT_EQ(shape.dp_bytes_per_chunk, 0);
+  shape.activation_bytes = full.activation_bytes;
+  shape.dp_bytes_per_chunk = full.dp_bytes_per_chunk;
+  EXPECT_EQ(shape.pp, full.pp);
+  EXPECT_EQ(shape.vpp, full.vpp);
+  EXPECT_EQ(shape.microbatches, full.microbatches);
+  EXPECT_EQ(shape.layers, full.layers);
+  EXPECT_EQ(shape.zero_stage, 2);
+  EXPECT_EQ(shape.dp, full.dp);
+  EXPECT_TRUE(shape.pp_overlap);
+  EXPECT_FALSE(shape.dp_overlap);
+  EXPECT_EQ(shape.data_pipeline, full.data_pipeline);
+  EXPECT_EQ(full.dp_bytes_per_chunk, static_cast<int64_t>(layer_chunk_params(s) * kGradElementBytes));
+}
+
+TEST(Throughput, MfuAndTokensFromOneFormula) {
+  const Scenario s = gpu_job(1);
+  const double t = 12.5;
+  const Throughput gpu = throughput(s, t);
+  const double flops = model_flops_per_iteration(s.model, s.parallel.global_batch);
+  EXPECT_DOUBLE_EQ(gpu.model_flops, flops);
+  EXPECT_DOUBLE_EQ(gpu.mfu, flops / (t * 256 * 312e12));  // A100 bf16 dense peak
+  EXPECT_DOUBLE_EQ(gpu.tokens_per_s, 256.0 * s.model.seq_len / t);
+  // The engine's form: its usable cores at a per-core peak.
+  const Throughput cores = throughput(s, t, 3, 50e9);
+  EXPECT_DOUBLE_EQ(cores.mfu, flops / (t * 3 * 50e9));
+  EXPECT_DOUBLE_EQ(cores.tokens_per_s, gpu.tokens_per_s);
+}
+
+}  // namespace
+}  // namespace megascale::model
