@@ -19,6 +19,7 @@
 #include "model/estimator.h"
 #include "model/scenario.h"
 #include "model/search.h"
+#include "model/system_preset.h"
 
 namespace megascale::cli {
 namespace {
@@ -270,13 +271,9 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
       base = model::default_scenario("megatron");
       fast = model::default_scenario("megascale");
     } else {
-      base = model::load_scenario(p.positional[0], p.all("--set"));
-      fast = base;
-      model::apply_preset("megatron", &base.optimizations);
-      base.model.block = model::BlockKind::kSequential;
-      base.model.attention_window = 0;
-      model::apply_preset("megascale", &fast.optimizations);
-      fast.model.block = model::BlockKind::kParallel;
+      const model::Scenario job = model::load_scenario(p.positional[0], p.all("--set"));
+      base = model::as_system(job, "megatron");
+      fast = model::as_system(job, "megascale");
     }
     const model::Estimate eb = fidelity == "event" ? event(base) : model::estimate(base);
     const model::Estimate ef = fidelity == "event" ? event(fast) : model::estimate(fast);

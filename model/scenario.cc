@@ -25,6 +25,7 @@
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario_overrides.h"
+#include "model/system_preset.h"
 #include "model/toml_section.h"
 
 namespace megascale::model {
@@ -675,17 +676,7 @@ Scenario default_scenario(const std::string& preset) {
   sc.cluster.gpus = 12288;
   sc.cluster.topology = "megascale-clos";
 
-  apply_preset(preset, &sc.optimizations);
-  if (preset == "megascale") {
-    // MegaScale's 175B runs (Table 2) use the parallel transformer block and
-    // sliding-window attention (section 3.1) and LAMB (section 3.4). The paper
-    // does not print the window; 1,024 (half the sequence) is our assumption,
-    // the same as in scenarios/paper/.
-    sc.model.block = BlockKind::kParallel;
-    sc.model.attention_window = 1024;
-    sc.optimizations.optimizer = OptimizerKind::kLamb;
-  }
-  return sc;
+  return as_system(sc, preset);
 }
 
 void apply_preset(const std::string& preset, Optimizations* o) {

@@ -73,7 +73,7 @@ std::optional<std::string> check_layout(const ModelConfig& m, const ParallelConf
 
 // The built-in default scenario: the 175B model of MegaScale Table 1 on 12,288
 // A100-SXM4-80GB GPUs (TP 8, PP 8, VPP 6, DP 192, global batch 6144) with the
-// given preset ("megatron" or "megascale").
+// given system ("megatron" or "megascale", model/system_preset.h).
 Scenario default_scenario(const std::string& preset);
 
 // Applies a preset's switch values to `o` (all switches and the optimizer).

@@ -254,6 +254,21 @@ TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   EXPECT_NE(bad.err.find("--fidelity"), std::string::npos) << dump(bad);
 }
 
+// The built-in comparison and `compare FILE` on the same job (Table 2's
+// 12,288-GPU row) compare the same two systems (model/system_preset.h).
+TEST_F(CliTest, CompareFileOnTheBuiltInJobGivesTheBuiltInSpeedup) {
+  const RunResult builtin = run_megascale({"compare", "--json", "--fidelity", "analytical"});
+  ASSERT_EQ(builtin.exit_code, 0) << dump(builtin);
+  for (const char* file : {"table2-megatron-12288.toml", "table2-megascale-12288.toml"}) {
+    const RunResult r =
+        run_megascale({"compare", kSourceDir + "/scenarios/paper/" + file, "--json", "--fidelity", "analytical"});
+    ASSERT_EQ(r.exit_code, 0) << dump(r);
+    EXPECT_NEAR(number_after(r.out, "speedup", r.out.rfind("\"speedup\": ")),
+                number_after(builtin.out, "speedup", builtin.out.rfind("\"speedup\": ")), 1e-6)
+        << file << "\n" << dump(r);
+  }
+}
+
 // --refine N: the best N of the closed form re-simulated at event level and
 // re-ranked by the event MFU; the rest keep the closed form's order.
 TEST_F(CliTest, SearchRefineReRanksTheBestByTheEventSimulation) {
