@@ -71,6 +71,35 @@ double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<dou
   return std::max(0.0, t - end_s);
 }
 
+// ZeRO-3 on the Schedule IR's DP stream (model/schedule.h): the parameters of a
+// chunk are gathered before every forward and every backward of it (2 M
+// gathers per chunk, prefetched in need order as far as the stream allows), and
+// each chunk's gradients reduce-scattered once. The stream is FIFO, so two
+// bounds, the larger exposed:
+//  - compute-bound: with dp_overlap a chunk's reduce-scatter waits for its last
+//    backward and the gather of the next backward queues behind it, so each
+//    chunk exposes rs + ag; without, the reduce-scatters run after the last
+//    backward (all exposed) and the gathers hide under compute;
+//  - stream-bound: the stream's whole load (gathers, and with dp_overlap the
+//    reduce-scatters) plus the last backward, which follows the last gather,
+//    against the compute path `compute_path_s`; without dp_overlap the
+//    reduce-scatters still follow at the end.
+// Agrees with replaying the schedule within a few percent
+// (tests/model/estimator_test.cc).
+double zero3_exposed_s(const std::vector<double>& rs, const std::vector<double>& ag, int microbatches,
+                       double chunk_backward_s, double compute_path_s, bool dp_overlap) {
+  double gathers = 0, syncs = 0, blocked = 0;
+  for (size_t c = 0; c < rs.size(); ++c) {
+    gathers += 2.0 * microbatches * ag[c];
+    syncs += rs[c];
+    blocked += rs[c] + ag[c];
+  }
+  if (dp_overlap) {
+    return std::max(blocked, gathers + syncs + chunk_backward_s - compute_path_s);
+  }
+  return syncs + std::max(0.0, gathers + chunk_backward_s - compute_path_s);
+}
+
 }  // namespace
 
 ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
@@ -265,13 +294,9 @@ Estimate estimate(const Scenario& s) {
       ag_total += ag[c];
     }
     if (p.zero_stage == 3) {
-      // Parameters re-gathered before every forward and backward of a chunk.
-      const double per_use = ag[V > 1 ? 1 : 0];
-      const double hidden_by = o.dp_overlap ? std::min(e.chunk_forward_s, e.chunk_backward_s) : 0.0;
-      b.dp_exposed_s = 2.0 * chunks * std::max(0.0, per_use - hidden_by);
-      ag_total = 0;  // no separate post-step all-gather
-    }
-    if (!o.dp_overlap) {
+      b.dp_exposed_s = zero3_exposed_s(rs, ag, M, e.chunk_backward_s, busy_s + b.bubble_s + b.pp_exposed_s,
+                                       o.dp_overlap);
+    } else if (!o.dp_overlap) {
       b.dp_exposed_s += rs_total + ag_total;
     } else {
       // Reduce-scatter of chunk c starts when its last backward ends: in the
