@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/number_text.h"
 #include "calibrate/nccl_tests.h"  // ImportError
 #include "model/profile.h"
 
@@ -107,9 +108,9 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.line = n;
     r.scenario_file = (dir / cells[col_scenario]).lexically_normal().string();
     r.name = fs::path(cells[col_scenario]).stem().string();
-    char* end = nullptr;
-    r.iteration_s = std::strtod(cells[col_time].c_str(), &end);
-    if (end == cells[col_time].c_str() || *end != '\0' || !(r.iteration_s > 0) || !std::isfinite(r.iteration_s)) {
+    const std::optional<double> seconds = base::finite_number(cells[col_time]);
+    r.iteration_s = seconds.value_or(0.0);
+    if (!(r.iteration_s > 0)) {
       throw ImportError(path + ":" + std::to_string(n) + ": column 'iteration_time_s': expected seconds > 0, got '" +
                         cells[col_time] + "'");
     }

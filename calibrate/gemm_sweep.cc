@@ -10,6 +10,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "base/number_text.h"
+
 namespace megascale::calibrate {
 namespace {
 
@@ -22,17 +24,8 @@ namespace {
   fail(source, line, "column '" + col + "': " + why);
 }
 
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+std::string trim(std::string_view s) { return std::string(base::trim(s)); }
+using base::lower;
 
 // One CSV record (quotes may not span lines: a GEMM table has no multi-line fields).
 std::vector<std::string> split_csv(std::string_view line, const std::string& source, int line_no) {
@@ -66,13 +59,6 @@ std::vector<std::string> split_csv(std::string_view line, const std::string& sou
   return out;
 }
 
-std::optional<double> to_double(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
 
 std::string normalise_dtype(const std::string& raw) {
   static const std::map<std::string, std::string> names = {
@@ -150,7 +136,7 @@ std::vector<GemmSweepRow> parse_gemm_sweep(std::string_view csv, const std::stri
     auto field = [&](const std::string& name) -> const std::string& { return f[col.at(name)]; };
     auto dim = [&](const std::string& name) -> int64_t {
       const std::string& s = field(name);
-      auto v = to_double(s);
+      auto v = base::finite_number(s);
       if (!v) fail_col(source, line_no, name, "'" + s + "' is not a number");
       if (*v <= 0 || *v != std::floor(*v) || *v > 9e15)
         fail_col(source, line_no, name, "must be a positive integer, got '" + s + "'");
@@ -170,7 +156,7 @@ std::vector<GemmSweepRow> parse_gemm_sweep(std::string_view csv, const std::stri
     }
     auto positive = [&](const std::string& name) -> double {
       const std::string& s = field(name);
-      auto v = to_double(s);
+      auto v = base::finite_number(s);
       if (!v) fail_col(source, line_no, name, "'" + s + "' is not a number");
       if (*v <= 0) fail_col(source, line_no, name, "must be positive, got '" + s + "'");
       return *v;

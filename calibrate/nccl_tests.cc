@@ -2,8 +2,6 @@
 // the consistency check and its rounding allowance).
 #include "calibrate/nccl_tests.h"
 
-#include "model/profile_tables.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -14,24 +12,16 @@
 #include <set>
 #include <sstream>
 
+#include "base/number_text.h"
+#include "model/profile_tables.h"
+
 namespace megascale::calibrate {
 namespace {
 
 // ---------------------------------------------------------------- strings
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  size_t b = 0;
-  while (b < s.size() && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  size_t e = s.size();
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
+using base::lower;
+using base::trim;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -52,13 +42,6 @@ bool all_digits(std::string_view s) {
                                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-std::optional<double> to_double(const std::string& s) {
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
 
 // Half a unit in the last printed place of a number as nccl-tests prints it
 // ("123.45" -> 0.005, "47535" -> 0.5, "1.2e+05" -> 5000).
@@ -270,7 +253,7 @@ void parse_data_row(const std::string& source, int line, const std::vector<std::
     return std::stoll(s);
   };
   auto number = [&](const std::string& s, const char* name) -> double {
-    auto v = to_double(s);
+    auto v = base::finite_number(s);
     if (!v) fail(source, line, std::string("column '") + name + "': '" + s + "' is not a number");
     if (*v < 0) fail(source, line, std::string("column '") + name + "': '" + s + "' is negative");
     return *v;
@@ -281,7 +264,7 @@ void parse_data_row(const std::string& source, int line, const std::vector<std::
   if (const std::string* t = col(Col::kType, 0)) r.p.dtype = *t;
   if (const std::string* t = col(Col::kRedop, 0)) r.p.redop = *t;
   if (const std::string* t = col(Col::kRoot, 0)) {
-    auto v = to_double(*t);
+    auto v = base::finite_number(*t);
     if (!v || *v != std::floor(*v)) fail(source, line, "column 'root': '" + *t + "' is not an integer");
     r.p.root = static_cast<int>(*v);
   }
@@ -293,7 +276,7 @@ void parse_data_row(const std::string& source, int line, const std::vector<std::
   r.p.busbw_gbs = number(r.bus_s, "busbw");
   if (const std::string* w = col(Col::kWrong, 0)) {
     if (all_digits(*w) && w->size() <= 18) r.p.wrong = std::stoll(*w);
-    else if (*w != "N/A" && !to_double(*w))
+    else if (*w != "N/A" && !base::finite_number(*w))
       fail(source, line, "column '#wrong': '" + *w + "' is neither a count nor N/A");
   }
   const std::string* it = col(Col::kTime, 1);
@@ -406,7 +389,7 @@ std::vector<RunText> scan(std::string_view text, const std::string& source) {
       if (c != std::string_view::npos) {
         std::vector<std::string> t = split_ws(body.substr(c + 1));
         if (!t.empty())
-          if (auto v = to_double(t[0])) r.avg_busbw = *v;
+          if (auto v = base::finite_number(t[0])) r.avg_busbw = *v;
       }
       r.table_open = false;
       continue;

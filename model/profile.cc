@@ -541,14 +541,7 @@ void write_table_head(std::ostringstream& o, const std::string& name, const GpuP
 }  // namespace
 
 GpuProfile parse_profile(std::string_view toml_text, const std::string& source) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, std::string_view(source));
-  } catch (const toml::parse_error& e) {
-    const toml::source_position& at = e.source().begin;
-    throw ScenarioError(source, static_cast<int>(at.line), static_cast<int>(at.column), "",
-                        std::string(e.description()));
-  }
+  toml::table root = parse_toml(toml_text, source);
   return read_profile(root, source);
 }
 

@@ -617,14 +617,7 @@ Scenario parse_scenario(std::string_view toml_text, const std::string& source) {
 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source,
                         const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, std::string_view(source));
-  } catch (const toml::parse_error& e) {
-    const toml::source_position& at = e.source().begin;
-    throw ScenarioError(source, static_cast<int>(at.line), static_cast<int>(at.column), "",
-                        std::string(e.description()));
-  }
+  toml::table root = parse_toml(toml_text, source);
   apply_overrides(overrides, &root);
   return read_scenario(root, source);
 }

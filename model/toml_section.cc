@@ -3,6 +3,16 @@
 
 namespace megascale::model {
 
+toml::table parse_toml(std::string_view toml_text, const std::string& source) {
+  try {
+    return toml::parse(toml_text, std::string_view(source));
+  } catch (const toml::parse_error& e) {
+    const toml::source_position& at = e.source().begin;
+    throw ScenarioError(source, static_cast<int>(at.line), static_cast<int>(at.column), "",
+                        std::string(e.description()));
+  }
+}
+
 std::string format_message(const std::string& file, int line, int column, const std::string& key,
                            const std::string& reason) {
   // Appended piece by piece: g++ 12 warns -Wrestrict (a false positive, GCC

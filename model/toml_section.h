@@ -37,6 +37,9 @@ namespace megascale::model {
 // "file:line:column: key: reason" (line/column left out when 0).
 std::string format_message(const std::string& file, int line, int column, const std::string& key,
                            const std::string& reason);
+// The TOML text of file `source` as a table; a syntax error is a ScenarioError
+// at its line and column (scenarios and hardware profiles alike).
+toml::table parse_toml(std::string_view toml_text, const std::string& source);
 // "integer", "table", ... for error messages.
 std::string_view type_name(toml::node_type type);
 // Levenshtein distance: insertions, deletions and substitutions.
