@@ -23,10 +23,14 @@ struct Throughput {
 };
 
 // For `devices` devices of `peak_flops` FLOP/s each (the engine: the cores it
-// can use, at the cpu profile's per-core peak).
+// can use, at the cpu profile's per-core peak; a measurement may exceed 1 when
+// the measured peak was taken on a slower moment). Throws std::invalid_argument
+// unless the time, devices and peak are finite and > 0.
 Throughput throughput(const Scenario& s, double iteration_time_s, double devices, double peak_flops);
 
-// For the scenario's GPUs at its hardware profile's peak_tflops.
+// For the scenario's GPUs at its hardware profile's peak_tflops: a prediction.
+// Also throws when the MFU would exceed 1 (the profile contradicts its peak),
+// naming the profile and its file.
 Throughput throughput(const Scenario& s, double iteration_time_s);
 
 }  // namespace megascale::model

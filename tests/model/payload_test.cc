@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
 #include "model/job_schedule.h"
 #include "model/op_cost.h"
 #include "model/scenario.h"
@@ -108,6 +112,26 @@ TEST(Throughput, MfuAndTokensFromOneFormula) {
   const Throughput cores = throughput(s, t, 3, 50e9);
   EXPECT_DOUBLE_EQ(cores.mfu, flops / (t * 3 * 50e9));
   EXPECT_DOUBLE_EQ(cores.tokens_per_s, gpu.tokens_per_s);
+}
+
+TEST(Throughput, OutOfRangeIsAnError) {
+  const Scenario s = gpu_job(1);
+  EXPECT_THROW(throughput(s, 0.0), std::invalid_argument);
+  EXPECT_THROW(throughput(s, -1.0), std::invalid_argument);
+  EXPECT_THROW(throughput(s, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(throughput(s, 1.0, 0, 50e9), std::invalid_argument);
+  // Faster than the peak allows: 256 A100s would need MFU > 1 for this time.
+  const double flops = model_flops_per_iteration(s.model, s.parallel.global_batch);
+  const double too_fast_s = 0.5 * flops / (256 * 312e12);
+  try {
+    throughput(s, too_fast_s);
+    FAIL() << "no error for MFU 2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("A100"), std::string::npos) << e.what();
+  }
+  // The engine's measured form may exceed 1 (its peak is a measurement too).
+  EXPECT_GT(throughput(s, too_fast_s, 256, 312e12).mfu, 1.0);
 }
 
 }  // namespace
