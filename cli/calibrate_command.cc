@@ -25,6 +25,7 @@
 #include "calibrate/nccl_tests.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/net_check.h"
 #include "cli/simulate_event.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -359,7 +360,15 @@ std::string calibrate_usage() {
          "    Fits what no microbenchmark measures (a per-step host overhead, one in-situ scale of the\n"
          "    kernels) on named runs: measured iteration times from RUNS.csv (scenario, iteration_time_s,\n"
          "    source) or from engine runs of the SCENARIOs; prints the leave-one-out error and the error\n"
-         "    on the --hold-out runs, which the fit does not use, and writes the fitted profile.\n";
+         "    on the --hold-out runs, which the fit does not use, and writes the fitted profile.\n"
+         "megascale calibrate net-check (--manifest FILE.toml | NCCL-TESTS-FILE... --gpu NAME|FILE\n"
+         "                              [--nics-per-node N] [--nic-gbps G]) [--algo A] [--proto P] [--points]\n"
+         "                              [--write FILE.md] [--json]\n"
+         "    `net collective` (NCCL tuner on the fabric model) against nccl-tests output measured on\n"
+         "    real machines: every printed size predicted and compared; median and max error for\n"
+         "    large (>= 256 MiB) and small (<= 1 MiB) messages, in a node and across nodes. The\n"
+         "    published set: --manifest tests/calibrate/fixtures/nccl-tests/systems.toml.\n"
+         "    Exit 1 when a bound (large 5% / 10%, small 20% / 50%) is missed.\n";
 }
 
 int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
@@ -374,6 +383,7 @@ int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
     if (sub == "check") return calibrate_check(rest, out, err);
     if (sub == "import") return calibrate_import(rest, out, err);
     if (sub == "fit") return calibrate_fit(rest, out, err);
+    if (sub == "net-check") return calibrate_net_check(rest, out, err);
     return usage_error(err, "unknown subcommand '" + sub + "'");
   } catch (const UsageError& e) {
     return usage_error(err, e.what());

@@ -58,6 +58,8 @@ network::CollectiveOptions collective_options(const model::GpuProfile& gpu, doub
   network::CollectiveOptions o;
   o.nvlink_busbw_gbs = gpu.nvlink_busbw_gbs;
   o.nic_busbw_gbs = model::nic_busbw_gbs(nic_gbps);
+  o.nccl = network::nccl_system_for(gpu.compute_capability > 0 ? gpu.compute_capability : 80, gpu.host_cpu_amd != 0,
+                                    gpu.nccl_nvlink_ctas > 0 ? gpu.nccl_nvlink_ctas : 24, gpu.nvls_busbw_gbs);
   const std::optional<network::CcAlgorithm> cc = network::parse_cc_algorithm(net.congestion_control);
   if (!cc) {
     throw network::FabricError("congestion_control", "unknown algorithm '" + net.congestion_control +

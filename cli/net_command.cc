@@ -29,6 +29,7 @@
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "network/collective_tuner.h"
 #include "network/collectives.h"
 #include "network/congestion.h"
 #include "network/ecmp_stats.h"
@@ -43,7 +44,8 @@ std::string net_usage() {
   return "usage: megascale net <collective|ecmp|incast> [options]\n"
          "\n"
          "  collective --op allgather|reducescatter|allreduce|sendrecv --gpus N --bytes B\n"
-         "             [--algo ring|tree|hierarchical] [--gpu A100-SXM4-80GB] [--scenario FILE]\n"
+         "             [--algo auto|ring|tree|nvls|nvls-tree|hierarchical] [--proto auto|LL|LL128|Simple]\n"
+         "             [--gpu A100-SXM4-80GB] [--scenario FILE]\n"
          "             [--groups G] [--ranks-per-server M] [--placement packed|scattered [--seed S]]\n"
          "             [--qps Q] [--cc hybrid|dcqcn|swift|none] [--json]\n"
          "      time, algbw and busbw (nccl-tests conventions, GB/s) of one collective over N\n"
@@ -53,6 +55,9 @@ std::string net_usage() {
          "      aggregation and core tiers). On the MegaScale 3-tier fabric sized for them, or\n"
          "      on the scenario's [network]/[cluster]/[hardware] fabric. B takes K/M/G/T or\n"
          "      KiB/MiB/GiB/TiB (powers of 1024, as nccl-tests) or KB/MB/GB/TB (powers of 1000).\n"
+         "      auto (default) picks the algorithm and protocol as NCCL's tuner does (NCCL 2.30\n"
+         "      tuning.cc: latency + bytes / bandwidth per pair, the fastest runs) and prints\n"
+         "      every pair considered; --algo / --proto restrict it like NCCL_ALGO / NCCL_PROTO.\n"
          "  ecmp --paths N --flows K --qps Q [--trials T] [--seed S] [--hash crc32|murmur3] [--json]\n"
          "      K flows of Q QPs hashed onto N equal-cost paths: mean fraction of paths used\n"
          "      and the efficiency of a synchronous collective (1/E[max load]), measured\n"
@@ -192,7 +197,7 @@ std::string cc_text(const network::CcEffectUsed& c) {
 
 int net_collective(const Args& args, std::ostream& out) {
   const ParsedArgs p = parse_net_args(args, {"--json"},
-                                  {"--op", "--gpus", "--bytes", "--gpu", "--algo", "--scenario", "--groups",
+                                  {"--op", "--gpus", "--bytes", "--gpu", "--algo", "--proto", "--scenario", "--groups",
                                    "--ranks-per-server", "--qps", "--cc", "--placement", "--seed", "--profile"});
   const std::string& op_name = required(p, "--op");
   const std::optional<network::CollectiveOp> op = network::parse_collective_op(op_name);
@@ -205,15 +210,24 @@ int net_collective(const Args& args, std::ostream& out) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--bytes: ") + e.what());
   }
-  network::CollectiveAlgorithm algo = network::CollectiveAlgorithm::kRing;
-  if (p.has("--algo")) {
+  std::optional<network::CollectiveAlgorithm> algo;  // nullopt: NCCL's choice
+  if (p.has("--algo") && p.values.at("--algo") != "auto") {
     const auto a = network::parse_collective_algorithm(p.values.at("--algo"));
-    if (!a) throw UsageError("--algo must be ring, tree or hierarchical, got '" + p.values.at("--algo") + "'");
+    if (!a) {
+      throw UsageError("--algo must be auto, ring, tree, nvls, nvls-tree or hierarchical, got '" +
+                       p.values.at("--algo") + "'");
+    }
     algo = *a;
   }
-  if (algo == network::CollectiveAlgorithm::kTree && *op != network::CollectiveOp::kAllReduce &&
-      *op != network::CollectiveOp::kSendRecv) {
-    throw UsageError("--algo tree is for allreduce only (as in NCCL)");
+  std::optional<network::NcclProtocol> proto;  // nullopt: NCCL's choice
+  if (p.has("--proto") && p.values.at("--proto") != "auto") {
+    const auto pr = network::parse_nccl_protocol(p.values.at("--proto"));
+    if (!pr) throw UsageError("--proto must be auto, LL, LL128 or Simple, got '" + p.values.at("--proto") + "'");
+    proto = *pr;
+  }
+  if ((algo == network::CollectiveAlgorithm::kTree || algo == network::CollectiveAlgorithm::kNvlsTree) &&
+      *op != network::CollectiveOp::kAllReduce && *op != network::CollectiveOp::kSendRecv) {
+    throw UsageError(std::string("--algo ") + network::to_string(*algo) + " is for allreduce only (as in NCCL)");
   }
   const int groups = static_cast<int>(integer(p, "--groups", 1, 1, 1 << 20));
   const std::string placement = p.has("--placement") ? p.values.at("--placement") : "packed";
@@ -276,13 +290,27 @@ int net_collective(const Args& args, std::ostream& out) {
   network::CollectiveSimulator sim(topology, router, options);
   network::CollectiveRequest req;
   req.op = *op;
-  req.algorithm = algo;
   req.bytes = bytes;
   req.groups = network::strided_groups(gpus_per_server, groups, ranks, ranks_per_server);
   if (placement == "scattered") {
     network::scatter_servers(&req.groups, gpus_per_server, spec.gpus / gpus_per_server, seed);
   }
-  const network::CollectiveResult r = sim.run(req);
+  // Hierarchical is three NCCL calls, not an NCCL algorithm: run as asked
+  // (Simple unless --proto names another). Everything else goes through the tuner.
+  network::TunedCollective tuned;
+  try {
+    if (algo == network::CollectiveAlgorithm::kHierarchical) {
+      req.algorithm = *algo;
+      req.protocol = proto.value_or(network::NcclProtocol::kSimple);
+      tuned.best = sim.run(req);
+    } else {
+      tuned = network::tune_collective(sim, req, algo, proto);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const network::CollectiveResult& r = tuned.best;
+  const bool auto_choice = !algo || !proto;
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const std::string table_op = *op == network::CollectiveOp::kAllReduce       ? "all_reduce"
@@ -303,6 +331,21 @@ int net_collective(const Args& args, std::ostream& out) {
   if (p.on("--json")) {
     JsonObject j;
     j.add("op", network::to_string(r.op)).add("algorithm", network::to_string(r.algorithm));
+    j.add("protocol", network::to_string(r.protocol)).add("auto", auto_choice);
+    std::vector<std::string> cands;
+    for (const network::TunerCandidate& c : tuned.candidates) {
+      JsonObject cj;
+      cj.add("algorithm", network::to_string(c.algorithm)).add("protocol", network::to_string(c.protocol));
+      cj.add("enabled", c.enabled);
+      if (c.enabled) {
+        cj.add("time_s", c.time_s).add("latency_s", c.latency_s).add("busbw_gbs", c.busbw_gbs);
+        cj.add("nccl_estimate_s", c.estimate_s);
+      } else {
+        cj.add("why_not", c.why_not);
+      }
+      cands.push_back(cj.str());
+    }
+
     j.add("gpu", gpu.name).add("ranks", r.ranks).add("groups", r.groups);
     j.add("ranks_per_server", ranks_per_server).add("servers_per_group", r.servers_per_group);
     j.add("placement", placement);
@@ -343,12 +386,14 @@ int net_collective(const Args& args, std::ostream& out) {
       }
       j.add("profile", pj);
     }
+    j.add_raw("candidates", json_array(cands));  // last: the fields above are the chosen pair's
     out << j.str() << "\n";
     return 0;
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s (%s) of %s over %d ranks (%d per server, %s) x %d group%s, %s\n",
-                network::to_string(r.op), network::to_string(r.algorithm), human_bytes(bytes).c_str(), r.ranks,
+  std::snprintf(buf, sizeof buf, "%s (%s, %s) of %s over %d ranks (%d per server, %s) x %d group%s, %s\n",
+                network::to_string(r.op), network::to_string(r.algorithm), network::to_string(r.protocol),
+                human_bytes(bytes).c_str(), r.ranks,
                 ranks_per_server, placement.c_str(), r.groups, r.groups == 1 ? "" : "s", gpu.name.c_str());
   out << buf;
   out << "  fabric      " << topology.describe() << "; ECMP " << network::to_string(ecmp.hash) << ", "
@@ -366,6 +411,23 @@ int net_collective(const Args& args, std::ostream& out) {
                   ph.steps, human_time(ph.step.bandwidth_s).c_str(), ph.step.subflows,
                   human_time(ph.latency_s).c_str(), ph.memo_hit ? " (memoised)" : "");
     out << buf;
+  }
+  if (tuned.candidates.size() > 1) {
+    out << "  NCCL tuner  " << (auto_choice ? "chose " : "ran ") << network::to_string(r.algorithm) << "/"
+        << network::to_string(r.protocol)
+        << " (the lowest NCCL estimate, NCCL 2.30 tuning.cc; times are the fabric model's); pairs considered:\n";
+    for (const network::TunerCandidate& c : tuned.candidates) {
+      const std::string pair = std::string(network::to_string(c.algorithm)) + "/" + network::to_string(c.protocol);
+      if (c.enabled) {
+        std::snprintf(buf, sizeof buf, "    %-18s %12s  latency %10s  busbw %8.2f GB/s  NCCL estimate %12s%s\n",
+                      pair.c_str(), human_time(c.time_s).c_str(), human_time(c.latency_s).c_str(), c.busbw_gbs,
+                      human_time(c.estimate_s).c_str(),
+                      c.algorithm == r.algorithm && c.protocol == r.protocol ? "  <- chosen" : "");
+      } else {
+        std::snprintf(buf, sizeof buf, "    %-18s off: %s\n", pair.c_str(), c.why_not.c_str());
+      }
+      out << buf;
+    }
   }
   out << "  solved in   " << human_time(wall_s) << "\n";
   if (measured) {

@@ -90,6 +90,9 @@ struct GpuProfile {
   double default_nic_gbps = 0;         // Gb/s line rate
   double pcie_gbps = 0;                // GPU <-> NIC PCIe x16, Gb/s per direction, spec sheet
   int nccl_nvlink_ctas = 0;            // SMs an NCCL collective inside the node holds (channels)
+  int compute_capability = 0;          // e.g. 80 (A100), 90 (H100): NCCL's tuning rows (0: unknown)
+  int host_cpu_amd = 0;                // 1: the server's host CPU is AMD (NCCL's LL cap, net overhead)
+  double nvls_busbw_gbs = 0;           // NCCL NVLS all-reduce busbw in a node (0: no NVLink SHARP)
   int cores = 0;                       // CPU: ranks that run at once without sharing a core
   double activation_bytes = 2;         // bytes per activation element (bf16; fp32 on the CPU engine)
   double param_gather_bytes = 2;       // bytes per parameter in the ZeRO all-gather

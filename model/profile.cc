@@ -74,6 +74,9 @@ const std::vector<ValueKey>& value_keys() {
       {"nic_gbps", &GpuProfile::default_nic_gbps, nullptr, kGpu, false, "NIC line rate, Gb/s"},
       {"pcie_gbps", &GpuProfile::pcie_gbps, nullptr, kGpu, false, "GPU <-> NIC PCIe, Gb/s per direction"},
       {"nccl_nvlink_ctas", nullptr, &GpuProfile::nccl_nvlink_ctas, kGpu, false, "SMs an NCCL collective in the node holds"},
+      {"compute_capability", nullptr, &GpuProfile::compute_capability, kOptional, true, "CUDA compute capability x 10 (80 A100, 90 H100): NCCL's tuning rows"},
+      {"host_cpu_amd", nullptr, &GpuProfile::host_cpu_amd, kOptional, true, "1 when the server's host CPU is AMD (NCCL's LL cap and network overhead)"},
+      {"nvls_busbw_gbs", &GpuProfile::nvls_busbw_gbs, nullptr, kOptional, true, "NCCL NVLS (NVLink SHARP) all-reduce busbw in a node, GB/s; 0: none"},
       {"cores", nullptr, &GpuProfile::cores, kCpu, false, "ranks that run at once without sharing a core"},
       {"activation_bytes", &GpuProfile::activation_bytes, nullptr, kBoth, false, "bytes per activation element"},
       {"param_gather_bytes", &GpuProfile::param_gather_bytes, nullptr, kBoth, false, "bytes per parameter all-gathered (ZeRO)"},
@@ -206,7 +209,7 @@ void read_values(const Section& values, const toml::table& table, const std::str
     const Section s(*entry, values.dotted(k.key), values.file());
     s.reject_unknown_keys(kProvenanceKeys);
     if (k.integer != nullptr) {
-      const std::optional<int> i = s.integer("value", 1);
+      const std::optional<int> i = s.integer("value", k.allow_zero ? 0 : 1);
       if (!i) s.fail_missing("value");
       p->*(k.integer) = *i;
     } else {

@@ -98,6 +98,8 @@ const char* to_string(CollectiveAlgorithm algorithm) {
     case CollectiveAlgorithm::kRing: return "ring";
     case CollectiveAlgorithm::kTree: return "tree";
     case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kNvls: return "nvls";
+    case CollectiveAlgorithm::kNvlsTree: return "nvls-tree";
   }
   return "?";
 }
@@ -118,6 +120,8 @@ std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view n
   if (name == "ring") return CollectiveAlgorithm::kRing;
   if (name == "tree") return CollectiveAlgorithm::kTree;
   if (name == "hierarchical") return CollectiveAlgorithm::kHierarchical;
+  if (name == "nvls") return CollectiveAlgorithm::kNvls;
+  if (name == "nvls-tree" || name == "nvlstree" || name == "nvls_tree") return CollectiveAlgorithm::kNvlsTree;
   return std::nullopt;
 }
 
@@ -244,14 +248,14 @@ int dtree_parent(int tree, int rank, int ranks) {
 }
 
 int tree_step_flows(const Topology& topology, std::span<const std::vector<int>> groups, double bytes,
-                    std::vector<StepFlow>* out) {
+                    std::vector<StepFlow>* out, bool chain) {
   int max_depth = 0;
   for (const std::vector<int>& group : groups) {
     const std::vector<std::vector<int>> servers = by_server(topology, group);
     const int k = static_cast<int>(servers.size());
     // The chain through each server's ranks: S each way per edge (both trees).
     for (const std::vector<int>& local : servers) {
-      for (size_t j = 0; j + 1 < local.size(); ++j) {
+      for (size_t j = 0; chain && j + 1 < local.size(); ++j) {
         out->push_back({local[j], local[j + 1], 0, bytes});
         out->push_back({local[j + 1], local[j], 0, bytes});
       }
@@ -548,7 +552,6 @@ RingShape ring_shape(const Topology& t, std::span<const std::vector<int>> groups
 
 CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
   const Topology& t = topology_;
-  const NcclLatency& lat = options_.latency;
   if (request.groups.empty()) bad_request("no groups");
   const size_t n = request.groups.front().size();
   if (n < 2) bad_request("a communicator needs at least 2 ranks, got " + std::to_string(n));
@@ -583,61 +586,144 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
   const double dn = static_cast<double>(n);
   std::vector<StepFlow> flows;
 
+  const NcclSystem& nccl = options_.nccl;
+  const NcclProtocol proto = request.protocol;
+  {
+    std::string why;
+    const int nodes = r.servers_per_group;
+    const bool nccl_algo = request.algorithm != CollectiveAlgorithm::kHierarchical;
+    if ((nccl_algo || proto != NcclProtocol::kSimple) &&
+        !nccl_algorithm_enabled(nccl_algo ? request.algorithm : CollectiveAlgorithm::kRing, proto, request.op, nodes,
+                                r.ranks_per_server, nccl, &why)) {
+      if (request.op == CollectiveOp::kSendRecv && request.algorithm != CollectiveAlgorithm::kRing &&
+          proto != NcclProtocol::kLL128) {
+        // send/recv ignores the algorithm (as before): any name times the same p2p.
+      } else {
+        bad_request(std::string(to_string(request.algorithm)) + " with protocol " + to_string(proto) + " for " +
+                    to_string(request.op) + ": " + why);
+      }
+    }
+  }
+  // The bandwidth time of `proto` for a phase whose Simple bandwidth time is
+  // `simple_s` moving `phase_bytes` (nccl-tests size) over `phase_ranks` ranks on
+  // `phase_nodes` nodes: NCCL's protocol ratio and caps (nccl_tuner.h) applied
+  // to the Simple bus bandwidth the flow model found.
+  auto protocol_s = [&](CollectiveAlgorithm algo, CollectiveOp phase_op, double simple_s, double phase_bytes,
+                        int phase_ranks, int phase_nodes) {
+    if (!(simple_s > 0)) return simple_s;
+    const double factor = busbw_factor(phase_op, phase_ranks);
+    const double simple_busbw = phase_bytes * factor / simple_s / 1e9;
+    double busbw = nccl_protocol_busbw_gbs(algo, proto, phase_op, phase_nodes, simple_busbw, nccl);
+    if (algo == CollectiveAlgorithm::kTree) busbw *= nccl_tree_efficiency(proto, phase_bytes);
+    return busbw > 0 ? phase_bytes * factor / busbw / 1e9 : simple_s;
+  };
+
   auto add_phase = [&](std::string name, int steps, const std::vector<StepFlow>& step_flows,
-                       auto latency_us_of) {
+                       auto latency_us_of, auto bandwidth_s_of) {
     CollectivePhase ph;
     ph.name = std::move(name);
     ph.steps = steps;
     ph.step = solve_step(step_flows, &ph.memo_hit);
-    ph.bandwidth_s = steps * ph.step.bandwidth_s;
+    ph.bandwidth_s = bandwidth_s_of(steps * ph.step.bandwidth_s);
     ph.latency_s = latency_us_of(ph.step) * 1e-6;
     (ph.memo_hit ? r.step_memo_hits : r.step_solves) += 1;
     r.phases.push_back(std::move(ph));
   };
-  // A ring phase over `subgroups`, each rank moving `chunk` per step.
-  auto ring_phase = [&](std::string name, std::span<const std::vector<int>> subgroups, double chunk, int steps,
-                        int traversals) {
+  // A ring phase over `subgroups`, each rank moving `chunk` per step. Latency:
+  // NCCL's ring latency for the phase's ranks and nodes, plus per hop the
+  // fabric's path latency (and, on network hops, the congestion-control queueing).
+  auto ring_phase = [&](std::string name, CollectiveOp phase_op, std::span<const std::vector<int>> subgroups,
+                        double chunk, int steps, int traversals) {
     flows.clear();
     ring_step_flows(t, subgroups, chunk, &flows);
     const RingShape shape = ring_shape(t, subgroups);
-    add_phase(std::move(name), steps, flows, [&](const StepOutcome& s) {
-      return lat.base_us +
-             traversals * (shape.network_hops * (lat.network_hop_us + s.network_path_latency_us +
-                                                 s.mean_added_latency_us) +
-                           shape.nvlink_hops * (lat.nvlink_hop_us + s.nvlink_path_latency_us));
-    });
+    const int phase_ranks = static_cast<int>(subgroups.front().size());
+    const int phase_nodes = shape.network_hops + 1;
+    const double phase_bytes = chunk * phase_ranks;
+    add_phase(
+        std::move(name), steps, flows,
+        [&](const StepOutcome& s) {
+          return nccl_latency_us(CollectiveAlgorithm::kRing, proto, phase_op, phase_ranks, phase_nodes, phase_bytes,
+                                 nccl) +
+                 traversals * (shape.network_hops * (s.network_path_latency_us + s.mean_added_latency_us) +
+                               shape.nvlink_hops * s.nvlink_path_latency_us);
+        },
+        [&](double simple_s) {
+          return protocol_s(CollectiveAlgorithm::kRing, phase_op, simple_s, phase_bytes, phase_ranks, phase_nodes);
+        });
   };
   const char* op_name = request.op == CollectiveOp::kAllGather       ? "all-gather"
                         : request.op == CollectiveOp::kReduceScatter ? "reduce-scatter"
                                                                      : "all-reduce";
   const int ring_steps = static_cast<int>(n) - 1;
+  const int nodes = r.servers_per_group;
+  // NVLS inside one node: the switch reduces; all-reduce busbw is the profile's
+  // NVLS figure, all-gather / reduce-scatter move (n-1)/n of it per GPU and
+  // NCCL's model gives them busbw = all-reduce busbw x (n-1) / (2n)
+  // (tuning.cc: intraBw x 2 for all-reduce, x (ppn-1)/ppn otherwise).
+  auto nvls_s = [&](double bytes, int ranks) {
+    const double rn = static_cast<double>(ranks);
+    const double busbw = request.op == CollectiveOp::kAllReduce ? nccl.nvls_busbw_gbs
+                                                                : nccl.nvls_busbw_gbs * (rn - 1.0) / (2.0 * rn);
+    return bytes * busbw_factor(request.op, ranks) / busbw / 1e9;
+  };
 
   if (request.op == CollectiveOp::kSendRecv) {
     flows.clear();
     for (const std::vector<int>& g : request.groups) {
       for (size_t i = 0; i < n; ++i) flows.push_back({g[i], g[(i + 1) % n], 0, S});
     }
-    add_phase("sendrecv", 1, flows, [&](const StepOutcome& s) {
-      const double hop = s.network_subflows > 0
-                             ? lat.network_hop_us + s.network_path_latency_us + s.mean_added_latency_us
-                             : lat.nvlink_hop_us + s.nvlink_path_latency_us;
-      return lat.base_us + hop;
-    });
+    const NcclProtocol p2p = proto == NcclProtocol::kLL ? proto : NcclProtocol::kSimple;
+    add_phase(
+        "sendrecv", 1, flows,
+        [&](const StepOutcome& s) {
+          const double path = s.network_subflows > 0 ? s.network_path_latency_us + s.mean_added_latency_us
+                                                     : s.nvlink_path_latency_us;
+          return nccl_latency_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, 2,
+                                 s.network_subflows > 0 ? 2 : 1, S, nccl) +
+                 path;
+        },
+        [&](double simple_s) { return p2p == NcclProtocol::kLL ? 2.0 * simple_s : simple_s; });
   } else if (request.algorithm == CollectiveAlgorithm::kRing) {
     const bool ar = request.op == CollectiveOp::kAllReduce;
-    ring_phase(std::string("ring ") + op_name, request.groups, S / dn, ar ? 2 * ring_steps : ring_steps, ar ? 2 : 1);
-  } else if (request.algorithm == CollectiveAlgorithm::kTree) {
+    ring_phase(std::string("ring ") + op_name, request.op, request.groups, S / dn, ar ? 2 * ring_steps : ring_steps,
+               ar ? 2 : 1);
+  } else if (request.algorithm == CollectiveAlgorithm::kTree ||
+             request.algorithm == CollectiveAlgorithm::kNvlsTree) {
     if (request.op != CollectiveOp::kAllReduce) {
-      bad_request(std::string("the tree algorithm is all-reduce only (as in NCCL), not ") + to_string(request.op));
+      bad_request(std::string("the tree algorithms are all-reduce only (as in NCCL), not ") + to_string(request.op));
     }
+    const bool nvls_tree = request.algorithm == CollectiveAlgorithm::kNvlsTree;
     flows.clear();
-    const int depth = tree_step_flows(t, request.groups, S, &flows);
+    const int depth = tree_step_flows(t, request.groups, S, &flows, !nvls_tree);
     const int chain_hops = r.ranks_per_server - 1;
-    add_phase("double binary tree all-reduce (pipelined)", 1, flows, [&](const StepOutcome& s) {
-      return lat.base_us + 2.0 * (chain_hops * (lat.nvlink_hop_us + s.nvlink_path_latency_us) +
-                                  depth * (lat.network_hop_us + s.network_path_latency_us +
-                                           s.mean_added_latency_us));
-    });
+    add_phase(
+        nvls_tree ? "NVLS tree all-reduce (NVSwitch in the node, double binary tree across)"
+                  : "double binary tree all-reduce (pipelined)",
+        1, flows,
+        [&](const StepOutcome& s) {
+          return nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
+                 2.0 * ((nvls_tree ? 0 : chain_hops) * s.nvlink_path_latency_us +
+                        depth * (s.network_path_latency_us + s.mean_added_latency_us)) +
+                 (nvls_tree ? s.nvlink_path_latency_us : 0.0);
+        },
+        [&](double simple_s) {
+          if (!nvls_tree) {
+            return protocol_s(CollectiveAlgorithm::kTree, request.op, simple_s, S, static_cast<int>(n), nodes);
+          }
+          // The node's NVLS reduction and the network tree run pipelined: the slower one.
+          return std::max(simple_s, nvls_s(S, r.ranks_per_server));
+        });
+  } else if (request.algorithm == CollectiveAlgorithm::kNvls) {
+    CollectivePhase ph;
+    ph.name = std::string("NVLS ") + op_name + " (NVSwitch multicast / in-switch reduction)";
+    ph.steps = 1;
+    ph.bandwidth_s = nvls_s(S, static_cast<int>(n));
+    ph.latency_s = nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), 1, S, nccl) * 1e-6;
+    ph.step.bandwidth_s = ph.bandwidth_s;
+    ph.step.bottleneck.kind = "nvls";
+    ph.step.bottleneck.description = "NVSwitch NVLS bandwidth of the GPU profile";
+    r.phases.push_back(std::move(ph));
   } else {  // hierarchical
     std::vector<std::vector<int>> intra, inter;
     size_t m = 0;
@@ -662,27 +748,30 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     const double dm = static_cast<double>(m);
     const int intra_steps = static_cast<int>(m) - 1;
     const int inter_steps = r.servers_per_group - 1;
-    auto intra_phase = [&](const char* what) {
-      if (!intra.empty()) ring_phase(std::string("intra-node ") + what + " (NVLink)", intra, S / dm, intra_steps, 1);
+    auto intra_phase = [&](CollectiveOp phase_op, const char* what) {
+      if (!intra.empty()) {
+        ring_phase(std::string("intra-node ") + what + " (NVLink)", phase_op, intra, S / dm, intra_steps, 1);
+      }
     };
-    auto inter_phase = [&](const char* what, bool allreduce) {
+    auto inter_phase = [&](CollectiveOp phase_op, const char* what) {
       if (inter.empty()) return;
-      ring_phase(std::string("inter-node ") + what + " (ring per rail)", inter, S / dn,
+      const bool allreduce = phase_op == CollectiveOp::kAllReduce;
+      ring_phase(std::string("inter-node ") + what + " (ring per rail)", phase_op, inter, S / dn,
                  allreduce ? 2 * inter_steps : inter_steps, allreduce ? 2 : 1);
     };
     switch (request.op) {
       case CollectiveOp::kAllReduce:
-        intra_phase("reduce-scatter");
-        inter_phase("all-reduce", true);
-        intra_phase("all-gather");
+        intra_phase(CollectiveOp::kReduceScatter, "reduce-scatter");
+        inter_phase(CollectiveOp::kAllReduce, "all-reduce");
+        intra_phase(CollectiveOp::kAllGather, "all-gather");
         break;
       case CollectiveOp::kAllGather:
-        inter_phase("all-gather", false);
-        intra_phase("all-gather");
+        inter_phase(CollectiveOp::kAllGather, "all-gather");
+        intra_phase(CollectiveOp::kAllGather, "all-gather");
         break;
       case CollectiveOp::kReduceScatter:
-        intra_phase("reduce-scatter");
-        inter_phase("reduce-scatter", false);
+        intra_phase(CollectiveOp::kReduceScatter, "reduce-scatter");
+        inter_phase(CollectiveOp::kReduceScatter, "reduce-scatter");
         break;
       case CollectiveOp::kSendRecv: break;
     }
@@ -699,6 +788,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     r.bottleneck = slowest->step.bottleneck;
     r.cc = slowest->step.cc;
   }
+  r.protocol = proto;
   r.time_s = r.latency_s + r.bandwidth_s;
   r.algbw_gbs = r.time_s > 0 ? S / r.time_s / 1e9 : 0.0;
   r.busbw_gbs = r.algbw_gbs * busbw_factor(request.op, r.ranks);

@@ -48,11 +48,15 @@
 // rings of 1,536 servers are one solve).
 //
 // Time of a collective = latency + sum over phases of steps x step bandwidth
-// time, where latency is NCCL's cost form (src/graph/tuning.cc; REFERENCE.md:
-// base Ring/Simple 8.4 us, per hop NVLink/Simple 3.4 us, network/Simple 14 us)
-// counted over the hops one chunk traverses, plus, per hop, the topology's path
-// latency (switch and cable, topology.h) and, on network hops, the mean
-// congestion-control queueing delay of the step's network sub-flows.
+// time, for the request's NCCL protocol (network/nccl_tuner.h): latency is
+// NCCL's own for the algorithm and protocol (tuning.cc: base + per-hop NVLink /
+// network latency, the host's network post overhead, the multi-node ring
+// plateau) plus, per hop one chunk traverses, the topology's path latency
+// (switch and cable, topology.h) and, on network hops, the mean
+// congestion-control queueing delay of the step's network sub-flows; the flows
+// give the Simple protocol's bandwidth time, which LL and LL128 scale by NCCL's
+// ratios and caps (and the tree by its 0.92 efficiency and size corrections).
+// network/collective_tuner.h picks the fastest (algorithm, protocol) as NCCL does.
 //
 // Algorithms (n ranks on k servers, m ranks per server, S = request bytes):
 //   kRing: NCCL's ring with one channel per rank of a server and PXN-style rail
@@ -78,10 +82,13 @@
 //     each edge (child, parent) of tree t has, per channel c < C, a flow of
 //     S/(2C) each way between the ranks of local index c; each chain edge inside
 //     a server has a flow of S each way. Bandwidth time = the slowest such flow;
-//     latency = base + 2 x ((m-1) NVLink hops + depth network hops), NCCL's tree
-//     form with the actual depth of the trees. The pipeline's fill and drain
-//     beyond that latency, and NCCL's lower tree efficiency at large sizes, are
-//     not modelled.
+//     latency = NCCL's tree form (base + 2 x ((m-1) NVLink + log2(k) network
+//     hops)) plus the fabric latency of the actual depth of the trees.
+//   kNvls (Hopper NVSwitch, one node): the switch reduces (NVLink SHARP); time =
+//     25 us + S / the profile's NVLS bandwidth (no flows).
+//   kNvlsTree (Hopper, all-reduce across nodes): the tree's network flows
+//     without the NVLink chains, pipelined with the node's NVLS reduction (the
+//     slower of the two).
 //   kHierarchical: NVLink inside the server, rails across, as three sequential
 //     phases, each its own NCCL call (base latency each). All-reduce: intra-node
 //     ring reduce-scatter of S over the m local ranks; inter-node ring all-reduce
@@ -118,16 +125,18 @@
 
 #include "network/congestion.h"   // defines: CcAlgorithm, CongestionInput
 #include "network/flow_solver.h"  // defines: FlowSolver, SolveStats
+#include "network/nccl_tuner.h"   // defines: NcclProtocol, NcclSystem
 #include "network/routing.h"      // defines: Router, EcmpConfig
 #include "network/topology.h"     // defines: Topology, LinkKind
 
 namespace megascale::network {
 
 enum class CollectiveOp : uint8_t { kAllGather, kReduceScatter, kAllReduce, kSendRecv };
-enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical };
+enum class CollectiveAlgorithm : uint8_t { kRing, kTree, kHierarchical, kNvls, kNvlsTree };
 
 const char* to_string(CollectiveOp op);               // "allgather", "reducescatter", ...
-const char* to_string(CollectiveAlgorithm algorithm);  // "ring", "tree", "hierarchical"
+// "ring", "tree", "hierarchical", "nvls", "nvls-tree"
+const char* to_string(CollectiveAlgorithm algorithm);
 // Also accepts "all-gather", "all_gather", "reduce-scatter", "all-reduce", "send-recv".
 std::optional<CollectiveOp> parse_collective_op(std::string_view name);
 std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view name);
@@ -136,8 +145,10 @@ std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view n
 // reduce-scatter, 1 sendrecv. REQUIRES ranks >= 1.
 double busbw_factor(CollectiveOp op, int ranks);
 
-// NCCL's cost-model constants, microseconds (src/graph/tuning.cc, Simple
-// protocol; REFERENCE.md).
+// NCCL's Simple-protocol ring constants, microseconds (src/graph/tuning.cc;
+// REFERENCE.md), for callers that time their own point-to-point transfers
+// (sim/comm_costs.h). CollectiveSimulator::run takes every latency from
+// nccl_latency_us (network/nccl_tuner.h), per algorithm and protocol.
 struct NcclLatency {
   double base_us = 8.4;          // Ring / Simple base latency
   double nvlink_hop_us = 3.4;    // per hop over NVLink, Simple
@@ -151,6 +162,9 @@ struct CollectiveOptions {
   double nvlink_busbw_gbs = 230.0;  // per GPU, shared by the NVLink flows it sends
   double nic_busbw_gbs = 24.0;      // per NIC connection, split over its QPs
   NcclLatency latency;
+  // NCCL's view of the machine (generation, host CPU, channels, NVLS): the
+  // per-protocol latencies and bandwidth ratios of nccl_tuner.h. Defaults: A100.
+  NcclSystem nccl = nccl_system_for(80, true, 24, 0.0);
   CcAlgorithm congestion_control = CcAlgorithm::kHybrid;
   bool pfc = true;
   bool congestion_effect = true;  // false: rates are the solver's alone
@@ -160,6 +174,7 @@ struct CollectiveOptions {
 struct CollectiveRequest {
   CollectiveOp op = CollectiveOp::kAllReduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
   double bytes = 0;  // nccl-tests "size" (see the header comment)
   // Concurrent communicators: the GPU of each rank, in rank order. All the same
   // size (>= 2); no GPU in two groups.
@@ -231,6 +246,7 @@ struct CollectivePhase {
 struct CollectiveResult {
   CollectiveOp op = CollectiveOp::kAllReduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
   double bytes = 0;
   int ranks = 0;            // per communicator
   int groups = 0;           // concurrent communicators
@@ -327,8 +343,10 @@ void ring_step_flows(const Topology& topology, std::span<const std::vector<int>>
                      double chunk_bytes, std::vector<StepFlow>* out);
 // The pipelined double-binary-tree all-reduce of S = `bytes` (see kTree).
 // Returns the deeper tree's depth (network hops root to deepest leaf).
+// `chain` false leaves out the NVLink chains inside the servers (NVLS tree:
+// the NVSwitch reduces inside the node).
 int tree_step_flows(const Topology& topology, std::span<const std::vector<int>> groups,
-                    double bytes, std::vector<StepFlow>* out);
+                    double bytes, std::vector<StepFlow>* out, bool chain = true);
 // NCCL's ncclGetBtree parent of `rank` in a binary tree of `ranks` (-1 for the
 // root, rank 0), and the parent in tree 1 of the double binary tree
 // (ncclGetDtree: mirrored for an even count, shifted by one for an odd one).

@@ -132,7 +132,7 @@ TEST_F(NetCommandTest, CollectiveAlgorithmsGroupsAndScenario) {
   }
   // 64 DP groups of 192 ranks on 12,288 GPUs, 4 QPs: one step pattern solved.
   const RunResult dp = run_megascale({"net", "collective", "--op", "allgather", "--gpus", "192", "--groups", "64",
-                                      "--ranks-per-server", "1", "--bytes", "64M", "--qps", "4", "--json"});
+                                      "--ranks-per-server", "1", "--bytes", "64M", "--qps", "4", "--proto", "Simple", "--json"});
   ASSERT_EQ(dp.exit_code, 0) << dump(dp);
   EXPECT_EQ(number_after(dp.out, "steps"), 191);
   EXPECT_EQ(number_after(dp.out, "step_solves"), 1);
@@ -224,7 +224,7 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "-5"}, "positive size", true},
       {{"net", "collective", "--op", "allgather", "--gpus", "8", "--bytes", "1G", "--algo", "tree"},
        "allreduce only", true},
-      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--algo", "nvls"},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--algo", "bogus"},
        "--algo must be", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--ranks-per-server", "3"},
        "--ranks-per-server 3 must divide", true},
@@ -282,6 +282,72 @@ TEST_F(NetCommandTest, HelpExitsZero) {
   EXPECT_NE(r.out.find("collective"), std::string::npos);
   EXPECT_NE(r.out.find("ecmp"), std::string::npos);
   EXPECT_NE(r.out.find("incast"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// NCCL's tuner (network/collective_tuner.h): the choice is printed and in JSON,
+// --algo / --proto restrict it, impossible restrictions are refused by name.
+TEST(NetTuner, ChoiceIsPrintedAndOverridable) {
+  const RunResult small = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8"});
+  ASSERT_EQ(small.exit_code, 0) << dump(small);
+  EXPECT_NE(small.out.find("allreduce (ring, LL)"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("NCCL tuner  chose ring/LL"), std::string::npos) << small.out;
+  EXPECT_NE(small.out.find("nvls/Simple        off: no NVLink SHARP"), std::string::npos) << small.out;
+  const RunResult forced = run_megascale(
+      {"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8", "--proto", "Simple", "--json"});
+  ASSERT_EQ(forced.exit_code, 0) << dump(forced);
+  EXPECT_NE(forced.out.find("\"protocol\": \"Simple\""), std::string::npos) << forced.out;
+  // Simple's base latency (56 us on 8 GPUs) against LL's 15 us.
+  EXPECT_GT(number_after(forced.out, "time_s"), 50e-6) << forced.out;
+  const RunResult nvls = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8G",
+                                        "--gpu", "H100-SXM5-80GB", "--json"});
+  ASSERT_EQ(nvls.exit_code, 0) << dump(nvls);
+  EXPECT_NE(nvls.out.find("\"algorithm\": \"nvls\""), std::string::npos) << nvls.out;
+  const RunResult bad = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8G",
+                                       "--algo", "nvls"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("NVLink SHARP"), std::string::npos) << dump(bad);
+  const RunResult proto = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8",
+                                         "--proto", "fast"});
+  EXPECT_EQ(proto.exit_code, 2) << dump(proto);
+  EXPECT_NE(proto.err.find("--proto must be auto, LL, LL128 or Simple"), std::string::npos) << dump(proto);
+}
+
+// `calibrate net-check` on the published nccl-tests fixtures: every scored run
+// is predicted, the exit code agrees with the JSON verdict, and a malformed
+// manifest is refused at its line and key.
+TEST(NetCheck, PublishedFixturesAndBadManifest) {
+  const std::string manifest = kSourceDir + "/tests/calibrate/fixtures/nccl-tests/systems.toml";
+  const RunResult r = run_megascale({"calibrate", "net-check", "--manifest", manifest, "--json"});
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
+  const bool pass = r.out.find("\n  \"pass\": true") != std::string::npos;  // top level (2 spaces)
+  EXPECT_EQ(r.exit_code, pass ? 0 : 1) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("all_reduce_perf_a100_16gpu_2node_oke.txt"), std::string::npos);
+  EXPECT_NE(r.out.find("\"choice\": \"tree/LL\""), std::string::npos);  // small all-reduce across nodes
+  EXPECT_NE(r.out.find("excluded: no B200 profile"), std::string::npos);
+
+  const fs::path dir = fs::temp_directory_path() / ("megascale-netcheck-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "m.toml") << "[[run]]\nfile = \"" << kSourceDir
+                                  << "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt\"\n"
+                                     "gpu = \"H100-SXM5-80GB\"\nnics_per_node = 0\nnic_gbps = 400\n";
+  }
+  const RunResult bad = run_megascale({"calibrate", "net-check", "--manifest", (dir / "m.toml").string()});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("m.toml:4"), std::string::npos) << dump(bad);
+  EXPECT_NE(bad.err.find("run[0].nics_per_node"), std::string::npos) << dump(bad);
+  // One file with the machine on the command line.
+  const RunResult one = run_megascale({"calibrate", "net-check",
+                                       kSourceDir + "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt",
+                                       "--gpu", "H100-SXM5-80GB", "--points"});
+  EXPECT_TRUE(one.exit_code == 0 || one.exit_code == 1) << dump(one);
+  EXPECT_NE(one.out.find("| 16 GiB |"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("nvls/Simple"), std::string::npos) << one.out;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+// network/collective_tuner.cc: see collective_tuner.h.
+#include "network/collective_tuner.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "network/topology.h"
+
+namespace megascale::network {
+
+TunedCollective tune_collective(CollectiveSimulator& simulator, const CollectiveRequest& request,
+                                std::optional<CollectiveAlgorithm> algorithm, std::optional<NcclProtocol> protocol) {
+  if (request.groups.empty() || request.groups.front().size() < 2) {
+    throw std::invalid_argument("tune_collective: a communicator needs at least 2 ranks");
+  }
+  // Nodes and ranks per node of the first communicator (all are laid out alike).
+  const Topology& t = simulator.topology();
+  std::vector<int> server_of;
+  for (int gpu : request.groups.front()) server_of.push_back(t.server_of_gpu(gpu));
+  std::vector<int> servers = server_of;
+  std::sort(servers.begin(), servers.end());
+  servers.erase(std::unique(servers.begin(), servers.end()), servers.end());
+  const int nodes = static_cast<int>(servers.size());
+  const int ranks_per_node = static_cast<int>(request.groups.front().size()) / nodes;
+
+  static constexpr CollectiveAlgorithm kAlgorithms[] = {CollectiveAlgorithm::kTree, CollectiveAlgorithm::kRing,
+                                                        CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree};
+  static constexpr NcclProtocol kProtocols[] = {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple};
+  TunedCollective out;
+  bool have = false;
+  std::string reasons;
+  // NCCL's graph bandwidth: the ring's Simple bus bandwidth on this fabric
+  // (bandwidth part only), the common start of every algorithm's estimate.
+  double graph_busbw_gbs = 0;
+  std::size_t solves = 0, memo_hits = 0;  // over every run of this call
+  if (request.op != CollectiveOp::kSendRecv) {
+    CollectiveRequest ring = request;
+    ring.algorithm = CollectiveAlgorithm::kRing;
+    ring.protocol = NcclProtocol::kSimple;
+    const CollectiveResult r = simulator.run(ring);
+    solves += r.step_solves;
+    memo_hits += r.step_memo_hits;
+    if (r.bandwidth_s > 0) graph_busbw_gbs = request.bytes * busbw_factor(request.op, r.ranks) / r.bandwidth_s / 1e9;
+  }
+  double best_estimate = 0;
+  for (CollectiveAlgorithm a : kAlgorithms) {
+    if (algorithm && *algorithm != a) continue;
+    if (request.op == CollectiveOp::kSendRecv && a != CollectiveAlgorithm::kRing) continue;
+    for (NcclProtocol p : kProtocols) {
+      if (protocol && *protocol != p) continue;
+      TunerCandidate c;
+      c.algorithm = a;
+      c.protocol = p;
+      c.enabled = nccl_algorithm_enabled(a, p, request.op, nodes, ranks_per_node, simulator.options().nccl,
+                                         &c.why_not);
+      if (c.enabled) {
+        CollectiveRequest r = request;
+        r.algorithm = a;
+        r.protocol = p;
+        CollectiveResult res = simulator.run(r);
+        solves += res.step_solves;
+        memo_hits += res.step_memo_hits;
+        c.time_s = res.time_s;
+        c.latency_s = res.latency_s;
+        c.busbw_gbs = res.busbw_gbs;
+        c.estimate_s = res.time_s;  // ring, NVLS, send/recv: NCCL's estimate has the fabric's form
+        if (a == CollectiveAlgorithm::kTree && graph_busbw_gbs > 0) {
+          // NCCL: tree busBw = 0.92 x graph busBw (capped, per protocol), algbw = busBw / 2.
+          const double busbw = nccl_protocol_busbw_gbs(a, p, request.op, nodes, graph_busbw_gbs,
+                                                       simulator.options().nccl) *
+                               nccl_tree_efficiency(p, request.bytes);
+          c.estimate_s = res.latency_s + request.bytes / (0.5 * busbw * 1e9);
+        }
+        if (!have || c.estimate_s < best_estimate) {
+          out.best = std::move(res);
+          best_estimate = c.estimate_s;
+          have = true;
+        }
+      } else {
+        reasons += std::string(reasons.empty() ? "" : "; ") + to_string(a) + "/" + to_string(p) + ": " + c.why_not;
+      }
+      out.candidates.push_back(std::move(c));
+    }
+  }
+  out.best.step_solves = solves;  // the tuning's work, not just the chosen pair's
+  out.best.step_memo_hits = memo_hits;
+  if (!have) {
+    throw std::invalid_argument(std::string("no NCCL algorithm/protocol runs ") + to_string(request.op) +
+                                " here with that restriction (" + (reasons.empty() ? "none left" : reasons) + ")");
+  }
+  return out;
+}
+
+}  // namespace megascale::network

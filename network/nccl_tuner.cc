@@ -1,0 +1,205 @@
+// network/nccl_tuner.cc: see nccl_tuner.h. Every constant below is NCCL 2.30.7's
+// src/graph/tuning.cc (NVIDIA/nccl commit 5067397c), named as there.
+#include "network/nccl_tuner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "network/collectives.h"
+
+namespace megascale::network {
+namespace {
+
+enum Gen { kVolta = 0, kAmpere = 1, kHopper = 2, kBlackwell = 3 };
+
+int generation(const NcclSystem& s) {
+  return s.compute_capability >= 100 ? kBlackwell
+         : s.compute_capability >= 90 ? kHopper
+         : s.compute_capability >= 80 ? kAmpere
+                                      : kVolta;
+}
+
+// tuning.cc baseLatencies [algorithm][LL, LL128, Simple], us.
+constexpr double kBaseTree[3] = {6.8, 14.0, 8.4};
+constexpr double kBaseRing[3] = {6.6, 14.0, 8.4};
+// hwLatencies [NVLINK | NET][algorithm][protocol], us.
+constexpr double kNvlinkTree[3] = {0.6, 1.25, 4.0};
+constexpr double kNvlinkRing[3] = {0.6, 1.9, 3.4};
+constexpr double kNvlinkNvls = 25.0;       // NVLS, Simple (NVLS and NVLS tree)
+constexpr double kNetTree[3] = {5.0, 8.5, 14.0};
+constexpr double kNetRing[3] = {2.7, 4.0, 14.0};
+constexpr double kNetNvlsTree = 20.9;      // NVLS tree, Simple
+// llMaxBws [row][N1, N2, N4+]: row = GPU generation in one node, CPU vendor across nodes.
+constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4},     // Volta-N1 / Intel-N2 / Intel-N4
+                                   {87.7, 22.5, 19.0},     // Ampere-N1 / AMD-N2 / AMD-N4
+                                   {141.0, 45.0, 35.0},    // Hopper-N1
+                                   {282.0, 90.0, 70.0}};   // Blackwell-N1
+// Per-channel caps [generation][N1, N2, N4+], GB/s.
+constexpr double kPerChRingLl128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};
+constexpr double kPerChTreeLl128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+// treeCorrectionFactor [protocol][log2(bytes / 64)], 64 B .. 256 MiB.
+constexpr double kTreeCorrection[3][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+
+int node_index(int nodes) { return nodes <= 2 ? std::max(nodes, 1) - 1 : 2; }
+
+int log2i(int64_t v) {
+  int r = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++r;
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* to_string(NcclProtocol protocol) {
+  switch (protocol) {
+    case NcclProtocol::kLL: return "LL";
+    case NcclProtocol::kLL128: return "LL128";
+    case NcclProtocol::kSimple: return "Simple";
+  }
+  return "?";
+}
+
+std::optional<NcclProtocol> parse_nccl_protocol(std::string_view name) {
+  std::string s;
+  for (char c : name) s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (s == "ll") return NcclProtocol::kLL;
+  if (s == "ll128") return NcclProtocol::kLL128;
+  if (s == "simple") return NcclProtocol::kSimple;
+  return std::nullopt;
+}
+
+NcclSystem nccl_system_for(int compute_capability, bool amd_cpu, int channels, double nvls_busbw_gbs) {
+  NcclSystem s;
+  s.compute_capability = compute_capability;
+  s.amd_cpu = amd_cpu;
+  s.channels = std::max(1, channels);
+  s.nvls_busbw_gbs = compute_capability >= 90 ? std::max(0.0, nvls_busbw_gbs) : 0.0;
+  return s;
+}
+
+bool nccl_algorithm_enabled(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                            int ranks_per_node, const NcclSystem& system, std::string* why) {
+  auto no = [&](const char* reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  if (op == CollectiveOp::kSendRecv) {
+    if (algorithm != CollectiveAlgorithm::kRing) return no("send/recv is point-to-point (no algorithm)");
+    if (protocol == NcclProtocol::kLL128) return no("NCCL's p2p runs LL or Simple");
+    return true;
+  }
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing: break;
+    case CollectiveAlgorithm::kTree:
+      if (op != CollectiveOp::kAllReduce) return no("tree is all-reduce only");
+      break;
+    case CollectiveAlgorithm::kNvls:
+      if (system.nvls_busbw_gbs <= 0) return no("no NVLink SHARP (needs Hopper NVSwitch)");
+      if (protocol != NcclProtocol::kSimple) return no("NVLS runs Simple only");
+      if (nodes > 1) return no("NVLS across nodes needs CollNet (not on this fabric); NVLS tree instead");
+      if (ranks_per_node < 2) return no("NVLS needs 2+ GPUs of the node");
+      break;
+    case CollectiveAlgorithm::kNvlsTree:
+      if (system.nvls_busbw_gbs <= 0) return no("no NVLink SHARP (needs Hopper NVSwitch)");
+      if (protocol != NcclProtocol::kSimple) return no("NVLS tree runs Simple only");
+      if (op != CollectiveOp::kAllReduce) return no("NVLS tree is all-reduce only");
+      if (nodes < 2) return no("NVLS tree is disabled in one node");
+      if (ranks_per_node < 2) return no("NVLS needs 2+ GPUs per node");
+      break;
+    case CollectiveAlgorithm::kHierarchical: return no("not an NCCL algorithm (three NCCL calls)");
+  }
+  if (protocol == NcclProtocol::kLL128 && system.compute_capability < 70) return no("LL128 needs sm70+");
+  return true;
+}
+
+double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks, int nodes,
+                       double bytes, const NcclSystem& system) {
+  const int p = static_cast<int>(protocol);
+  nodes = std::max(1, nodes);
+  const int ppn = std::max(1, ranks / nodes);
+  const bool simple = protocol == NcclProtocol::kSimple;
+  // getNetOverhead: 1 us Intel, 2 us AMD; x3 for Simple.
+  const double net_overhead = nodes > 1 ? (system.amd_cpu ? 2.0 : 1.0) * (simple ? 3.0 : 1.0) : 0.0;
+  // One GPU per node exposes the network latency fully: NCCL uses the tree's.
+  const double inter_ring = ppn == 1 ? kNetTree[p] : kNetRing[p];
+  if (op == CollectiveOp::kSendRecv) {
+    const double hop = nodes > 1 ? inter_ring : kNvlinkRing[p];
+    return kBaseRing[p] + hop;
+  }
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kHierarchical: {
+      const bool ar = op == CollectiveOp::kAllReduce;
+      const int nsteps = ar ? 2 * (ranks - 1) : ranks - 1;
+      const int inter_steps = nodes == 1 ? 0 : (ar ? 2 * (nodes - 1) : nodes - 1);
+      const double intra = std::max(kNvlinkRing[p], net_overhead);
+      double lat = kBaseRing[p] + (nsteps - inter_steps) * intra + inter_steps * inter_ring;
+      // ncclTopoGetAlgoTime: "plateau effect of ring" (multi-node Simple all-reduce
+      // once each channel's chunk per rank reaches 64 B), x1.4 on sm80+.
+      if (simple && nodes > 1 && ar && bytes / (static_cast<double>(system.channels) * ranks) >= 64) {
+        lat *= system.compute_capability < 80 ? 1.9 : 1.4;
+      }
+      return lat;
+    }
+    case CollectiveAlgorithm::kTree: {
+      return kBaseTree[p] + 2.0 * ((ppn - 1) * kNvlinkTree[p] + log2i(nodes) * kNetTree[p]);
+    }
+    case CollectiveAlgorithm::kNvls: return kNvlinkNvls;
+    case CollectiveAlgorithm::kNvlsTree:
+      return kNvlinkNvls + 2.0 * log2i(nodes) * (ppn == 1 ? kNetTree[p] : kNetNvlsTree);
+  }
+  return kBaseRing[p];
+}
+
+double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                               double simple_busbw_gbs, const NcclSystem& system) {
+  const int gen = generation(system);
+  const int n = node_index(nodes);
+  // llMaxBw: one node -> the GPU generation's row; several -> the CPU's
+  // (row 0 Intel, row 1 AMD).
+  const double ll_max = kLlMaxBw[nodes == 1 ? gen : (system.amd_cpu ? 1 : 0)][n];
+  const double ch = static_cast<double>(system.channels);
+  double bw = simple_busbw_gbs;
+  if (op == CollectiveOp::kSendRecv) {
+    // p2p LL: half the line (4 B of flag per 4 B of data), no other cap.
+    return protocol == NcclProtocol::kLL ? bw * 0.5 : bw;
+  }
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kHierarchical:
+      if (protocol == NcclProtocol::kLL) bw = std::min(ll_max, bw * 0.5);
+      if (protocol == NcclProtocol::kLL128) bw = std::min(bw * 0.92, ch * kPerChRingLl128[gen][n]);
+      return bw;
+    case CollectiveAlgorithm::kTree:
+      // The 0.92 and the per-channel cap apply to every tree all-reduce; caps are
+      // NCCL's tree busBw (2 x algbw), compared here with nccl-tests' busbw
+      // (2(n-1)/n x algbw): within n/(n-1).
+      bw = std::min(bw * 0.92, ch * kPerChTree[gen][n]);
+      if (protocol == NcclProtocol::kLL) bw = std::min(bw / 3.8, ll_max);
+      if (protocol == NcclProtocol::kLL128) {
+        bw = std::min(bw * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), ch * kPerChTreeLl128[gen][n]);
+      }
+      return bw;
+    case CollectiveAlgorithm::kNvls:
+    case CollectiveAlgorithm::kNvlsTree: return bw;
+  }
+  return bw;
+}
+
+double nccl_tree_efficiency(NcclProtocol protocol, double bytes) {
+  const int64_t chunks = static_cast<int64_t>(bytes) >> 6;
+  if (chunks < 1) return 1.0;
+  const int log_size = log2i(chunks);
+  if (log_size >= 23) return 1.0;
+  return kTreeCorrection[static_cast<int>(protocol)][log_size];
+}
+
+}  // namespace megascale::network

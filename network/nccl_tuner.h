@@ -1,0 +1,101 @@
+// network/nccl_tuner.h: NCCL's per-protocol cost model and its choice of
+// algorithm and protocol for one collective (what NCCL_ALGO / NCCL_PROTO
+// override).
+//
+// defines: NcclProtocol, NcclSystem, nccl_system_for, to_string,
+//          parse_nccl_protocol, nccl_algorithm_enabled, nccl_latency_us,
+//          nccl_protocol_busbw_gbs, nccl_tree_efficiency
+//
+// Source: NVIDIA/nccl src/graph/tuning.cc as of NCCL 2.30.7 (commit 5067397c,
+// read with `fetch github:NVIDIA/nccl`): ncclTopoTuneModel (per algorithm x
+// protocol latency and bus bandwidth) and ncclTopoGetAlgoTime
+// (time = latency + bytes / bandwidth, tree correction factors, the ring
+// "plateau"). REFERENCE.md "NCCL's own tuner" names the same constants.
+//
+// How megascale uses it (network/collectives.h, kRing/kTree/kNvls/kNvlsTree):
+//   - bandwidth: the flow model gives the Simple-protocol bandwidth of the
+//     algorithm on the actual fabric (NVLink caps, NICs, ECMP, congestion);
+//     nccl_protocol_busbw_gbs turns it into LL / LL128 the way NCCL scales its
+//     own bus bandwidth (LL: half the Simple rate, capped; LL128: 92%, capped
+//     per channel) and applies NCCL's tree efficiency (0.92) and size
+//     corrections;
+//   - latency: nccl_latency_us is NCCL's own latency for the algorithm and
+//     protocol (base + per-hop NVLink / network latency x hops, the CPU's
+//     network post overhead, the multi-node ring plateau); the fabric's path
+//     latencies and congestion-control queueing are added per hop by the caller;
+//   - choice: the tuner (net collective --algo auto --proto auto) runs every
+//     enabled (algorithm, protocol) pair and keeps the fastest, as NCCL does
+//     with its own estimates. CollNet (SHARP-capable switches) and PAT (one GPU
+//     per node) are not modelled: the MegaScale fabric is Ethernet without
+//     in-network reduction, and training jobs put 8 GPUs in a node.
+//
+// Units: microseconds (_us), GB/s (_gbs, 1e9 B/s, nccl-tests' busbw), bytes.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace megascale::network {
+
+enum class CollectiveOp : uint8_t;
+enum class CollectiveAlgorithm : uint8_t;
+
+enum class NcclProtocol : uint8_t { kLL, kLL128, kSimple };
+inline constexpr int kNcclProtocols = 3;
+
+const char* to_string(NcclProtocol protocol);  // "LL", "LL128", "Simple"
+// Case-insensitive: "ll", "ll128", "simple".
+std::optional<NcclProtocol> parse_nccl_protocol(std::string_view name);
+
+// What NCCL's tuner knows about the machine.
+struct NcclSystem {
+  // 80 Ampere, 90 Hopper, 100 Blackwell: selects tuning.cc's per-generation
+  // rows (LL caps, per-channel LL128 / tree caps, NVLS efficiency).
+  int compute_capability = 80;
+  // Multi-node LL cap and network post overhead depend on the host CPU
+  // (tuning.cc llMaxBws rows, getNetOverhead: 1 us Intel, 2 us AMD).
+  bool amd_cpu = false;
+  int channels = 24;            // collective channels (NCCL INFO "N coll channels")
+  // NVLS (NVLink SHARP: the NVSwitch reduces) all-reduce bus bandwidth inside
+  // one node; 0 when the node has no NVLS (Ampere, or no NVSwitch).
+  double nvls_busbw_gbs = 0;
+};
+
+// The NCCL system of a GPU profile: compute capability and host CPU are
+// recorded per profile (model/hardware.h); NVLS only where the profile gives
+// an NVLS bandwidth.
+NcclSystem nccl_system_for(int compute_capability, bool amd_cpu, int channels, double nvls_busbw_gbs);
+
+// Whether NCCL would consider `algorithm` with `protocol` for `op` on `nodes`
+// nodes of `ranks_per_node` ranks (tuning.cc's enable rules: tree is all-reduce
+// only; NVLS needs Hopper+, an NVLS bandwidth and Simple, runs in one node,
+// NVLS tree across nodes for all-reduce only; LL128 needs sm70+;
+// hierarchical is not an NCCL algorithm and is never chosen automatically).
+// `why` (optional) receives the reason when it is not.
+bool nccl_algorithm_enabled(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                            int ranks_per_node, const NcclSystem& system, std::string* why = nullptr);
+
+// NCCL's latency of one collective of `ranks` ranks over `nodes` nodes, us
+// (tuning.cc ncclTopoTuneModel + ncclTopoGetAlgoTime's ring plateau), without
+// the fabric's own path latency. `bytes` is nccl-tests' size (it selects the
+// plateau). Send/recv: base + one hop.
+double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks, int nodes,
+                       double bytes, const NcclSystem& system);
+
+// The bus bandwidth (nccl-tests' busbw) of `protocol` for an algorithm whose
+// Simple-protocol bus bandwidth on this fabric is `simple_busbw_gbs` (NCCL:
+// ring LL = min(Simple / 2, llMaxBw); ring LL128 = min(0.92 Simple, channels x
+// per-channel cap); tree LL = Simple / 3.8 capped; tree LL128 = 120/128 (7/9 in
+// one node) x Simple, capped; NVLS: Simple only).
+double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                               double simple_busbw_gbs, const NcclSystem& system);
+
+// NCCL's correction of the tree all-reduce bandwidth at this size
+// (treeCorrectionFactor, tuning.cc: "trees are not perfectly sticking to the
+// model for medium sizes"), 0.4 .. 1.
+double nccl_tree_efficiency(NcclProtocol protocol, double bytes);
+
+}  // namespace megascale::network

@@ -1,0 +1,203 @@
+// tests/network/nccl_tuner_test.cc: NCCL's cost model (network/nccl_tuner.h)
+// against hand computations from NCCL 2.30 src/graph/tuning.cc, its enable
+// rules, and the tuner's choice on the fabric (network/collective_tuner.h).
+#include "network/nccl_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "network/collective_tuner.h"
+#include "network/collectives.h"
+#include "network/routing.h"
+#include "network/topology.h"
+
+namespace megascale::network {
+namespace {
+
+const NcclSystem kA100 = nccl_system_for(80, /*amd_cpu=*/true, 24, 0.0);      // DGX A100
+const NcclSystem kH100 = nccl_system_for(90, /*amd_cpu=*/false, 32, 480.0);   // DGX H100
+
+TEST(NcclTuner, LatenciesAreTuningCcs) {
+  // One node of 8: ring = base + 2(n-1) NVLink hops; LL 6.6 + 14 x 0.6, Simple 8.4 + 14 x 3.4.
+  EXPECT_NEAR(nccl_latency_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, CollectiveOp::kAllReduce, 8, 1, 8, kA100),
+              15.0, 1e-9);
+  EXPECT_NEAR(
+      nccl_latency_us(CollectiveAlgorithm::kRing, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 8, 1, 8, kA100),
+      56.0, 1e-9);
+  // All-gather: n-1 steps.
+  EXPECT_NEAR(
+      nccl_latency_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL128, CollectiveOp::kAllGather, 8, 1, 8, kA100),
+      14.0 + 7 * 1.9, 1e-9);
+  // Tree LL over 2 nodes of 8: 6.8 + 2 x (7 x 0.6 + log2(2) x 5.0).
+  EXPECT_NEAR(nccl_latency_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, CollectiveOp::kAllReduce, 16, 2, 8, kA100),
+              6.8 + 2 * (7 * 0.6 + 5.0), 1e-9);
+  // Ring Simple over 2 AMD nodes: intra hop = max(3.4, 3 x 2 us net overhead) = 6;
+  // 30 steps, 2 of them network (14 us); large messages: x1.4 plateau.
+  const double small = nccl_latency_us(CollectiveAlgorithm::kRing, NcclProtocol::kSimple, CollectiveOp::kAllReduce,
+                                       16, 2, 1024, kA100);
+  EXPECT_NEAR(small, 8.4 + 28 * 6.0 + 2 * 14.0, 1e-9);
+  EXPECT_NEAR(nccl_latency_us(CollectiveAlgorithm::kRing, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 16, 2,
+                              1 << 30, kA100),
+              small * 1.4, 1e-9);
+  // Intel hosts: 1 us overhead -> 3 us for Simple, below the 3.4 us NVLink hop.
+  EXPECT_NEAR(nccl_latency_us(CollectiveAlgorithm::kRing, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 16, 2,
+                              1024, kH100),
+              8.4 + 28 * 3.4 + 2 * 14.0, 1e-9);
+  // NVLS: 25 us in one node; NVLS tree adds 2 log2(nodes) x 20.9.
+  EXPECT_NEAR(nccl_latency_us(CollectiveAlgorithm::kNvls, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 8, 1, 8,
+                              kH100),
+              25.0, 1e-9);
+  EXPECT_NEAR(nccl_latency_us(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 32, 4,
+                              8, kH100),
+              25.0 + 2 * 2 * 20.9, 1e-9);
+}
+
+TEST(NcclTuner, ProtocolBandwidthRatiosAndCaps) {
+  const auto ar = CollectiveOp::kAllReduce;
+  // Ring LL: half of Simple, capped by llMaxBw (Ampere, one node: 87.7 GB/s).
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 1, 100.0, kA100), 50.0, 1e-9);
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 1, 230.0, kA100), 87.7, 1e-9);
+  // Across 4+ AMD nodes the cap is 19 GB/s; Intel 20.4.
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 4, 230.0, kA100), 19.0, 1e-9);
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 4, 230.0, kH100), 20.4, 1e-9);
+  // Ring LL128: 92% (per-channel caps far above on 24 channels).
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kRing, NcclProtocol::kLL128, ar, 1, 230.0, kA100),
+              0.92 * 230.0, 1e-9);
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kRing, NcclProtocol::kSimple, ar, 1, 230.0, kA100), 230.0,
+              1e-9);
+  // Tree: 0.92 for every protocol, then LL / 3.8, LL128 x 120/128 across nodes.
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kTree, NcclProtocol::kSimple, ar, 2, 100.0, kA100), 92.0,
+              1e-9);
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, 100.0, kA100),
+              std::min(92.0 / 3.8, 22.5), 1e-9);
+  EXPECT_NEAR(nccl_protocol_busbw_gbs(CollectiveAlgorithm::kTree, NcclProtocol::kLL128, ar, 2, 100.0, kA100),
+              92.0 * 120.0 / 128.0, 1e-9);
+  // Tree size correction: 1 at 64 B, 0.4 (LL) at 2^12 x 64 B, 1 past 256 MiB.
+  EXPECT_DOUBLE_EQ(nccl_tree_efficiency(NcclProtocol::kLL, 64), 1.0);
+  EXPECT_DOUBLE_EQ(nccl_tree_efficiency(NcclProtocol::kLL, 64.0 * 4096), 0.4);
+  EXPECT_DOUBLE_EQ(nccl_tree_efficiency(NcclProtocol::kSimple, 1024.0 * 1024 * 1024), 1.0);
+}
+
+TEST(NcclTuner, EnableRules) {
+  std::string why;
+  EXPECT_FALSE(nccl_algorithm_enabled(CollectiveAlgorithm::kNvls, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 1,
+                                      8, kA100, &why));
+  EXPECT_NE(why.find("NVLink SHARP"), std::string::npos);
+  EXPECT_TRUE(nccl_algorithm_enabled(CollectiveAlgorithm::kNvls, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 1,
+                                     8, kH100));
+  EXPECT_FALSE(nccl_algorithm_enabled(CollectiveAlgorithm::kNvls, NcclProtocol::kLL, CollectiveOp::kAllReduce, 1, 8,
+                                      kH100));
+  EXPECT_FALSE(nccl_algorithm_enabled(CollectiveAlgorithm::kNvls, NcclProtocol::kSimple, CollectiveOp::kAllReduce, 2,
+                                      8, kH100));
+  EXPECT_TRUE(nccl_algorithm_enabled(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, CollectiveOp::kAllReduce,
+                                     2, 8, kH100));
+  EXPECT_FALSE(nccl_algorithm_enabled(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, CollectiveOp::kAllReduce,
+                                      1, 8, kH100));
+  EXPECT_FALSE(nccl_algorithm_enabled(CollectiveAlgorithm::kTree, NcclProtocol::kSimple, CollectiveOp::kAllGather, 2,
+                                      8, kA100));
+  EXPECT_FALSE(nccl_algorithm_enabled(CollectiveAlgorithm::kHierarchical, NcclProtocol::kSimple,
+                                      CollectiveOp::kAllReduce, 2, 8, kA100));
+  EXPECT_EQ(parse_nccl_protocol("ll128"), NcclProtocol::kLL128);
+  EXPECT_EQ(parse_nccl_protocol("SIMPLE"), NcclProtocol::kSimple);
+  EXPECT_FALSE(parse_nccl_protocol("fast"));
+}
+
+struct Fabric {
+  Topology topology;
+  Router router;
+  explicit Fabric(int gpus) : topology(Topology::build(megascale_clos(gpus))), router(topology, EcmpConfig{}) {}
+};
+
+std::vector<int> first_gpus(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+TEST(CollectiveTuner, PicksLowLatencyProtocolsForSmallAndSimpleForLarge) {
+  Fabric f(8);
+  CollectiveOptions o;
+  o.nccl = kA100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kAllReduce;
+  req.groups = {first_gpus(8)};
+  req.bytes = 8;
+  const TunedCollective small = tune_collective(sim, req);
+  EXPECT_EQ(small.best.protocol, NcclProtocol::kLL);
+  req.bytes = 4.0 * (1 << 30);
+  const TunedCollective large = tune_collective(sim, req);
+  EXPECT_EQ(large.best.protocol, NcclProtocol::kSimple);
+  // The choice is the enabled candidate with the lowest NCCL estimate.
+  double lowest = 1e300;
+  for (const TunerCandidate& c : large.candidates) {
+    if (c.enabled) lowest = std::min(lowest, c.estimate_s);
+  }
+  for (const TunerCandidate& c : large.candidates) {
+    if (c.enabled && c.algorithm == large.best.algorithm && c.protocol == large.best.protocol) {
+      EXPECT_DOUBLE_EQ(c.estimate_s, lowest);
+      EXPECT_DOUBLE_EQ(c.time_s, large.best.time_s);
+    }
+  }
+  // LL on 8 B beats Simple's 56 us by the latency difference (15 us vs 56 us).
+  EXPECT_LT(small.best.time_s * 1e6, 20.0);
+  // Restricting the protocol (NCCL_PROTO=Simple) is obeyed.
+  req.bytes = 8;
+  const TunedCollective forced = tune_collective(sim, req, std::nullopt, NcclProtocol::kSimple);
+  EXPECT_EQ(forced.best.protocol, NcclProtocol::kSimple);
+  EXPECT_GT(forced.best.time_s, small.best.time_s);
+  // No NVLS on A100: asking for it names the reason.
+  try {
+    tune_collective(sim, req, CollectiveAlgorithm::kNvls);
+    FAIL() << "NVLS on A100 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("NVLink SHARP"), std::string::npos);
+  }
+}
+
+// Two nodes of 8 A100: NCCL's estimate gives the tree half the graph bandwidth
+// (x 0.92) and the ring 16/30 of it, so a large all-reduce runs the ring even
+// where the fabric's tree would be as fast; a tiny one runs the tree with LL
+// (2 log2(2) network hops instead of 2 x 1 ring network steps plus 28 overheads).
+TEST(CollectiveTuner, TwoNodesFollowNcclsEstimate) {
+  Fabric f(16);
+  CollectiveOptions o;
+  o.nccl = kA100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kAllReduce;
+  req.groups = {first_gpus(16)};
+  req.bytes = 8.0 * (1 << 30);
+  const TunedCollective large = tune_collective(sim, req);
+  EXPECT_EQ(large.best.algorithm, CollectiveAlgorithm::kRing);
+  req.bytes = 8;
+  const TunedCollective small = tune_collective(sim, req);
+  EXPECT_EQ(small.best.algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_EQ(small.best.protocol, NcclProtocol::kLL);
+}
+
+TEST(CollectiveTuner, HopperUsesNvlsForLargeAllReduceInANode) {
+  Fabric f(8);
+  CollectiveOptions o;
+  o.nvlink_busbw_gbs = 370.0;  // REFERENCE.md: 8 x H100 ring
+  o.nic_busbw_gbs = 48.0;
+  o.nccl = kH100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kAllReduce;
+  req.groups = {first_gpus(8)};
+  req.bytes = 8.0 * (1 << 30);
+  const TunedCollective t = tune_collective(sim, req);
+  EXPECT_EQ(t.best.algorithm, CollectiveAlgorithm::kNvls);
+  // Its busbw is the NVLS figure (480), above the ring's 370.
+  EXPECT_NEAR(t.best.busbw_gbs, 480.0, 5.0);
+  // All-gather: NVLS moves (n-1)/(2n) of it; the ring wins.
+  req.op = CollectiveOp::kAllGather;
+  EXPECT_EQ(tune_collective(sim, req).best.algorithm, CollectiveAlgorithm::kRing);
+}
+
+}  // namespace
+}  // namespace megascale::network
