@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev   # GoogleTest
   libbenchmark-dev            # Google Benchmark
   nlohmann-json3-dev          # nlohmann-json: JSON read and written by calibrate/
+  libjemalloc-dev             # jemalloc: allocator of `megascale` (event simulation speed)
 )
 
 missing=()
