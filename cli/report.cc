@@ -17,10 +17,17 @@ struct Row {
 };
 
 std::vector<Row> breakdown_rows(const model::TimeBreakdown& b) {
-  return {{"data", b.data_s},           {"compute", b.compute_s},
-          {"recompute", b.recompute_s}, {"tp_exposed", b.tp_exposed_s},
-          {"bubble", b.bubble_s},       {"pp_exposed", b.pp_exposed_s},
-          {"dp_exposed", b.dp_exposed_s}, {"optimizer", b.optimizer_s}};
+  return {{"data", b.data_s},
+          {"compute", b.compute_s},
+          {"recompute", b.recompute_s},
+          {"tp_exposed", b.tp_exposed_s},
+          {"bubble", b.bubble_s},
+          {"pp_exposed", b.pp_exposed_s},
+          {"dp_exposed", b.dp_exposed_s},
+          {"embedding_sync", b.embedding_sync_s},
+          {"grad_norm", b.grad_norm_s},
+          {"optimizer", b.optimizer_s},
+          {"host", b.host_s}};
 }
 
 std::string line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -95,7 +102,7 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   out += line("  memory %s%s", e.memory.describe().c_str(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
   out += line("  where the time goes (critical path):");
   for (const Row& r : breakdown_rows(e.breakdown)) {
-    out += line("    %-11s %9.3f s  %5.1f%%", r.name, r.s, 100 * r.s / e.iteration_time_s);
+    out += line("    %-15s %9.3f s  %5.1f%%", r.name, r.s, 100 * r.s / e.iteration_time_s);
   }
   return out;
 }

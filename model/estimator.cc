@@ -268,7 +268,7 @@ Estimate estimate(const Scenario& s) {
       const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradElementBytes;
       Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
       emb_link.measured = link.pp.measured;
-      b.pp_exposed_s += collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
+      b.embedding_sync_s = collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
     }
   }
 
@@ -294,8 +294,8 @@ Estimate estimate(const Scenario& s) {
       ag_total += ag[c];
     }
     if (p.zero_stage == 3) {
-      b.dp_exposed_s = zero3_exposed_s(rs, ag, M, e.chunk_backward_s, busy_s + b.bubble_s + b.pp_exposed_s,
-                                       o.dp_overlap);
+      b.dp_exposed_s = zero3_exposed_s(rs, ag, M, e.chunk_backward_s,
+                                       busy_s + b.bubble_s + b.pp_exposed_s + b.embedding_sync_s, o.dp_overlap);
     } else if (!o.dp_overlap) {
       b.dp_exposed_s += rs_total + ag_total;
     } else {
@@ -329,18 +329,19 @@ Estimate estimate(const Scenario& s) {
   // Global gradient norm (and LAMB's per-tensor norms when sharded): small
   // all-reduces over the whole job, latency-bound.
   const Link& norm_link = p.dp > 1 ? link.dp : link.tp;
-  b.optimizer_s += small_allreduce_time_s(p.gpus(), norm_link);
+  b.grad_norm_s = small_allreduce_time_s(p.gpus(), norm_link);
   if (gpu.is_cpu()) {
-    // The engine's own step work, measured (model/engine_ops.h): the slowest rank.
+    // The engine's own step work, measured (model/engine_ops.h): the slowest rank,
+    // with its small all-reduces and the profile's step overhead inside.
     b.optimizer_s = 0;
+    b.grad_norm_s = 0;
     for (int r = 0; r < P; ++r) b.optimizer_s = std::max(b.optimizer_s, engine_rank_step_s(s, gpu, r));
   } else {
-    // The profile's host work per iteration (0 unless fitted, calibrate/fit.h);
-    // engine_rank_step_s includes it for cpu profiles.
-    b.optimizer_s += gpu.step_overhead_s;
+    // The profile's host work per iteration (0 unless fitted, calibrate/fit.h).
+    b.host_s = gpu.step_overhead_s;
   }
 
-  e.iteration_time_s = b.data_s + busy_s + b.bubble_s + b.pp_exposed_s + b.dp_exposed_s + b.optimizer_s;
+  e.iteration_time_s = b.total();
   const Throughput rate = throughput(s, e.iteration_time_s);
   e.model_flops = rate.model_flops;
   e.mfu = rate.mfu;

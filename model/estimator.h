@@ -41,9 +41,31 @@ struct TimeBreakdown {
   double recompute_s = 0;     // re-run forward work
   double tp_exposed_s = 0;    // TP/SP collectives on the critical path
   double bubble_s = 0;        // pipeline fill / drain
-  double pp_exposed_s = 0;    // p2p on the critical path (+ tied-embedding sync)
-  double dp_exposed_s = 0;    // DP reduce-scatter / all-gather on the critical path
-  double optimizer_s = 0;     // optimizer step (+ gradient-norm, + the profile's step_overhead_s)
+  double pp_exposed_s = 0;    // p2p on the critical path
+  double dp_exposed_s = 0;    // DP reduce-scatter / all-gather (ZeRO gathers) on the critical path
+  double embedding_sync_s = 0;  // tied input/output embedding gradient all-reduce, first <-> last stage
+  double grad_norm_s = 0;     // global gradient-norm all-reduce (clipping; LAMB's norms)
+  double optimizer_s = 0;     // optimizer update kernels (CPU engine: its whole measured step)
+  double host_s = 0;          // host work per iteration outside the ops (profile's step_overhead_s)
+
+  double total() const {
+    return data_s + compute_s + recompute_s + tp_exposed_s + bubble_s + pp_exposed_s + dp_exposed_s +
+           embedding_sync_s + grad_norm_s + optimizer_s + host_s;
+  }
+  // *this += w x b, category by category.
+  void add(const TimeBreakdown& b, double w = 1.0) {
+    data_s += w * b.data_s;
+    compute_s += w * b.compute_s;
+    recompute_s += w * b.recompute_s;
+    tp_exposed_s += w * b.tp_exposed_s;
+    bubble_s += w * b.bubble_s;
+    pp_exposed_s += w * b.pp_exposed_s;
+    dp_exposed_s += w * b.dp_exposed_s;
+    embedding_sync_s += w * b.embedding_sync_s;
+    grad_norm_s += w * b.grad_norm_s;
+    optimizer_s += w * b.optimizer_s;
+    host_s += w * b.host_s;
+  }
 };
 
 struct Estimate {

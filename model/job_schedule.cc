@@ -64,7 +64,9 @@ Schedule build_job_schedule(const Scenario& s) {
 }
 
 DurationFn estimated_durations(const Scenario& s, const Estimate& e) {
-  const double optimizer_s = e.breakdown.optimizer_s;
+  // The step op: update kernels, gradient-norm all-reduce, host work (the
+  // embedding sync is a pipeline exchange the closed form counts apart).
+  const double optimizer_s = e.breakdown.optimizer_s + e.breakdown.grad_norm_s + e.breakdown.host_s;
   const double data_s = s.optimizations.data_pipeline ? 0.0 : e.breakdown.data_s;
   const double fwd_s = e.chunk_forward_s;
   const double bwd_s = e.chunk_backward_s;

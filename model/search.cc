@@ -107,7 +107,8 @@ std::string explain(const Candidate& c, const Candidate& best) {
   std::vector<Part> parts = {{"recompute", b.recompute_s}, {"TP exposed", b.tp_exposed_s},
                              {"bubble", b.bubble_s},       {"PP exposed", b.pp_exposed_s},
                              {"DP exposed", b.dp_exposed_s}, {"data", b.data_s},
-                             {"optimizer", b.optimizer_s}};
+                             {"embedding sync", b.embedding_sync_s}, {"gradient norm", b.grad_norm_s},
+                             {"optimizer", b.optimizer_s}, {"host", b.host_s}};
   std::sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) { return x.s > y.s; });
   char buf[256];
   std::string out;

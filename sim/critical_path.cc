@@ -102,8 +102,15 @@ PathBreakdown attribute_path(const model::Schedule& s, const std::vector<PathSeg
       case OpKind::kOptimizerStep: {
         const OpParts p = parts(seg.replica, seg.pp_rank, o);
         const double total = p.total();
-        b.optimizer_s += total > 0 ? len * p.optimizer / total : len;
-        b.pp_exposed_s += total > 0 ? len * p.pp / total : 0.0;
+        if (!(total > 0)) {
+          b.optimizer_s += len;
+          break;
+        }
+        b.optimizer_s += len * p.optimizer / total;
+        b.embedding_sync_s += len * p.embedding_sync / total;
+        b.grad_norm_s += len * p.grad_norm / total;
+        b.host_s += len * p.host / total;
+        b.pp_exposed_s += len * p.pp / total;
         break;
       }
       case OpKind::kDpAllGather:

@@ -16,17 +16,6 @@
 namespace megascale::sim {
 namespace {
 
-void add(model::TimeBreakdown* sum, const model::TimeBreakdown& b, double w) {
-  sum->data_s += w * b.data_s;
-  sum->compute_s += w * b.compute_s;
-  sum->recompute_s += w * b.recompute_s;
-  sum->tp_exposed_s += w * b.tp_exposed_s;
-  sum->bubble_s += w * b.bubble_s;
-  sum->pp_exposed_s += w * b.pp_exposed_s;
-  sum->dp_exposed_s += w * b.dp_exposed_s;
-  sum->optimizer_s += w * b.optimizer_s;
-}
-
 const SimOptions& checked(const SimOptions& o) {
   if (o.max_replicas < 1) throw std::invalid_argument("event simulation: max_replicas must be >= 1");
   if (o.comm == CommModel::kNetwork && !o.fabric)
@@ -110,7 +99,7 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
       out.trace_events = timeline_events(p, out.schedule, t, choice.replicas, costs, layers ? &*layers : nullptr);
       out.trace_step = k;
     }
-    add(&mean, step.breakdown, 1.0 / o.steps);
+    mean.add(step.breakdown, 1.0 / o.steps);
     total_s += step.time_s;
     busy_sum_s += step.critical_busy_s;
   }

@@ -44,7 +44,10 @@ OpParts plus(OpParts a, const OpParts& b) {
   a.tp += b.tp;
   a.pp += b.pp;
   a.dp += b.dp;
+  a.embedding_sync += b.embedding_sync;
+  a.grad_norm += b.grad_norm;
   a.optimizer += b.optimizer;
+  a.host += b.host;
   return a;
 }
 
@@ -86,6 +89,8 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
 
   data_s_ = s.optimizations.data_pipeline ? 0.0 : e.breakdown.data_s;
   optimizer_s_ = e.breakdown.optimizer_s;
+  grad_norm_s_ = e.breakdown.grad_norm_s;
+  host_s_ = e.breakdown.host_s;
   // The CPU engine: each pipeline rank's own step work (its chunks' buffers).
   if (gpu.is_cpu()) {
     for (int r = 0; r < p.pp; ++r) optimizer_rank_s_.push_back(model::engine_rank_step_s(s, gpu, r));
@@ -142,7 +147,9 @@ OpParts OpCosts::parts(int pp_rank, const model::Op& op) const {
       break;
     case OpKind::kOptimizerStep:
       t.optimizer = optimizer_rank_s_.empty() ? optimizer_s_ : optimizer_rank_s_[pp_rank];
-      if (pp_ > 1 && (pp_rank == 0 || pp_rank == pp_ - 1)) t.pp = comm_.embedding_sync_s;
+      t.grad_norm = grad_norm_s_;
+      t.host = host_s_;
+      if (pp_ > 1 && (pp_rank == 0 || pp_rank == pp_ - 1)) t.embedding_sync = comm_.embedding_sync_s;
       break;
   }
   return t;

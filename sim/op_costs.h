@@ -44,9 +44,12 @@ namespace megascale::sim {
 
 // Seconds of one op by category (model::TimeBreakdown's names, without bubble).
 struct OpParts {
-  double data = 0, compute = 0, recompute = 0, tp = 0, pp = 0, dp = 0, optimizer = 0;
+  double data = 0, compute = 0, recompute = 0, tp = 0, pp = 0, dp = 0;
+  double embedding_sync = 0, grad_norm = 0, optimizer = 0, host = 0;  // the optimizer-step op's parts
 
-  double total() const { return data + compute + recompute + tp + pp + dp + optimizer; }
+  double total() const {
+    return data + compute + recompute + tp + pp + dp + embedding_sync + grad_norm + optimizer + host;
+  }
   OpParts scaled_compute(double factor) const {
     OpParts p = *this;
     p.compute *= factor;
@@ -89,7 +92,7 @@ class OpCosts {
   OpParts forward_, backward_;              // a middle chunk
   OpParts embedding_fwd_, embedding_bwd_;   // added on rank 0, chunk 0
   OpParts output_fwd_, output_bwd_;         // added on rank P-1, chunk V-1
-  double data_s_ = 0, optimizer_s_ = 0;
+  double data_s_ = 0, optimizer_s_ = 0, grad_norm_s_ = 0, host_s_ = 0;
   std::vector<double> optimizer_rank_s_;  // per pipeline rank (cpu profiles), else empty
   double forward_flops_ = 0, backward_flops_ = 0;
   double embedding_flops_fwd_ = 0, embedding_flops_bwd_ = 0;

@@ -11,8 +11,7 @@ namespace megascale::model {
 namespace {
 
 double sum(const TimeBreakdown& b) {
-  return b.data_s + b.compute_s + b.recompute_s + b.tp_exposed_s + b.bubble_s + b.pp_exposed_s +
-         b.dp_exposed_s + b.optimizer_s;
+  return b.total();
 }
 
 Scenario small(int gpus_per_replica_batch = 256) {

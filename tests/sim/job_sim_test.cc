@@ -24,8 +24,7 @@ using testing::gpt175b;
 using testing::network_options;
 
 double sum(const model::TimeBreakdown& b) {
-  return b.data_s + b.compute_s + b.recompute_s + b.tp_exposed_s + b.bubble_s + b.pp_exposed_s +
-         b.dp_exposed_s + b.optimizer_s;
+  return b.total();
 }
 
 TEST(JobSim, ZeroCommunicationReproducesReplayOnTheSameDurations) {
