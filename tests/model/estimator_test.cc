@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "model/job_schedule.h"
 #include "model/replay.h"
 #include "model/scenario.h"
@@ -30,6 +32,39 @@ TEST(Estimator, BreakdownAddsUpAndMfuFollowsTheFormula) {
   EXPECT_NEAR(e.tokens_per_s, 256.0 * 2048 / e.iteration_time_s, 1e-6);
   EXPECT_GT(e.mfu, 0.2);
   EXPECT_LT(e.mfu, 0.85);
+}
+
+// Per-step work has its own lines: the tied-embedding gradient all-reduce
+// (fp32 vocab x hidden / TP between the first and last stage), the global
+// gradient-norm all-reduce, the update kernels and the profile's host work.
+TEST(Estimator, PerStepWorkHasItsOwnLines) {
+  Scenario s = small();
+  Estimate e = estimate(s);
+  EXPECT_GT(e.breakdown.embedding_sync_s, 0.0);
+  EXPECT_GT(e.breakdown.grad_norm_s, 0.0);
+  EXPECT_GT(e.breakdown.optimizer_s, 0.0);
+  EXPECT_EQ(e.breakdown.host_s, 0.0);  // the shipped A100 profile has no host overhead
+  // 64000 x 12288 / 8 x 4 B = 393 MB over a 2-rank network all-reduce (~24 GB/s):
+  // ~16 ms; a larger vocabulary costs proportionally more.
+  EXPECT_GT(e.breakdown.embedding_sync_s, 0.008);
+  EXPECT_LT(e.breakdown.embedding_sync_s, 0.04);
+  Scenario big_vocab = s;
+  big_vocab.model.vocab *= 2;
+  EXPECT_NEAR(estimate(big_vocab).breakdown.embedding_sync_s, 2 * e.breakdown.embedding_sync_s,
+              0.1 * e.breakdown.embedding_sync_s);
+  // No pipeline: no embedding exchange.
+  Scenario one_stage = s;
+  one_stage.parallel.pp = 1;
+  one_stage.parallel.vpp = 1;
+  EXPECT_EQ(estimate(one_stage).breakdown.embedding_sync_s, 0.0);
+  // The profile's step overhead lands on the host line and nowhere else.
+  GpuProfile gpu = gpu_profile(s.hardware.gpu);
+  gpu.step_overhead_s = 0.5;
+  Scenario with_host = s;
+  with_host.hardware.loaded_profile = std::make_shared<const GpuProfile>(gpu);
+  const Estimate h = estimate(with_host);
+  EXPECT_NEAR(h.breakdown.host_s, 0.5, 1e-12);
+  EXPECT_NEAR(h.iteration_time_s - e.iteration_time_s, 0.5, 1e-9);
 }
 
 TEST(Estimator, BubbleFractionIsInterleavedTheory) {
