@@ -84,7 +84,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   std::vector<MeasuredRun> runs;
   std::string line;
   int n = 0;
-  int col_scenario = -1, col_time = -1, col_source = -1;
+  int col_scenario = -1, col_time = -1, col_source = -1, col_note = -1, col_scored = -1;
   const fs::path dir = fs::path(path).parent_path();
   while (std::getline(in, line)) {
     ++n;
@@ -95,6 +95,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
         if (cells[i] == "scenario") col_scenario = static_cast<int>(i);
         if (cells[i] == "iteration_time_s") col_time = static_cast<int>(i);
         if (cells[i] == "source") col_source = static_cast<int>(i);
+        if (cells[i] == "note") col_note = static_cast<int>(i);
+        if (cells[i] == "scored") col_scored = static_cast<int>(i);
       }
       if (col_scenario < 0 || col_time < 0) {
         throw ImportError(path + ":" + std::to_string(n) + ": the header must name columns 'scenario' and 'iteration_time_s'");
@@ -115,6 +117,16 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
                         cells[col_time] + "'");
     }
     if (col_source >= 0 && col_source < static_cast<int>(cells.size())) r.source = cells[col_source];
+    if (col_note >= 0 && col_note < static_cast<int>(cells.size())) r.note = cells[col_note];
+    if (col_scored >= 0 && col_scored < static_cast<int>(cells.size())) {
+      const std::string& v = cells[col_scored];
+      if (v.rfind("no", 0) == 0) {
+        r.unscored = v.size() > 3 && v[2] == ':' ? std::string(base::trim(std::string_view(v).substr(3))) : std::string("marked no");
+      } else if (v != "yes" && !v.empty()) {
+        throw ImportError(path + ":" + std::to_string(n) + ": column 'scored': expected yes or \"no: reason\", got '" +
+                          v + "'");
+      }
+    }
     if (!fs::is_regular_file(r.scenario_file)) {
       throw ImportError(path + ":" + std::to_string(n) + ": column 'scenario': no such file " + r.scenario_file);
     }

@@ -43,11 +43,14 @@ struct MeasuredRun {
   std::string name;          // the scenario file's stem
   double iteration_s = 0;
   std::string source;        // where the time comes from
+  std::string note;          // optional `note` column: how the time was read or derived
+  std::string unscored;      // optional `scored` column "no: reason": listed, not in accuracy figures
   int line = 0;              // in the runs file (0: measured here)
 };
 
 // A CSV with a header line naming at least `scenario` and `iteration_time_s`
-// (optionally `source`); scenario paths relative to the CSV's folder. Throws
+// (optionally `source`, `note`, and `scored`: "yes", or "no: reason");
+// scenario paths relative to the CSV's folder. Throws
 // ImportError "FILE:LINE: reason" on a malformed line.
 std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 

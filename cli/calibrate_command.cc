@@ -26,6 +26,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/net_check.h"
+#include "cli/runs_check.h"
 #include "cli/simulate_event.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -297,8 +298,12 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
     for (const std::string& f : p.positional) {
       err << "megascale calibrate fit: running " << f << " on the engine...\n" << std::flush;
       const calibrate::CheckResult c = calibrate::run_check(f, co);
-      runs.push_back({f, fs::path(f).stem().string(), c.measured_step_s,
-                      "megascale train, median of " + std::to_string(c.ops.steps_used) + " steps", 0});
+      calibrate::MeasuredRun run;
+      run.scenario_file = f;
+      run.name = fs::path(f).stem().string();
+      run.iteration_s = c.measured_step_s;
+      run.source = "megascale train, median of " + std::to_string(c.ops.steps_used) + " steps";
+      runs.push_back(std::move(run));
     }
   }
   const std::vector<std::string> held = p.has("--hold-out") ? split_list(p.values.at("--hold-out")) : std::vector<std::string>{};
@@ -368,7 +373,12 @@ std::string calibrate_usage() {
          "    real machines: every printed size predicted and compared; median and max error for\n"
          "    large (>= 256 MiB) and small (<= 1 MiB) messages, in a node and across nodes. The\n"
          "    published set: --manifest tests/calibrate/fixtures/nccl-tests/systems.toml.\n"
-         "    Exit 1 when a bound (large 5% / 10%, small 20% / 50%) is missed.\n";
+         "    Exit 1 when a bound (large 5% / 10%, small 20% / 50%) is missed.\n"
+         "megascale calibrate runs-check --runs RUNS.csv [--write FILE.md] [--json]\n"
+         "    The simulator as it stands against published iteration times of whole training runs\n"
+         "    (RUNS.csv: scenario, iteration_time_s, source, note, scored), event and analytical;\n"
+         "    median and max |error| over the scored rows (calibrate/runs/published.csv: runs from\n"
+         "    other papers than MegaScale). Exit 1 when median > 8% or max > 20%.\n";
 }
 
 int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
@@ -384,6 +394,7 @@ int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err) {
     if (sub == "import") return calibrate_import(rest, out, err);
     if (sub == "fit") return calibrate_fit(rest, out, err);
     if (sub == "net-check") return calibrate_net_check(rest, out, err);
+    if (sub == "runs-check") return calibrate_runs_check(rest, out, err);
     return usage_error(err, "unknown subcommand '" + sub + "'");
   } catch (const UsageError& e) {
     return usage_error(err, e.what());

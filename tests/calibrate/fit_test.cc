@@ -32,7 +32,14 @@ TEST(Fit, RecoversScaleAndOverheadAndJudgesOnHeldOutRuns) {
   fs::create_directories(dir);
   const std::string base = (dir / "base.toml").string();
   std::ofstream(base) << model::builtin_profile_text("A100-SXM4-80GB");
-  auto run = [](const std::string& n, double base_s) { return MeasuredRun{n, n, base_s * 1.1 + 0.5, "test", 0}; };
+  auto run = [](const std::string& n, double base_s) {
+    MeasuredRun r;
+    r.scenario_file = n;
+    r.name = n;
+    r.iteration_s = base_s * 1.1 + 0.5;
+    r.source = "test";
+    return r;
+  };
   const std::vector<MeasuredRun> fit = {run("a", 10), run("b", 20), run("c", 40), run("d", 80)};
   const std::vector<MeasuredRun> held = {run("e", 5)};
   const FitResult r = fit_profile(base, fit, held, FitParams{}, fake_predict, dir.string());

@@ -71,3 +71,51 @@ TEST(CalibrateCli, ImportedProfileDrivesNetAndSimulate) {
 
 }  // namespace
 }  // namespace megascale::cli_testing
+
+namespace megascale::cli_testing {
+namespace {
+
+// `calibrate runs-check`: predicted vs published iteration times; the bounds
+// decide the exit code, unscored rows are listed but not counted, a bad CSV
+// line is named.
+TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
+  const fs::path dir = fs::temp_directory_path() / ("megascale-runs-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string small = kSourceDir + "/scenarios/example-small.toml";
+  // The event prediction of example-small, to write runs 0% and 50% off.
+  const RunResult sim = run_megascale({"simulate", small, "--json"});
+  ASSERT_EQ(sim.exit_code, 0) << dump(sim);
+  const std::string key = "\"iteration_time_s\": ";
+  const size_t at = sim.out.find(key);
+  ASSERT_NE(at, std::string::npos) << sim.out;
+  const double t = std::stod(sim.out.substr(at + key.size()));
+  {
+    std::ofstream f(dir / "runs.csv");
+    f << "scenario,iteration_time_s,source,note,scored\n"
+      << small << "," << t << ",exact,,yes\n"
+      << small << "," << 2 * t << ",half,,\"no: a run on other hardware\"\n";
+  }
+  RunResult r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "runs.csv").string(), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << dump(r);  // the scored row is exact; the unscored one is 50% off
+  EXPECT_NE(r.out.find("\"scored\": 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"pass\": true"), std::string::npos) << r.out;
+  {
+    std::ofstream f(dir / "runs.csv");
+    f << "scenario,iteration_time_s,source,note,scored\n" << small << "," << 2 * t << ",half,,yes\n";
+  }
+  r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "runs.csv").string()});
+  EXPECT_EQ(r.exit_code, 1) << dump(r);  // -50% misses the 20% bound
+  EXPECT_NE(r.out.find("-50.0%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Bounds **not met**"), std::string::npos) << r.out;
+  {
+    std::ofstream f(dir / "runs.csv");
+    f << "scenario,iteration_time_s,source,note,scored\n" << small << "," << t << ",x,,maybe\n";
+  }
+  r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "runs.csv").string()});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("runs.csv:2: column 'scored'"), std::string::npos) << dump(r);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace megascale::cli_testing
