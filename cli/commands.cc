@@ -443,7 +443,8 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
     } else {
       out << validation_markdown(r);
     }
-    return 0;
+    // A CI gate: 1 when the report's fidelity misses a bound (the report says which).
+    return meets(r.summary, AccuracyBounds{}) ? 0 : 1;
   });
 }
 

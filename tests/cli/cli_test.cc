@@ -181,7 +181,8 @@ TEST_F(CliTest, SetOverridesAScenarioKey) {
   EXPECT_EQ(write.exit_code, 2) << dump(write);
   const RunResult what_if =
       run_megascale({"validate", "--fidelity", "analytical", "--set", "optimizations.tp_overlap=false"});
-  ASSERT_EQ(what_if.exit_code, 0) << dump(what_if);
+  // Exit 1: the bounds are missed (more so without TP overlap); the report is still printed.
+  ASSERT_EQ(what_if.exit_code, 1) << dump(what_if);
   EXPECT_NE(what_if.out.find("What-if, not the reference report"), std::string::npos) << dump(what_if);
   EXPECT_NE(what_if.out.find("`--set optimizations.tp_overlap=false`"), std::string::npos) << dump(what_if);
 }
@@ -309,7 +310,8 @@ TEST_F(CliTest, SearchTopThreeRankedByMfu) {
 
 TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   const RunResult r = run_megascale({"validate", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  // 0 when issue 12's bounds are met, 1 when not (cli/validate.h AccuracyBounds).
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
   // cli/commands.cc writes each row as {"case": ..., "table": T, "metric": M, ...}.
   EXPECT_EQ(count(r.out, "\"table\": \"table2\", \"metric\": \"mfu\""), 16u) << dump(r);
   EXPECT_EQ(count(r.out, "\"table\": \"table3\", \"metric\": \"mfu\""), 9u) << dump(r);
@@ -367,7 +369,9 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
 // (`megascale validate --write`) and showing the new numbers in the diff.
 TEST_F(CliTest, ValidationReportIsUpToDate) {
   const RunResult r = run_megascale({"validate"});
-  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  // The exit code is the report's verdict.
+  const bool met = r.out.find("Bounds met by the event fidelity: **yes**") != std::string::npos;
+  ASSERT_EQ(r.exit_code, met ? 0 : 1) << dump(r);
   std::ifstream f(kSourceDir + "/results/validation.md");
   ASSERT_TRUE(f) << "results/validation.md is missing";
   std::stringstream golden;
