@@ -74,6 +74,36 @@ Optimizations Optimizations::megascale() {
   return o;
 }
 
+// Megatron-Core 0.7+ with Transformer Engine, as its arguments and docs describe
+// a tuned large-model recipe (NVIDIA/Megatron-LM megatron/training/arguments.py,
+// megatron/core/distributed/distributed_data_parallel.py; NeMo's GPT / Llama
+// performance recipes turn on the same switches):
+//   tp_overlap      --tp-comm-overlap (TE userbuffers: AG/RS overlapped with the
+//                   TP GEMMs);
+//   pp_overlap      overlap_p2p_comm (on by default for the interleaved schedule:
+//                   --no-overlap-p2p-communication turns it off);
+//   dp_overlap      --overlap-grad-reduce and --overlap-param-gather with the
+//                   distributed optimizer, in buckets of max(40M, 1M x DP)
+//                   parameters (the DDP default), in reverse layer order;
+//   efficient_operators  TE's fused LayerNorm / bias-GeLU / softmax and flash
+//                   attention; fused_attention: cuDNN fused attention (Hopper:
+//                   FlashAttention-3 class) where the profile knows it;
+//   data_pipeline   Megatron's DataLoader with worker processes (asynchronous);
+//   Adam (the default optimizer).
+Optimizations Optimizations::megatron_core() {
+  Optimizations o;
+  o.preset = "megatron-core";
+  o.tp_overlap = true;
+  o.pp_overlap = true;
+  o.dp_overlap = true;
+  o.efficient_operators = true;
+  o.data_pipeline = true;
+  o.fused_attention = true;
+  o.dp_bucket_params = -1;
+  o.optimizer = OptimizerKind::kAdam;
+  return o;
+}
+
 double ModelConfig::mean_keys_per_query() const {
   if (seq_len <= 0) return 0.0;
   const double s = seq_len;

@@ -151,10 +151,18 @@ struct Optimizations {
   bool dp_overlap = false;           // prefetched AG, per-chunk RS
   bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU
   bool data_pipeline = false;        // async preprocessing, one loader per node
+  // Hopper's fused attention kernel (cuDNN fused attention / FlashAttention-3
+  // class, Transformer Engine) where the profile has its efficiencies; else FA2.
+  bool fused_attention = false;
+  // DP buckets (Megatron-Core DDP, with dp_overlap): parameters per bucket;
+  // 0 = one collective per chunk (MegaScale's per-chunk overlap); -1 = Megatron-
+  // Core's default max(40M, 1M x DP) (distributed_data_parallel.py).
+  int64_t dp_bucket_params = 0;
   OptimizerKind optimizer = OptimizerKind::kAdam;
 
   static Optimizations megatron();
   static Optimizations megascale();
+  static Optimizations megatron_core();
 };
 
 // A real engine run (`megascale train`, engine/trainer.h): the [train] table.

@@ -189,7 +189,13 @@ const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
 }
 
 std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu) {
-  if (!gpu.is_cpu()) return layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+  if (!gpu.is_cpu()) {
+    std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+    if (s.optimizations.fused_attention && s.optimizations.efficient_operators) {
+      for (OperatorCost& op : ops) op.fused_attention = op.cls == OpClass::kFlashAttention;
+    }
+    return ops;
+  }
   // The engine's attention is one kernel whatever efficient_operators says.
   std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, /*efficient_operators=*/true);
   const EngineDims d = dims(s.model, s.parallel);

@@ -302,18 +302,27 @@ Estimate estimate(const Scenario& s) {
       // Reduce-scatter of chunk c starts when its last backward ends: in the
       // cool-down of (interleaved) 1F1B the chunks finish in order V-1 .. 0, one
       // group of P backwards apart; chunk 0 finishes last.
+      // With B buckets per chunk (Megatron-Core), bucket k of the chunk is ready
+      // (B-1-k)/B of a backward before the chunk's last backward ends, and moves
+      // 1/B of its payload (model/job_schedule.h dp_buckets_per_chunk).
+      const int B = dp_buckets_per_chunk(s);
       const double end_s = busy_s;
       std::vector<double> ready, dur;
       for (int c = V - 1; c >= 0; --c) {
-        ready.push_back(end_s - c * P * e.chunk_backward_s);
-        dur.push_back(rs[c]);
+        for (int k = 0; k < B; ++k) {
+          ready.push_back(end_s - c * P * e.chunk_backward_s - (B - 1 - k) * e.chunk_backward_s / B);
+          dur.push_back(rs[c] / B);
+        }
       }
       b.dp_exposed_s += chain_exposed_s(ready, dur, end_s);
-      // All-gathers prefetched in need order; the first overlaps data loading.
+      // All-gathers prefetched in need order (bucket k of chunk c before the k-th
+      // piece of its first forward); the first overlaps data loading.
       double delay = 0, t = -data_window_s;
       for (int c = 0; c < V; ++c) {
-        t += ag[c];
-        delay = std::max(delay, t - c * P * e.chunk_forward_s);
+        for (int k = 0; k < B; ++k) {
+          t += ag[c] / B;
+          delay = std::max(delay, t - c * P * e.chunk_forward_s - k * e.chunk_forward_s / B);
+        }
       }
       b.dp_exposed_s += std::max(0.0, delay);
     }

@@ -154,9 +154,11 @@ double memory_time_s(const GpuProfile& gpu, double bytes) {
   return std::max(s, gpu.kernel_launch_us * 1e-6);
 }
 
-double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward) {
+double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward, bool fused) {
   if (flops <= 0) return 0.0;
-  const double eff = backward ? gpu.flash_bwd_efficiency : gpu.flash_fwd_efficiency;
+  double eff = backward ? gpu.flash_bwd_efficiency : gpu.flash_fwd_efficiency;
+  const double fused_eff = backward ? gpu.fused_attention_bwd_efficiency : gpu.fused_attention_fwd_efficiency;
+  if (fused && fused_eff > 0) eff = fused_eff;
   return std::max(flops / (gpu.peak_tflops * 1e12 * eff), gpu.kernel_launch_us * 1e-6);
 }
 

@@ -85,6 +85,8 @@ struct GpuProfile {
   double max_gemm_efficiency = 0;      // large GEMM fraction of peak
   double flash_fwd_efficiency = 0;     // FlashAttention-2 forward fraction of peak
   double flash_bwd_efficiency = 0;     // FlashAttention-2 backward fraction of peak
+  double fused_attention_fwd_efficiency = 0;  // cuDNN fused / FA3-class forward (0: none, use FA2)
+  double fused_attention_bwd_efficiency = 0;  // cuDNN fused / FA3-class backward (0: none)
   double kernel_launch_us = 0;         // minimum time of one kernel (launch + drain)
   int default_nics_per_node = 0;
   double default_nic_gbps = 0;         // Gb/s line rate
@@ -142,6 +144,8 @@ double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int6
 double memory_time_s(const GpuProfile& gpu, double bytes);
 
 // FlashAttention-2 time for `flops` of attention work, seconds.
-double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward);
+// `fused`: Hopper's fused attention kernel (the profile's fused_attention_*
+// efficiencies when it has them, else FlashAttention-2's).
+double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward, bool fused = false);
 
 }  // namespace megascale::model

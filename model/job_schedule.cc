@@ -1,6 +1,9 @@
 // model/job_schedule.cc: scenario -> Schedule IR, estimate -> op durations.
 #include "model/job_schedule.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "model/layer_program.h"
 #include "model/op_cost.h"
 #include "model/payload.h"
@@ -40,10 +43,22 @@ ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, 
   return o;
 }
 
+int dp_buckets_per_chunk(const Scenario& s) {
+  const Optimizations& o = s.optimizations;
+  if (o.dp_bucket_params == 0 || !o.dp_overlap || s.parallel.dp <= 1 || s.parallel.zero_stage > 2) return 1;
+  if (hardware_profile(s).is_cpu()) return 1;  // the CPU engine reduces whole chunks
+  // Megatron-Core's default: max(40M, 1M x DP) parameters per bucket.
+  const double bucket = o.dp_bucket_params > 0 ? static_cast<double>(o.dp_bucket_params)
+                                               : std::max(40e6, 1e6 * s.parallel.dp);
+  const double buckets = std::ceil(layer_chunk_params(s) / bucket);
+  return static_cast<int>(std::clamp(buckets, 1.0, static_cast<double>(kMaxDpBuckets)));
+}
+
 ScheduleOptions schedule_options(const Scenario& s) {
   ScheduleOptions o = schedule_options(s.model, s.parallel, s.optimizations);
   o.activation_bytes = p2p_message_bytes(s);
   o.dp_bytes_per_chunk = dp_chunk_bytes(s);
+  o.dp_buckets = dp_buckets_per_chunk(s);
   return o;
 }
 
@@ -52,7 +67,7 @@ Schedule build_job_schedule(const Scenario& s) {
   for (RankSchedule& rank : sch.ranks) {
     for (Op& op : rank.ops) {
       if (is_dp_collective(op.kind)) {
-        op.bytes = static_cast<int64_t>(dp_payload_bytes(s, rank.pp_rank, op.chunk, op.kind));
+        op.bytes = static_cast<int64_t>(op.fraction * dp_payload_bytes(s, rank.pp_rank, op.chunk, op.kind));
       }
     }
   }
@@ -76,15 +91,15 @@ DurationFn estimated_durations(const Scenario& s, const Estimate& e) {
   return [=](int /*pp_rank*/, const Op& op) -> double {
     switch (op.kind) {
       case OpKind::kDataLoad: return data_s;
-      case OpKind::kForward: return fwd_s;
-      case OpKind::kBackward: return bwd_s;
+      case OpKind::kForward: return op.fraction * fwd_s;
+      case OpKind::kBackward: return op.fraction * bwd_s;
       case OpKind::kSendActivation:
       case OpKind::kSendGradient: return p2p_s;
       case OpKind::kRecvActivation:
       case OpKind::kRecvGradient: return 0.0;
       case OpKind::kDpReduceScatter:
-      case OpKind::kDpAllReduce: return rs_s;
-      case OpKind::kDpAllGather: return ag_s;
+      case OpKind::kDpAllReduce: return op.fraction * rs_s;
+      case OpKind::kDpAllGather: return op.fraction * ag_s;
       case OpKind::kOptimizerStep: return optimizer_s;
     }
     return 0.0;

@@ -39,6 +39,15 @@ ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, 
 // The shape above plus the p2p message and the typical DP chunk payload.
 ScheduleOptions schedule_options(const Scenario& s);
 
+// Upper bound on DP buckets per chunk (a tiny bucket size on a big chunk).
+constexpr int kMaxDpBuckets = 64;
+// DP buckets per chunk (ScheduleOptions::dp_buckets) of a GPU job: 1 unless the
+// optimizations bucket the DP collectives (dp_bucket_params != 0 with
+// dp_overlap, DP > 1, ZeRO 0-2); else ceil(chunk parameters / bucket size),
+// the bucket size being dp_bucket_params or Megatron-Core's default
+// max(40M, 1M x DP) parameters. The CPU engine never buckets.
+int dp_buckets_per_chunk(const Scenario& s);
+
 // The Schedule IR of the scenario with its layer programs; every DP op carries
 // the payload of its own (pipeline rank, chunk): the first and last chunks
 // include the embedding, an all-gather moves parameters at the profile's

@@ -67,6 +67,10 @@ struct OperatorCost {
   int fwd_kernels = 1;                      // kernels launched (memory ops)
   int bwd_kernels = 1;
   bool attention_core = false;              // re-run by selective recomputation
+  // Flash attention on Hopper's fused kernel (cuDNN fused attention / FA3 class,
+  // Optimizations::fused_attention): the profile's fused_attention_*_efficiency
+  // where it has them, else FlashAttention-2's.
+  bool fused_attention = false;
   // When set (a cpu profile's engine, model/engine_ops.h), the op's time is
   // these calls' measured times plus the profile's op_gap_us.
   std::vector<KernelCall> fwd_calls, bwd_calls;

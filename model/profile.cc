@@ -69,6 +69,8 @@ const std::vector<ValueKey>& value_keys() {
       {"max_gemm_efficiency", &GpuProfile::max_gemm_efficiency, nullptr, kGpu, false, "large-GEMM fraction of peak"},
       {"flash_fwd_efficiency", &GpuProfile::flash_fwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 forward fraction of peak"},
       {"flash_bwd_efficiency", &GpuProfile::flash_bwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 backward fraction of peak"},
+      {"fused_attention_fwd_efficiency", &GpuProfile::fused_attention_fwd_efficiency, nullptr, kOptional, true, "fused (cuDNN / FlashAttention-3 class) attention forward fraction of peak; 0: none"},
+      {"fused_attention_bwd_efficiency", &GpuProfile::fused_attention_bwd_efficiency, nullptr, kOptional, true, "fused attention backward fraction of peak; 0: none"},
       {"kernel_launch_us", &GpuProfile::kernel_launch_us, nullptr, kBoth, true, "minimum time of one kernel, us"},
       {"nics_per_node", nullptr, &GpuProfile::default_nics_per_node, kGpu, false, "NICs per server"},
       {"nic_gbps", &GpuProfile::default_nic_gbps, nullptr, kGpu, false, "NIC line rate, Gb/s"},

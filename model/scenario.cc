@@ -307,9 +307,9 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 }
 
 constexpr std::string_view kOptimizationKeys[] = {
-    "preset",        "tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
-    "data_pipeline", "optimizer"};
-constexpr std::string_view kPresets[] = {"megatron", "megascale"};
+    "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
+    "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params"};
+constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // The preset first, then each switch given explicitly overrides it.
 Optimizations read_optimizations(const Section& s) {
@@ -321,6 +321,11 @@ Optimizations read_optimizations(const Section& s) {
   o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
   o.data_pipeline = s.boolean("data_pipeline").value_or(o.data_pipeline);
+  o.fused_attention = s.boolean("fused_attention").value_or(o.fused_attention);
+  if (const std::optional<double> b = s.non_negative_number("dp_bucket_params")) {
+    if (*b != std::floor(*b) || *b > 1e15) s.fail("dp_bucket_params", "expected a whole number of parameters (0: one collective per chunk)");
+    o.dp_bucket_params = static_cast<int64_t>(*b);
+  }
   o.optimizer = s.enum_choice("optimizer", {OptimizerKind::kAdam, OptimizerKind::kLamb})
                     .value_or(o.optimizer);
   return o;
@@ -677,9 +682,11 @@ void apply_preset(const std::string& preset, Optimizations* o) {
     *o = Optimizations::megatron();
   } else if (preset == "megascale") {
     *o = Optimizations::megascale();
+  } else if (preset == "megatron-core") {
+    *o = Optimizations::megatron_core();
   } else {
     throw std::invalid_argument("unknown optimizations preset '" + preset +
-                                "' (allowed: megatron, megascale)");
+                                "' (allowed: megatron, megatron-core, megascale)");
   }
 }
 

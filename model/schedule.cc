@@ -126,7 +126,7 @@ class RankBuilder {
       : o_(o),
         pp_rank_(pp_rank),
         forward_index_(static_cast<size_t>(o.vpp) * o.microbatches, -1),
-        prefetch_allgather_(o.vpp, -1),
+        prefetch_allgather_(static_cast<size_t>(o.vpp) * std::max(1, o.dp_buckets), -1),
         forwards_done_(o.vpp, 0),
         backwards_done_(o.vpp, 0) {}
 
@@ -160,18 +160,27 @@ class RankBuilder {
     return forward_index_[static_cast<size_t>(item.chunk) * o_.microbatches + item.microbatch];
   }
 
-  Op dp_op(OpKind kind, int chunk, std::vector<int> deps) const {
+  Op dp_op(OpKind kind, int chunk, std::vector<int> deps, int pieces = 1) const {
     return Op{.kind = kind,
               .stream = Stream::kDpComm,
               .chunk = chunk,
-              .bytes = o_.dp_bytes_per_chunk,
-              .deps = std::move(deps)};
+              .bytes = o_.dp_bytes_per_chunk / pieces,
+              .deps = std::move(deps),
+              .fraction = 1.0 / pieces};
   }
 
-  // Parameters of chunk 0, 1, ... gathered at the start, overlapping data loading.
+  // Buckets per chunk when they split the chunk's first forward and last backward.
+  int buckets() const {
+    return has_dp() && o_.dp_overlap && o_.zero_stage <= 2 ? std::max(1, o_.dp_buckets) : 1;
+  }
+
+  // Parameters of chunk 0, 1, ... (bucket by bucket) gathered at the start,
+  // overlapping data loading.
   void add_prefetch_allgathers() {
-    for (int c = 0; c < o_.vpp; ++c)
-      prefetch_allgather_[c] = append(dp_op(OpKind::kDpAllGather, c, {}));
+    const int b = buckets();
+    for (int c = 0; c < o_.vpp; ++c) {
+      for (int k = 0; k < b; ++k) prefetch_allgather_[c * b + k] = append(dp_op(OpKind::kDpAllGather, c, {}, b));
+    }
   }
 
   // Megatron-LM order: warm-up forwards, steady 1F1B, cool-down backwards.
@@ -215,15 +224,25 @@ class RankBuilder {
     std::vector<int> deps;
     if (gathers_per_use())
       deps.push_back(append(dp_op(OpKind::kDpAllGather, item.chunk, {})));
-    if (prefetches_parameters() && forwards_done_[item.chunk] == 0)
-      deps.push_back(prefetch_allgather_[item.chunk]);
+    const bool first_use = prefetches_parameters() && forwards_done_[item.chunk] == 0;
+    const int b = first_use ? buckets() : 1;
+    if (first_use) deps.push_back(prefetch_allgather_[item.chunk * buckets()]);
     if (!is_first_stage(stage))
       deps.push_back(add_recv(OpKind::kRecvActivation, item.microbatch, item.chunk,
                               previous_stage(stage, o_).pp_rank));
-    const int forward = append(Op{.kind = OpKind::kForward,
-                                  .microbatch = item.microbatch,
-                                  .chunk = item.chunk,
-                                  .deps = std::move(deps)});
+    int forward = append(Op{.kind = OpKind::kForward,
+                            .microbatch = item.microbatch,
+                            .chunk = item.chunk,
+                            .deps = std::move(deps),
+                            .fraction = 1.0 / b});
+    // Bucketed first use: piece k waits for its own bucket's gather.
+    for (int k = 1; k < b; ++k) {
+      forward = append(Op{.kind = OpKind::kForward,
+                          .microbatch = item.microbatch,
+                          .chunk = item.chunk,
+                          .deps = {forward, prefetch_allgather_[item.chunk * b + k]},
+                          .fraction = 1.0 / b});
+    }
     forward_index(item) = forward;
     ++forwards_done_[item.chunk];
     if (!is_last_stage(stage, o_))
@@ -239,17 +258,25 @@ class RankBuilder {
     if (!is_last_stage(stage, o_))
       deps.push_back(add_recv(OpKind::kRecvGradient, item.microbatch, item.chunk,
                               next_stage(stage, o_).pp_rank));
-    const int backward = append(Op{.kind = OpKind::kBackward,
-                                   .microbatch = item.microbatch,
-                                   .chunk = item.chunk,
-                                   .deps = std::move(deps)});
+    const bool chunk_done = ++backwards_done_[item.chunk] == o_.microbatches;
+    const bool syncs = has_dp() && o_.dp_overlap && chunk_done;
+    // The chunk's last backward: with buckets, B pieces in reverse layer order,
+    // each bucket's gradients reduced as soon as its piece ends.
+    const int b = syncs ? buckets() : 1;
+    int backward = -1;
+    for (int k = 0; k < b; ++k) {
+      backward = append(Op{.kind = OpKind::kBackward,
+                           .microbatch = item.microbatch,
+                           .chunk = item.chunk,
+                           .deps = k == 0 ? std::move(deps) : std::vector<int>{backward},
+                           .fraction = 1.0 / b});
+      if (syncs && k + 1 < b) gradient_syncs_.push_back(append(dp_op(gradient_sync_kind(), item.chunk, {backward}, b)));
+    }
     last_backward_ = backward;
     if (!is_first_stage(stage))
       add_send(OpKind::kSendGradient, item.microbatch, item.chunk,
                previous_stage(stage, o_).pp_rank, backward);
-    const bool chunk_done = ++backwards_done_[item.chunk] == o_.microbatches;
-    if (has_dp() && o_.dp_overlap && chunk_done)
-      gradient_syncs_.push_back(append(dp_op(gradient_sync_kind(), item.chunk, {backward})));
+    if (syncs) gradient_syncs_.push_back(append(dp_op(gradient_sync_kind(), item.chunk, {backward}, b)));
   }
 
   OpKind gradient_sync_kind() const {
@@ -274,7 +301,7 @@ class RankBuilder {
   int pp_rank_;
   std::vector<Op> ops_;
   std::vector<int> forward_index_;       // [chunk*M + mb] -> op index
-  std::vector<int> prefetch_allgather_;  // [chunk] -> op index (dp_overlap, ZeRO 1/2)
+  std::vector<int> prefetch_allgather_;  // [chunk * buckets + bucket] -> op index (dp_overlap, ZeRO 1/2)
   std::vector<int> forwards_done_;       // [chunk]
   std::vector<int> backwards_done_;      // [chunk]
   std::vector<int> gradient_syncs_;      // RS / AR op indices, ascending

@@ -75,6 +75,10 @@ struct Op {
   int match = -1;          // Recv: index of the matching Send in peer's op list
   int64_t bytes = 0;       // bytes moved per GPU (p2p message, DP shard traffic)
   std::vector<int> deps;   // indices of earlier ops on this rank
+  // Share of the work this op carries: 1, or 1/B for the B pieces of a bucketed
+  // chunk (dp_buckets): a piece of a Forward / Backward runs that share of the
+  // (micro-batch, chunk) pass; a DP op moves that share of the chunk's payload.
+  double fraction = 1.0;
 };
 
 struct RankSchedule {
@@ -95,6 +99,12 @@ struct ScheduleOptions {
   bool dp_overlap = false;  // false: all RS after the last backward, AG after the
                             // optimizer step; true: per-chunk RS as soon as the
                             // chunk's last backward ends, AG prefetched in need order
+  // DP buckets per chunk (Megatron-Core's overlap_grad_reduce / overlap_param_gather,
+  // with dp_overlap and ZeRO 0-2): the chunk's last Backward runs as B pieces in
+  // reverse layer order, each piece's bucket reduced as soon as it ends; the
+  // chunk's first Forward runs as B pieces, piece b waiting for bucket b's
+  // all-gather (prefetched in need order). 1: one collective per chunk.
+  int dp_buckets = 1;
   bool data_pipeline = false;  // false: a DataLoad op opens each rank's list
   int64_t activation_bytes = 0;    // p2p message per (micro-batch, chunk boundary)
   int64_t dp_bytes_per_chunk = 0;  // DP collective payload per chunk per GPU

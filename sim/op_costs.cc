@@ -51,6 +51,20 @@ OpParts plus(OpParts a, const OpParts& b) {
   return a;
 }
 
+OpParts scaled(OpParts a, double f) {
+  a.data *= f;
+  a.compute *= f;
+  a.recompute *= f;
+  a.tp *= f;
+  a.pp *= f;
+  a.dp *= f;
+  a.embedding_sync *= f;
+  a.grad_norm *= f;
+  a.optimizer *= f;
+  a.host *= f;
+  return a;
+}
+
 }  // namespace
 
 OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommTimes& comm)
@@ -125,11 +139,13 @@ OpParts OpCosts::parts(int pp_rank, const model::Op& op) const {
       t = forward_;
       if (first_head(pp_rank, op.chunk)) t = plus(t, embedding_fwd_);
       if (last_head(pp_rank, op.chunk)) t = plus(t, output_fwd_);
+      t = scaled(t, op.fraction);  // a bucketed piece carries its share
       break;
     case OpKind::kBackward:
       t = backward_;
       if (first_head(pp_rank, op.chunk)) t = plus(t, embedding_bwd_);
       if (last_head(pp_rank, op.chunk)) t = plus(t, output_bwd_);
+      t = scaled(t, op.fraction);
       break;
     case OpKind::kSendActivation:
     case OpKind::kSendGradient:
@@ -139,11 +155,11 @@ OpParts OpCosts::parts(int pp_rank, const model::Op& op) const {
     case OpKind::kRecvGradient:
       break;
     case OpKind::kDpAllGather:
-      t.dp = comm_.dp_gather(pp_rank, op.chunk);
+      t.dp = op.fraction * comm_.dp_gather(pp_rank, op.chunk);
       break;
     case OpKind::kDpReduceScatter:
     case OpKind::kDpAllReduce:
-      t.dp = comm_.dp_reduce(pp_rank, op.chunk);
+      t.dp = op.fraction * comm_.dp_reduce(pp_rank, op.chunk);
       break;
     case OpKind::kOptimizerStep:
       t.optimizer = optimizer_rank_s_.empty() ? optimizer_s_ : optimizer_rank_s_[pp_rank];
@@ -163,12 +179,12 @@ std::vector<double> OpCosts::busy_s() const {
 
 double OpCosts::flops(int pp_rank, const model::Op& op) const {
   if (op.kind == OpKind::kForward) {
-    return forward_flops_ + (first_head(pp_rank, op.chunk) ? embedding_flops_fwd_ : 0.0) +
-           (last_head(pp_rank, op.chunk) ? output_flops_fwd_ : 0.0);
+    return op.fraction * (forward_flops_ + (first_head(pp_rank, op.chunk) ? embedding_flops_fwd_ : 0.0) +
+                          (last_head(pp_rank, op.chunk) ? output_flops_fwd_ : 0.0));
   }
   if (op.kind == OpKind::kBackward) {
-    return backward_flops_ + (first_head(pp_rank, op.chunk) ? embedding_flops_bwd_ : 0.0) +
-           (last_head(pp_rank, op.chunk) ? output_flops_bwd_ : 0.0);
+    return op.fraction * (backward_flops_ + (first_head(pp_rank, op.chunk) ? embedding_flops_bwd_ : 0.0) +
+                          (last_head(pp_rank, op.chunk) ? output_flops_bwd_ : 0.0));
   }
   return 0.0;
 }

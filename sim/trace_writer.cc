@@ -33,7 +33,9 @@ std::vector<TraceEvent> timeline_events(const model::ParallelConfig& p, const mo
         e.bytes = op.bytes;
         e.flops = costs.flops(static_cast<int>(r), op);
         if (op.kind == model::OpKind::kForward || op.kind == model::OpKind::kBackward) e.bytes = 0;
-        if (layers != nullptr && i == 0) {  // the most gating replica only (file size)
+        // The most gating replica only (file size); bucketed pieces (fraction < 1)
+        // carry part of a chunk and get no per-layer slices.
+        if (layers != nullptr && i == 0 && op.fraction == 1.0) {
           const double nominal_s = layers->nominal_s(static_cast<int>(r), op);
           const double scale = nominal_s > 0 ? (e.end_us - e.start_us) / (nominal_s * 1e6) : 0.0;
           for (const LayerSlice& sl : layers->op_slices(static_cast<int>(r), op)) {

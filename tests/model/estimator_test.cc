@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "model/job_schedule.h"
+#include "model/payload.h"
 #include "model/replay.h"
 #include "model/scenario.h"
 
@@ -166,6 +168,69 @@ TEST(Estimator, ClosedFormAgreesWithScheduleReplay) {
 // reduce-scatters share the FIFO DP stream; compute-bound and stream-bound
 // layouts, with and without dp_overlap (the closed form was 37% too slow to 42%
 // too fast before it modelled the stream).
+// Megatron-Core's buckets: with one pipeline stage the whole gradient
+// reduce-scatter used to follow the last backward; in buckets it overlaps that
+// backward except for the last bucket. The closed form follows the replay.
+TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
+  Scenario s = default_scenario("megascale");
+  s.cluster.gpus = 1024;
+  s.parallel.global_batch = 512;
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  s.parallel.dp = 128;
+  s.parallel.micro_batch = 1;
+  s.parallel.zero_stage = 1;
+  s.model.layers = 24;
+  s.model.hidden = 4096;
+  s.model.heads = 32;
+  s.model.ffn_hidden = 4 * 4096;
+  const Estimate whole = estimate(s);
+  ASSERT_EQ(dp_buckets_per_chunk(s), 1);
+  s.optimizations.dp_bucket_params = -1;  // Megatron-Core's default: max(40M, 1M x 128) = 128M
+  // The chunk's parameters in 128M buckets (several).
+  EXPECT_EQ(dp_buckets_per_chunk(s), static_cast<int>(std::ceil(layer_chunk_params(s) / 128e6)));
+  EXPECT_GE(dp_buckets_per_chunk(s), 4);
+  const Estimate bucketed = estimate(s);
+  EXPECT_GT(whole.breakdown.dp_exposed_s, 0.0);
+  // Gradients are reduced only after the last micro-batch (accumulation), so the
+  // buckets hide at most that backward (and the gathers part of the first
+  // forward): the saving is about (B-1)/B of one backward plus of one forward.
+  const double saved = whole.breakdown.dp_exposed_s - bucketed.breakdown.dp_exposed_s;
+  EXPECT_GT(saved, 0.5 * whole.chunk_backward_s);
+  EXPECT_LT(saved, whole.chunk_backward_s + whole.chunk_forward_s + 1e-9);
+  expect_replay_agrees(s, 0.03);
+  s.optimizations.dp_bucket_params = 10'000'000;
+  EXPECT_EQ(dp_buckets_per_chunk(s),
+            std::min(kMaxDpBuckets, static_cast<int>(std::ceil(layer_chunk_params(s) / 10e6))));
+  s.optimizations.dp_bucket_params = 1'000'000;
+  EXPECT_EQ(dp_buckets_per_chunk(s), kMaxDpBuckets);  // hundreds, capped
+  expect_replay_agrees(s, 0.03);
+  s.optimizations.dp_overlap = false;  // buckets only with overlap
+  EXPECT_EQ(dp_buckets_per_chunk(s), 1);
+}
+
+// The megatron-core preset: Megatron-Core 0.7+ with Transformer Engine.
+TEST(Estimator, MegatronCorePresetAndFusedAttention) {
+  Optimizations o;
+  apply_preset("megatron-core", &o);
+  EXPECT_TRUE(o.tp_overlap && o.pp_overlap && o.dp_overlap && o.efficient_operators && o.data_pipeline &&
+              o.fused_attention);
+  EXPECT_EQ(o.dp_bucket_params, -1);
+  EXPECT_EQ(o.optimizer, OptimizerKind::kAdam);
+  // Hopper's fused attention is faster than FlashAttention-2 on H100; A100 has none.
+  Scenario h = small();
+  h.hardware.gpu = "H100-SXM5-80GB";
+  h.optimizations = o;
+  const double fused = estimate(h).breakdown.compute_s;
+  h.optimizations.fused_attention = false;
+  EXPECT_LT(fused, estimate(h).breakdown.compute_s);
+  Scenario a = small();
+  a.optimizations = o;
+  const double a100 = estimate(a).breakdown.compute_s;
+  a.optimizations.fused_attention = false;
+  EXPECT_DOUBLE_EQ(a100, estimate(a).breakdown.compute_s);
+}
+
 TEST(Estimator, ZeroThreeClosedFormAgreesWithScheduleReplay) {
   struct Layout {
     int pp, vpp, dp, micro_batch;

@@ -331,6 +331,63 @@ TEST(Schedule, OverlappedDpOpsReduceEarlyAndPrefetchGathers) {
   }
 }
 
+// Megatron-Core's DP buckets (dp_buckets = B): the chunk's last backward runs as
+// B pieces, each followed by its bucket's reduce-scatter (1/B of the payload);
+// the chunk's first forward runs as B pieces, piece k waiting for gather k.
+TEST(Schedule, BucketsSplitTheLastBackwardAndTheFirstForward) {
+  ScheduleOptions o = with_dp(pipeline(4, 8, 2), 2, true);
+  o.dp_buckets = 3;
+  for (const RankSchedule& rank : build_schedule(o).ranks) {
+    const std::vector<int> ag = indices_of(rank, OpKind::kDpAllGather);
+    const std::vector<int> rs = indices_of(rank, OpKind::kDpReduceScatter);
+    ASSERT_EQ(ag.size(), 6u);  // 2 chunks x 3 buckets, prefetched in need order
+    ASSERT_EQ(rs.size(), 6u);
+    for (int i : ag) {
+      EXPECT_DOUBLE_EQ(rank.ops[i].fraction, 1.0 / 3);
+      EXPECT_EQ(rank.ops[i].bytes, 4096 / 3);
+    }
+    for (int c = 0; c < 2; ++c) {
+      double forward_work = 0, backward_work = 0;
+      int forward_pieces = 0, backward_pieces = 0;
+      for (size_t i = 0; i < rank.ops.size(); ++i) {
+        const Op& op = rank.ops[i];
+        if (op.chunk != c) continue;
+        if (op.kind == OpKind::kForward) {
+          forward_work += op.fraction;
+          ++forward_pieces;
+          // Piece k of micro-batch 0 waits for bucket k of this chunk.
+          if (op.microbatch == 0) {
+            EXPECT_TRUE(depends_on(op, ag[c * 3 + (forward_pieces - 1)])) << i;
+          }
+        }
+        if (op.kind == OpKind::kBackward) {
+          backward_work += op.fraction;
+          ++backward_pieces;
+        }
+      }
+      // Every micro-batch's work is still done once: 8 forwards, 8 backwards.
+      EXPECT_NEAR(forward_work, 8.0, 1e-12);
+      EXPECT_NEAR(backward_work, 8.0, 1e-12);
+      EXPECT_EQ(forward_pieces, 8 + 2);  // the first forward in 3 pieces
+      EXPECT_EQ(backward_pieces, 8 + 2);
+    }
+    // Each bucket's reduce-scatter depends on a backward piece of its chunk.
+    for (int i : rs) {
+      ASSERT_EQ(rank.ops[i].deps.size(), 1u);
+      const Op& piece = rank.ops[rank.ops[i].deps[0]];
+      EXPECT_EQ(piece.kind, OpKind::kBackward);
+      EXPECT_EQ(piece.chunk, rank.ops[i].chunk);
+      EXPECT_DOUBLE_EQ(piece.fraction, 1.0 / 3);
+    }
+    EXPECT_EQ(rank.ops.back().deps, rs);
+  }
+  // Without dp_overlap the buckets change nothing.
+  ScheduleOptions plain = with_dp(pipeline(4, 8, 2), 2, false);
+  ScheduleOptions bucketed = plain;
+  bucketed.dp_buckets = 3;
+  EXPECT_EQ(build_schedule(plain).ranks[1].ops.size(), build_schedule(bucketed).ranks[1].ops.size());
+}
+
 TEST(Schedule, ZeroStage0AllReducesEachChunk) {
   for (const bool dp_overlap : {false, true}) {
     const ScheduleOptions o = with_dp(pipeline(4, 8, 2), 0, dp_overlap);
