@@ -8,6 +8,7 @@
 #include "tests/model/valid_scenario.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -103,6 +104,25 @@ TEST(ScenarioErrorTest, FailureRecoveryRunTablesRejectBadKeys) {
   expect_error(std::string(kValid) + "[run]\nduration = \"three weeks\"\n", 14, "run.duration",
                "expected a duration");
   expect_error(std::string(kValid) + "[run]\nruns = 0\n", 14, "run.runs", "");
+}
+
+// [optimizations]: the megatron-core preset and its keys; a fractional or
+// negative bucket size is refused at its line.
+TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {
+  const std::string base = std::string(kValid) + "[optimizations]\npreset = \"megatron-core\"\n";
+  const Scenario s = parse_scenario(base, "t.toml");
+  EXPECT_EQ(s.optimizations.preset, "megatron-core");
+  EXPECT_TRUE(s.optimizations.fused_attention);
+  EXPECT_EQ(s.optimizations.dp_bucket_params, -1);
+  const Scenario t = parse_scenario(base + "dp_bucket_params = 25000000\nfused_attention = false\n", "t.toml");
+  EXPECT_EQ(t.optimizations.dp_bucket_params, 25000000);
+  EXPECT_FALSE(t.optimizations.fused_attention);
+  const int line = static_cast<int>(std::count(base.begin(), base.end(), '\n')) + 1;
+  expect_error(base + "dp_bucket_params = 1.5\n", line, "optimizations.dp_bucket_params", "whole number");
+  expect_error(base + "dp_bucket_params = -3\n", line, "optimizations.dp_bucket_params", "");
+  expect_error(std::string(kValid) + "[optimizations]\npreset = \"megatron_core\"\n",
+               static_cast<int>(std::count(kValid, kValid + std::strlen(kValid), '\n')) + 2, "optimizations.preset",
+               "megatron-core");
 }
 
 TEST(ScenarioTest, FailureRecoveryRunTablesAreRead) {
