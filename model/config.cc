@@ -134,9 +134,9 @@ int64_t ModelConfig::parameters_per_layer() const {
 
 int64_t ModelConfig::parameters() const {
   const int64_t h = hidden;
-  // Megatron-LM GPT: layers, word embedding (tied with the output layer),
-  // learned position embedding, final LayerNorm.
-  return layers * parameters_per_layer() + static_cast<int64_t>(vocab) * h +
+  // Megatron-LM GPT: layers, word embedding (tied with the output layer, or a
+  // separate output matrix), learned position embedding, final LayerNorm.
+  return layers * parameters_per_layer() + static_cast<int64_t>(vocab) * h * (tie_embeddings ? 1 : 2) +
          static_cast<int64_t>(seq_len) * h + 2 * h;
 }
 

@@ -42,6 +42,11 @@ struct ModelConfig {
   MlpKind mlp = MlpKind::kGelu;
   BlockKind block = BlockKind::kSequential;
   int attention_window = 0;  // sliding window W (keys i-W..i); 0 = full causal
+  // Input embedding and output layer share one matrix (GPT, Megatron-LM's
+  // default); false: separate matrices (Llama, --untie-embeddings-and-output-weights):
+  // no embedding-gradient all-reduce between the first and last stage, and one
+  // more vocab x hidden matrix when both sit on one stage.
+  bool tie_embeddings = true;
 
   int head_dim() const { return hidden / heads; }
   // Number of keys a query attends to, averaged over the sequence (causal mask,

@@ -264,7 +264,7 @@ Estimate estimate(const Scenario& s) {
     // Tied input/output embedding: all-reduce of its gradient between the first and
     // last stage before the optimizer (Megatron-LM), fp32. The CPU engine keeps
     // a separate output layer (model/engine_ops.h): nothing to reduce.
-    if (!gpu.is_cpu()) {
+    if (embedding_sync_needed(s)) {
       const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradElementBytes;
       Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
       emb_link.measured = link.pp.measured;
@@ -329,7 +329,9 @@ Estimate estimate(const Scenario& s) {
   }
 
   // --- optimizer -------------------------------------------------------------------
-  const double local_params = chunk_params * V + embed_params;
+  // The busiest stage's parameters: its chunks plus one vocab x hidden matrix
+  // (two when an untied output layer shares the only stage).
+  const double local_params = chunk_params * V + embed_params * (!m.tie_embeddings && P == 1 ? 2 : 1);
   const double shard = p.zero_stage >= 1 ? local_params / p.dp : local_params;
   const double per_param = (o.optimizer == OptimizerKind::kLamb ? kLambBytesPerParam
                                                                 : kAdamBytesPerParam) +

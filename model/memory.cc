@@ -89,8 +89,9 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   }
   // Rank 0 holds L/P layers and the embedding (vocab-parallel, plus positions).
   const double layer_params = static_cast<double>(m.parameters_per_layer()) / p.tp;
-  const double embed_params =
-      static_cast<double>(m.vocab) * m.hidden / p.tp + static_cast<double>(m.seq_len) * m.hidden;
+  // Untied on a single stage: the output matrix is a second vocab x hidden.
+  const double embed_params = static_cast<double>(m.vocab) * m.hidden / p.tp * (!m.tie_embeddings && p.pp == 1 ? 2 : 1) +
+                              static_cast<double>(m.seq_len) * m.hidden;
   const double params = layer_params * (m.layers / p.pp) + embed_params;
   const double dp = p.dp;
   r.parameters_bytes = params * kParamBytes / (p.zero_stage >= 3 ? dp : 1.0);

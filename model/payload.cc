@@ -20,7 +20,12 @@ double dp_chunk_params(const Scenario& s, int pp_rank, int chunk) {
   const bool first = pp_rank == 0 && chunk == 0;
   const bool last = pp_rank == p.pp - 1 && chunk == p.vpp - 1;
   if (first || last) params += embedding;  // once when P == V == 1 (same chunk, one copy)
+  if (first && last && !s.model.tie_embeddings) params += embedding;  // untied: the output matrix too
   return params;
+}
+
+bool embedding_sync_needed(const Scenario& s) {
+  return s.parallel.pp > 1 && s.model.tie_embeddings && !hardware_profile(s).is_cpu();
 }
 
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) {

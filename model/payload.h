@@ -2,7 +2,8 @@
 // closed form (model/estimator.h), the event simulation (sim/comm_costs.h) and
 // the Schedule IR's op bytes (model/job_schedule.h).
 //
-// defines: kGradElementBytes, layer_chunk_params, dp_chunk_params, dp_payload_bytes
+// defines: kGradElementBytes, layer_chunk_params, dp_chunk_params, dp_payload_bytes,
+//          embedding_sync_needed
 //
 // Gradients are reduced in fp32 (Megatron-LM's main-grad buffer for bf16
 // training; the CPU engine is fp32 throughout); parameters are all-gathered at
@@ -29,6 +30,12 @@ double layer_chunk_params(const Scenario& s);
 
 // Parameters per GPU of chunk `chunk` of pipeline rank `pp_rank`.
 double dp_chunk_params(const Scenario& s, int pp_rank, int chunk);
+
+// Whether the job all-reduces the tied embedding's gradient between the first
+// and last pipeline stage before the optimizer step (Megatron-LM): tied
+// embeddings, more than one stage, a GPU profile (the CPU engine's output layer
+// is untied).
+bool embedding_sync_needed(const Scenario& s);
 
 // Per-GPU payload (nccl-tests "size") of the DP collective `kind` of that
 // chunk: fp32 gradients for a reduce-scatter or all-reduce, parameters at the

@@ -43,7 +43,7 @@ std::string divisibility(std::string_view what, int64_t value, std::string_view 
 
 constexpr std::string_view kModelKeys[] = {"name",     "layers",  "hidden",          "heads",
                                            "kv_heads", "seq_len", "vocab",           "ffn_hidden",
-                                           "mlp",      "block",   "attention_window"};
+                                           "mlp",      "block",   "attention_window", "tie_embeddings"};
 
 ModelConfig read_model(const Section& s) {
   s.reject_unknown_keys(kModelKeys);
@@ -61,6 +61,7 @@ ModelConfig read_model(const Section& s) {
   m.block =
       s.enum_choice("block", {BlockKind::kSequential, BlockKind::kParallel}).value_or(m.block);
   m.attention_window = s.integer("attention_window", 0).value_or(m.attention_window);
+  m.tie_embeddings = s.boolean("tie_embeddings").value_or(m.tie_embeddings);
   if (m.hidden % m.heads != 0) s.fail("heads", divisibility("hidden", m.hidden, "heads", m.heads));
   if (m.heads % m.kv_heads != 0) {
     s.fail("kv_heads", divisibility("heads", m.heads, "kv_heads", m.kv_heads));

@@ -34,8 +34,9 @@ void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTim
                                                        model::dp_payload_bytes(s, r, c, model::OpKind::kDpAllGather), link.dp);
     }
   }
-  // The CPU engine's output layer is untied: no embedding all-reduce.
-  if (p.pp > 1 && !gpu.is_cpu()) {
+  // Tied embeddings only (model::embedding_sync_needed; the CPU engine's output
+  // layer is untied).
+  if (model::embedding_sync_needed(s)) {
     const double grad = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes;
     model::Link emb = link.pp_inside_node ? link.pp : model::network_link(link.pp.busbw_gbs);
     emb.measured = link.pp.measured;
@@ -162,8 +163,10 @@ void fill_network(const model::Scenario& s, const FabricInputs& f, CommTimes* t)
     // A stage without a send in a direction (V = 1 ends) has 0 there.
     t->p2p_s = std::max(*std::max_element(t->p2p_next_s.begin(), t->p2p_next_s.end()),
                         *std::max_element(t->p2p_prev_s.begin(), t->p2p_prev_s.end()));
-    t->embedding_sync_s =
-        net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes, t);
+    if (model::embedding_sync_needed(s)) {
+      t->embedding_sync_s =
+          net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes, t);
+    }
   }
   if (p.dp > 1) {
     for (int r = 0; r < p.pp; ++r) {

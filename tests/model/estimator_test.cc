@@ -69,6 +69,28 @@ TEST(Estimator, PerStepWorkHasItsOwnLines) {
   EXPECT_NEAR(h.iteration_time_s - e.iteration_time_s, 0.5, 1e-9);
 }
 
+// Untied embeddings (Llama): no embedding-gradient all-reduce; with one stage
+// the output matrix adds a vocab x hidden to memory and the DP payload.
+TEST(Estimator, UntiedEmbeddingsDropTheSyncAndAddAMatrixOnOneStage) {
+  Scenario s = small();
+  Scenario untied = s;
+  untied.model.tie_embeddings = false;
+  EXPECT_GT(estimate(s).breakdown.embedding_sync_s, 0.0);
+  EXPECT_EQ(estimate(untied).breakdown.embedding_sync_s, 0.0);
+  EXPECT_FALSE(embedding_sync_needed(untied));
+  EXPECT_EQ(untied.model.parameters() - s.model.parameters(),
+            static_cast<int64_t>(s.model.vocab) * s.model.hidden);
+  // PP > 1: the last stage already holds its own copy; memory of rank 0 unchanged.
+  EXPECT_DOUBLE_EQ(estimate(untied).memory.parameters_bytes, estimate(s).memory.parameters_bytes);
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  untied.parallel.pp = 1;
+  untied.parallel.vpp = 1;
+  const double matrix_params = static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp;
+  EXPECT_NEAR(dp_chunk_params(untied, 0, 0) - dp_chunk_params(s, 0, 0), matrix_params, 1.0);
+  EXPECT_GT(estimate(untied).memory.parameters_bytes, estimate(s).memory.parameters_bytes);
+}
+
 TEST(Estimator, BubbleFractionIsInterleavedTheory) {
   const Scenario s = small();  // P=8, V=6, M=64
   const Estimate e = estimate(s);
