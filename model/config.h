@@ -163,6 +163,11 @@ struct Optimizations {
   // 0 = one collective per chunk (MegaScale's per-chunk overlap); -1 = Megatron-
   // Core's default max(40M, 1M x DP) (distributed_data_parallel.py).
   int64_t dp_bucket_params = 0;
+  // Transformer Engine's FP8 recipe (delayed scaling, E4M3 forward / E5M2
+  // gradients): the transformer layers' linear GEMMs in FP8 at the profile's
+  // FP8 rate, plus the casts to FP8 and the per-step amax reduction; attention,
+  // norms and the output layer stay BF16. Needs a profile with fp8_peak_tflops.
+  bool fp8 = false;
   OptimizerKind optimizer = OptimizerKind::kAdam;
 
   static Optimizations megatron();

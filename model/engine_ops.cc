@@ -194,6 +194,7 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
     if (s.optimizations.fused_attention && s.optimizations.efficient_operators) {
       for (OperatorCost& op : ops) op.fused_attention = op.cls == OpClass::kFlashAttention;
     }
+    if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) apply_fp8(&ops, gpu.fp8_gemm_speedup());
     return ops;
   }
   // The engine's attention is one kernel whatever efficient_operators says.

@@ -49,7 +49,8 @@ CollectiveKind collective_kind(LayerStepKind k) {
 double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s, CommSide side,
                      int tp, const GpuProfile& gpu, const GpuProfile& shared) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
-    return backward_dgrad ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k);
+    return (backward_dgrad ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) /
+           op.gemm_speedup;
   };
   const double whole_s = gemm_s(gpu, op.m);
   double best_extra_s = comm_s;  // unfused: the collective runs alone
@@ -341,6 +342,9 @@ Estimate estimate(const Scenario& s) {
   // all-reduces over the whole job, latency-bound.
   const Link& norm_link = p.dp > 1 ? link.dp : link.tp;
   b.grad_norm_s = small_allreduce_time_s(p.gpus(), norm_link);
+  // FP8 (Transformer Engine delayed scaling): the amax history is all-reduced
+  // once per step over the job, another small latency-bound all-reduce.
+  if (o.fp8) b.grad_norm_s += small_allreduce_time_s(p.gpus(), norm_link);
   if (gpu.is_cpu()) {
     // The engine's own step work, measured (model/engine_ops.h): the slowest rank,
     // with its small all-reduces and the profile's step overhead inside.

@@ -87,6 +87,16 @@ struct GpuProfile {
   double flash_bwd_efficiency = 0;     // FlashAttention-2 backward fraction of peak
   double fused_attention_fwd_efficiency = 0;  // cuDNN fused / FA3-class forward (0: none, use FA2)
   double fused_attention_bwd_efficiency = 0;  // cuDNN fused / FA3-class backward (0: none)
+  double fp8_peak_tflops = 0;          // dense FP8 tensor-core peak (0: no FP8)
+  double fp8_gemm_efficiency = 0;      // large FP8 GEMM fraction of fp8_peak_tflops
+
+  // FP8 over BF16 GEMM rate: (fp8 peak x efficiency) / (bf16 peak x efficiency);
+  // 0 without FP8.
+  double fp8_gemm_speedup() const {
+    return fp8_peak_tflops > 0 && fp8_gemm_efficiency > 0 && peak_tflops > 0 && max_gemm_efficiency > 0
+               ? fp8_peak_tflops * fp8_gemm_efficiency / (peak_tflops * max_gemm_efficiency)
+               : 0.0;
+  }
   double kernel_launch_us = 0;         // minimum time of one kernel (launch + drain)
   int default_nics_per_node = 0;
   double default_nic_gbps = 0;         // Gb/s line rate

@@ -198,6 +198,24 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
   return ops;
 }
 
+void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup) {
+  // A cast reads the BF16 tensor and writes its FP8 copy: 2 + 1 bytes per element.
+  constexpr double kCastBytesPerElement = kBf16Bytes + 1.0;
+  double fwd_elements = 0, bwd_elements = 0;
+  for (OperatorCost& op : *ops) {
+    if (op.cls != OpClass::kGemm) continue;
+    op.gemm_speedup = gemm_speedup;
+    // Forward: the GEMM's input (m x k); TE's LayerNormLinear writes the
+    // normalised input in FP8 itself, so the QKV / FC1 inputs cost no pass.
+    const bool after_layer_norm = op.name == "qkv" || op.name == "fc1" || op.name == "qkv_fc1";
+    if (!after_layer_norm) fwd_elements += static_cast<double>(op.m) * op.k;
+    // Backward: the output gradient (m x n) to E5M2 before dgrad and wgrad.
+    bwd_elements += static_cast<double>(op.m) * op.n;
+  }
+  ops->push_back(memory("fp8_cast", kCastBytesPerElement * fwd_elements, kCastBytesPerElement * bwd_elements,
+                        2, 4));
+}
+
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p) {
   const Dims x = dims(m, p);
   // Vocab-parallel lookup: read the rows, write the (sequence-sharded after the
@@ -301,7 +319,7 @@ double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
   double t = 0;
   switch (op.cls) {
     case OpClass::kGemm:
-      t = gemm_time_s(gpu, op.m, op.n, op.k);
+      t = gemm_time_s(gpu, op.m, op.n, op.k) / op.gemm_speedup;
       break;
     case OpClass::kBatchedGemm:
       t = batched_gemm_time_s(gpu, op.batch, op.m, op.n, op.k);
@@ -322,7 +340,7 @@ double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
   switch (op.cls) {
     case OpClass::kGemm:
       // dgrad: (m x n) * (n x k); wgrad: (k x m) * (m x n).
-      t = gemm_time_s(gpu, op.m, op.k, op.n) + gemm_time_s(gpu, op.k, op.n, op.m);
+      t = (gemm_time_s(gpu, op.m, op.k, op.n) + gemm_time_s(gpu, op.k, op.n, op.m)) / op.gemm_speedup;
       break;
     case OpClass::kBatchedGemm:
       t = batched_gemm_time_s(gpu, op.batch, op.m, op.k, op.n) + batched_gemm_time_s(gpu, op.batch, op.k, op.n, op.m);

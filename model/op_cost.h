@@ -71,6 +71,9 @@ struct OperatorCost {
   // Optimizations::fused_attention): the profile's fused_attention_*_efficiency
   // where it has them, else FlashAttention-2's.
   bool fused_attention = false;
+  // FP8 (Optimizations::fp8): the GEMM's time is its BF16 time divided by this
+  // (the profile's fp8_gemm_speedup); 1 for BF16.
+  double gemm_speedup = 1.0;
   // When set (a cpu profile's engine, model/engine_ops.h), the op's time is
   // these calls' measured times plus the profile's op_gap_us.
   std::vector<KernelCall> fwd_calls, bwd_calls;
@@ -79,6 +82,13 @@ struct OperatorCost {
 // All operators of one transformer layer in execution order.
 std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelConfig& p,
                                           bool efficient_operators);
+
+// Transformer Engine's FP8 recipe on one layer's operators: every linear GEMM
+// runs `gemm_speedup` times faster than in BF16 (GpuProfile::fp8_gemm_speedup),
+// and one memory op casts the GEMM inputs not produced by a fused LayerNorm
+// (forward, E4M3) and the GEMM output gradients (backward, E5M2) to FP8, 3 bytes
+// per element moved. Attention and the norms stay BF16.
+void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup);
 
 // Operators outside the layers: the first stage's embedding and the last stage's
 // final LayerNorm, logits GEMM and loss.

@@ -71,6 +71,8 @@ const std::vector<ValueKey>& value_keys() {
       {"flash_bwd_efficiency", &GpuProfile::flash_bwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 backward fraction of peak"},
       {"fused_attention_fwd_efficiency", &GpuProfile::fused_attention_fwd_efficiency, nullptr, kOptional, true, "fused (cuDNN / FlashAttention-3 class) attention forward fraction of peak; 0: none"},
       {"fused_attention_bwd_efficiency", &GpuProfile::fused_attention_bwd_efficiency, nullptr, kOptional, true, "fused attention backward fraction of peak; 0: none"},
+      {"fp8_peak_tflops", &GpuProfile::fp8_peak_tflops, nullptr, kOptional, true, "dense FP8 tensor-core peak, TFLOP/s; 0: no FP8"},
+      {"fp8_gemm_efficiency", &GpuProfile::fp8_gemm_efficiency, nullptr, kOptional, true, "large FP8 GEMM fraction of fp8_peak_tflops"},
       {"kernel_launch_us", &GpuProfile::kernel_launch_us, nullptr, kBoth, true, "minimum time of one kernel, us"},
       {"nics_per_node", nullptr, &GpuProfile::default_nics_per_node, kGpu, false, "NICs per server"},
       {"nic_gbps", &GpuProfile::default_nic_gbps, nullptr, kGpu, false, "NIC line rate, Gb/s"},

@@ -309,7 +309,7 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
-    "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params"};
+    "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // The preset first, then each switch given explicitly overrides it.
@@ -323,6 +323,7 @@ Optimizations read_optimizations(const Section& s) {
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
   o.data_pipeline = s.boolean("data_pipeline").value_or(o.data_pipeline);
   o.fused_attention = s.boolean("fused_attention").value_or(o.fused_attention);
+  o.fp8 = s.boolean("fp8").value_or(o.fp8);
   if (const std::optional<double> b = s.non_negative_number("dp_bucket_params")) {
     if (*b != std::floor(*b) || *b > 1e15) s.fail("dp_bucket_params", "expected a whole number of parameters (0: one collective per chunk)");
     o.dp_bucket_params = static_cast<int64_t>(*b);
@@ -506,6 +507,14 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   }
   if (std::optional<Violation> v = check_fabric(sc.network, sc.hardware, sc.cluster.gpus)) {
     top.fail(v->key, v->reason);
+  }
+  if (sc.optimizations.fp8) {
+    const GpuProfile& gpu = hardware_profile(sc);
+    if (!(gpu.fp8_gemm_speedup() > 0)) {
+      top.fail("optimizations.fp8", "the GPU profile " + gpu.name +
+                                        " has no FP8 tensor cores (fp8_peak_tflops, fp8_gemm_efficiency); FP8 "
+                                        "needs a Hopper or newer profile");
+    }
   }
   return sc;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 
+#include "model/engine_ops.h"
 #include "model/job_schedule.h"
 #include "model/payload.h"
 #include "model/replay.h"
@@ -251,6 +252,35 @@ TEST(Estimator, MegatronCorePresetAndFusedAttention) {
   const double a100 = estimate(a).breakdown.compute_s;
   a.optimizations.fused_attention = false;
   EXPECT_DOUBLE_EQ(a100, estimate(a).breakdown.compute_s);
+}
+
+// FP8 (Transformer Engine): the linear GEMMs run at the profile's FP8 rate, the
+// casts and the amax all-reduce cost something, attention does not change.
+TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
+  Scenario s = small();
+  s.hardware.gpu = "H100-SXM5-80GB";
+  const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
+  ASSERT_GT(h100.fp8_gemm_speedup(), 1.5);
+  std::vector<OperatorCost> bf16 = job_layer_operators(s, h100);
+  Scenario f = s;
+  f.optimizations.fp8 = true;
+  std::vector<OperatorCost> fp8 = job_layer_operators(f, h100);
+  ASSERT_EQ(fp8.size(), bf16.size() + 1);  // + the casts
+  EXPECT_EQ(fp8.back().name, "fp8_cast");
+  EXPECT_GT(fp8.back().bwd_bytes, fp8.back().fwd_bytes);  // four output gradients, two inputs
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    if (bf16[i].cls == OpClass::kGemm) {
+      EXPECT_NEAR(forward_time_s(fp8[i], h100) * h100.fp8_gemm_speedup(), forward_time_s(bf16[i], h100),
+                  1e-12) << bf16[i].name;
+    } else {
+      EXPECT_DOUBLE_EQ(forward_time_s(fp8[i], h100), forward_time_s(bf16[i], h100)) << bf16[i].name;
+    }
+  }
+  const Estimate e16 = estimate(s), e8 = estimate(f);
+  EXPECT_LT(e8.breakdown.compute_s, e16.breakdown.compute_s);
+  EXPECT_GT(e8.breakdown.compute_s, e16.breakdown.compute_s / h100.fp8_gemm_speedup());  // not everything is a GEMM
+  EXPECT_GT(e8.breakdown.grad_norm_s, e16.breakdown.grad_norm_s);  // the amax all-reduce
+  EXPECT_DOUBLE_EQ(e8.model_flops, e16.model_flops);  // MFU stays against the same FLOPs and BF16 peak
 }
 
 TEST(Estimator, ZeroThreeClosedFormAgreesWithScheduleReplay) {

@@ -125,6 +125,14 @@ TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {
                "megatron-core");
 }
 
+// FP8 needs a profile with FP8 tensor cores: refused on A100 at the key.
+TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
+  const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
+  const ScenarioError e = error_of(text);
+  EXPECT_EQ(e.key(), "optimizations.fp8") << e.what();
+  EXPECT_NE(e.reason().find("no FP8 tensor cores"), std::string::npos) << e.what();
+}
+
 TEST(ScenarioTest, FailureRecoveryRunTablesAreRead) {
   const Scenario s = parse_scenario(std::string(kValid) +
                                         "[failures]\npreset = \"llama3\"\nrate_scale = 0.5\n"
