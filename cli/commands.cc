@@ -293,6 +293,10 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
     const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set"});
     const model::Scenario s = one_scenario(p, "search");
+    if (s.parallel.cp > 1) {
+      throw UsageError("search does not enumerate context parallelism yet; " + s.source +
+                       " sets parallel.cp = " + std::to_string(s.parallel.cp) + " (simulate it, or search without cp)");
+    }
     model::SearchOptions o;
     o.gpus = positive_int(p, "--gpus", s.cluster.gpus);
     o.top_k = positive_int(p, "--top", 10);

@@ -41,7 +41,14 @@ std::string line(const char* fmt, ...) {
 }
 
 std::string layout(const model::ParallelConfig& p) {
-  char buf[200];
+  char buf[240];
+  if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
+    std::snprintf(buf, sizeof buf,
+                  "TP %d  CP %d  PP %d  VPP %d  DP %d  micro-batch %d  global batch %d%s  ZeRO-%d  recompute %s",
+                  p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
+                  p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "TP %d  PP %d  VPP %d  DP %d  micro-batch %d  global batch %d%s  ZeRO-%d  recompute %s",
                 p.tp, p.pp, p.vpp, p.dp, p.micro_batch, p.global_batch,
                 p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
@@ -52,8 +59,10 @@ std::string layout(const model::ParallelConfig& p) {
 
 JsonObject parallel_json(const model::ParallelConfig& p) {
   JsonObject j;
-  j.add("tp", p.tp).add("pp", p.pp).add("vpp", p.vpp).add("dp", p.dp);
-  j.add("micro_batch", p.micro_batch).add("global_batch", p.global_batch);
+  // The user's figures; with CP, dp_cp is the gradient group CP is folded into.
+  j.add("tp", p.tp).add("cp", p.cp).add("pp", p.pp).add("vpp", p.vpp).add("dp", p.replicas());
+  if (p.cp > 1) j.add("dp_cp", p.dp);
+  j.add("micro_batch", p.micro_batch).add("global_batch", p.global_batch / p.cp);
   j.add("microbatches", p.microbatches()).add("sequence_parallel", p.sequence_parallel);
   j.add("zero_stage", p.zero_stage).add("recompute", model::to_string(p.recompute));
   return j;

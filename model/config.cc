@@ -106,7 +106,7 @@ Optimizations Optimizations::megatron_core() {
 
 double ModelConfig::mean_keys_per_query() const {
   if (seq_len <= 0) return 0.0;
-  const double s = seq_len;
+  const double s = span();  // the whole sequence, also when CP shards the queries
   // Full causal mask: query i sees keys 0..i, i.e. i+1 of them; mean (s+1)/2.
   if (attention_window == 0) return (s + 1.0) / 2.0;
   // Sliding window W: query i sees min(i, W) + 1 keys. The first k = min(s, W+1)

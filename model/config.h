@@ -47,6 +47,11 @@ struct ModelConfig {
   // no embedding-gradient all-reduce between the first and last stage, and one
   // more vocab x hidden matrix when both sit on one stage.
   bool tie_embeddings = true;
+  // Keys one query's sequence spans: the full sequence when context parallelism
+  // shards it (seq_len is then a CP rank's share, ParallelConfig::cp); 0 =
+  // seq_len. Attention FLOPs, the sliding window and the MFU formula use it.
+  int attention_span = 0;
+  int span() const { return attention_span > 0 ? attention_span : seq_len; }
 
   int head_dim() const { return hidden / heads; }
   // Number of keys a query attends to, averaged over the sequence (causal mask,
@@ -59,8 +64,16 @@ struct ModelConfig {
 };
 
 // How the model is split. Names follow Megatron-LM.
+// Context parallelism (Megatron-Core, rank order tp-cp-dp-pp) is folded into the
+// data-parallel dimensions when a scenario is read (model/scenario.h): a CP rank
+// holds seq_len / cp tokens of every sequence, so the job runs as cp x dp
+// gradient ranks (dp, the DP-CP group Megatron reduces over) on sequences of
+// seq_len / cp tokens (model.seq_len) whose attention spans the whole sequence
+// (model.attention_span), with cp x global_batch such shares per iteration;
+// `cp` records the factor for reports and the ring-attention exchange.
 struct ParallelConfig {
   int tp = 1;                    // tensor-parallel size
+  int cp = 1;                    // context-parallel size (folded into dp, see above)
   int pp = 1;                    // pipeline-parallel size (stages)
   int vpp = 1;                   // model chunks per stage (1 = plain 1F1B)
   int dp = 1;                    // data-parallel size
@@ -70,7 +83,8 @@ struct ParallelConfig {
   int zero_stage = 1;            // 0-3 (1 = Megatron's distributed optimizer)
   Recompute recompute = Recompute::kNone;
 
-  int gpus() const { return tp * pp * dp; }
+  int gpus() const { return tp * pp * dp; }  // dp includes cp (folded)
+  int replicas() const { return dp / cp; }   // data-parallel replicas as the user counts them
   // Micro-batches each data-parallel replica runs per iteration (M).
   int microbatches() const { return global_batch / (dp * micro_batch); }
 };

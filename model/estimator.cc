@@ -157,6 +157,33 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
   return out;
 }
 
+// Context parallelism's ring attention (Megatron-Core / Transformer Engine, P2P
+// form): each of a layer's passes sends this rank's key/value block to the next
+// CP rank cp - 1 times (backward: keys/values and their gradients, twice the
+// bytes), each step overlapping the attention of the block in hand; what the
+// exchange takes beyond the layer's attention is exposed. The CP group strides
+// TP ranks (rank order tp-cp-dp-pp): NVLink while tp x cp fits a node, else a
+// NIC. Reported with the TP exposure (tp_exposed_s).
+double cp_ring_exposed_s(const std::vector<OperatorCost>& ops, bool backward, const Scenario& s,
+                         const GpuProfile& gpu) {
+  const ParallelConfig& p = s.parallel;
+  if (p.cp <= 1) return 0.0;
+  const ModelConfig& m = s.model;
+  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
+  const double block_bytes =
+      2.0 * p.micro_batch * m.seq_len * kv_heads * m.head_dim() * gpu.activation_bytes;  // K and V
+  const HardwareConfig& hw = s.hardware;
+  const bool in_node = static_cast<int64_t>(p.tp) * p.cp <= hw.gpus_per_node;
+  const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
+  const Link link = in_node ? nvlink_link(gpu.nvlink_busbw_gbs) : network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
+  const double step_s = p2p_time_s((backward ? 2.0 : 1.0) * block_bytes, link);
+  double attention_s = 0;
+  for (const OperatorCost& op : ops) {
+    if (op.attention_core) attention_s += backward ? backward_time_s(op, gpu) : forward_time_s(op, gpu);
+  }
+  return std::max(0.0, (p.cp - 1) * step_s - attention_s);
+}
+
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
                          const GpuProfile& gpu, const GpuProfile* shared) {
@@ -172,6 +199,7 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
       t.tp_exposed_s += steps[k].added_s;
     }
   }
+  t.tp_exposed_s += cp_ring_exposed_s(ops, backward, s, gpu);
   return t;
 }
 

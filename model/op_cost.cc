@@ -119,8 +119,8 @@ void append_attention_core(const ModelConfig& m, const Dims& x, bool efficient,
     return;
   }
   const double keys = m.attention_window > 0
-                          ? std::min<double>(x.s, m.attention_window + kBandBlockKeys)
-                          : x.s;
+                          ? std::min<double>(m.span(), m.attention_window + kBandBlockKeys)
+                          : m.span();
   const double score_elems = x.b * heads * x.s * keys;
 
   OperatorCost scores;
@@ -377,7 +377,7 @@ int find_operator(const std::vector<OperatorCost>& ops, const std::string& name)
 double model_flops_per_iteration(const ModelConfig& m, int64_t global_batch) {
   const double tokens = static_cast<double>(global_batch) * m.seq_len;
   const double per_layer_fwd = 2.0 * tokens * gemm_weight_elems_per_layer(m) +
-                               2.0 * 2.0 * tokens * m.seq_len * m.hidden;
+                               2.0 * 2.0 * tokens * m.span() * m.hidden;
   const double logits_fwd = 2.0 * tokens * m.hidden * m.vocab;
   constexpr double kPasses = 3.0;  // forward + backward (2x forward)
   return kPasses * (m.layers * per_layer_fwd + logits_fwd);

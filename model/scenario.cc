@@ -70,16 +70,16 @@ ModelConfig read_model(const Section& s) {
 }
 
 constexpr std::string_view kParallelKeys[] = {
-    "tp",         "pp",       "vpp", "dp", "micro_batch", "global_batch", "sequence_parallel",
+    "tp",         "cp",       "pp", "vpp", "dp", "micro_batch", "global_batch", "sequence_parallel",
     "zero_stage", "recompute"};
 
-// dp defaults to the GPUs left once tp and pp are placed, when that is exact.
-int read_dp(const Section& s, int tp, int pp, int cluster_gpus) {
+// dp defaults to the GPUs left once tp, cp and pp are placed, when that is exact.
+int read_dp(const Section& s, int tp, int cp, int pp, int cluster_gpus) {
   if (std::optional<int> dp = s.integer("dp", 1)) return *dp;
-  const int64_t tp_pp = static_cast<int64_t>(tp) * pp;
+  const int64_t tp_pp = static_cast<int64_t>(tp) * pp * cp;
   if (cluster_gpus % tp_pp != 0) {
-    s.fail_missing("dp", "cluster.gpus (" + std::to_string(cluster_gpus) +
-                             ") is not a multiple of tp*pp (" + std::to_string(tp_pp) + ")");
+    s.fail_missing("dp", "cluster.gpus (" + std::to_string(cluster_gpus) + ") is not a multiple of tp*" +
+                             (cp > 1 ? "cp*" : "") + "pp (" + std::to_string(tp_pp) + ")");
   }
   return static_cast<int>(cluster_gpus / tp_pp);
 }
@@ -88,9 +88,10 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
   s.reject_unknown_keys(kParallelKeys);
   ParallelConfig p;
   p.tp = s.required_integer("tp", 1);
+  p.cp = s.integer("cp", 1, 4096).value_or(1);
   p.pp = s.required_integer("pp", 1);
   p.vpp = s.integer("vpp", 1).value_or(1);
-  p.dp = read_dp(s, p.tp, p.pp, cluster_gpus);
+  p.dp = read_dp(s, p.tp, p.cp, p.pp, cluster_gpus);
   p.micro_batch = s.integer("micro_batch", 1).value_or(1);
   p.global_batch = s.required_integer("global_batch", 1);
   p.sequence_parallel = s.boolean("sequence_parallel").value_or(false);
@@ -500,6 +501,19 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   if (std::optional<Section> s = top.subsection("failures")) sc.failures = read_failures(*s);
   if (std::optional<Section> s = top.subsection("recovery")) sc.recovery = read_recovery(*s);
   if (std::optional<Section> s = top.subsection("run")) sc.run = read_run(*s);
+  if (sc.parallel.cp > 1) {
+    // Context parallelism, folded (model/config.h ParallelConfig): Megatron-Core
+    // splits each sequence into 2 cp chunks, two per CP rank (causal load balance).
+    if (sc.model.seq_len % (2 * sc.parallel.cp) != 0) {
+      top.fail("parallel.cp", "model.seq_len (" + std::to_string(sc.model.seq_len) + ") must be a multiple of 2 x cp (" +
+                                  std::to_string(2 * sc.parallel.cp) + "): each CP rank holds two equal chunks");
+    }
+    if (sc.hardware.gpu == "cpu") top.fail("parallel.cp", "the CPU engine has no context parallelism");
+    sc.model.attention_span = sc.model.seq_len;
+    sc.model.seq_len /= sc.parallel.cp;
+    sc.parallel.dp *= sc.parallel.cp;
+    sc.parallel.global_batch *= sc.parallel.cp;
+  }
   std::string key;
   if (std::optional<std::string> reason =
           check_layout(sc.model, sc.parallel, sc.cluster.gpus, &key)) {

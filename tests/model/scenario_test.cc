@@ -125,6 +125,37 @@ TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {
                "megatron-core");
 }
 
+// Context parallelism folds into the DP dimensions (model/config.h): each CP
+// rank holds seq/cp tokens whose attention spans the whole sequence, the
+// gradient group is dp x cp, and the iteration carries cp x global_batch shares.
+TEST(ScenarioTest, ContextParallelismFoldsIntoDataParallel) {
+  std::string text = kValid;
+  const size_t at = text.find("[parallel]\n");
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + 11, "cp = 2\n");
+  const Scenario plain = parse_scenario(kValid, "t.toml");
+  // Same GPUs: the cluster keeps its size, so dp (from the file) must fit tp*cp*pp*dp.
+  std::string fitted = text;
+  const Scenario s = parse_scenario(fitted, "t.toml", {"cluster.gpus=" + std::to_string(2 * plain.cluster.gpus)});
+  EXPECT_EQ(s.parallel.cp, 2);
+  EXPECT_EQ(s.parallel.dp, 2 * plain.parallel.dp);
+  EXPECT_EQ(s.parallel.replicas(), plain.parallel.dp);
+  EXPECT_EQ(s.parallel.global_batch, 2 * plain.parallel.global_batch);
+  EXPECT_EQ(s.parallel.microbatches(), plain.parallel.microbatches());
+  EXPECT_EQ(s.model.seq_len, plain.model.seq_len / 2);
+  EXPECT_EQ(s.model.span(), plain.model.seq_len);
+  EXPECT_EQ(s.tokens_per_iteration(), plain.tokens_per_iteration());
+  EXPECT_DOUBLE_EQ(s.model.mean_keys_per_query(), plain.model.mean_keys_per_query());
+  // A sequence that two chunks per CP rank cannot split is refused at the key.
+  try {
+    parse_scenario(text.substr(0, at + 11) + "cp = 4\n" + text.substr(at + 11 + 7), "t.toml", {"model.seq_len=2052"});
+    ADD_FAILURE() << "seq_len 2052 accepted with cp 4";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.key(), "parallel.cp") << e.what();
+    EXPECT_NE(e.reason().find("multiple of 2 x cp"), std::string::npos) << e.what();
+  }
+}
+
 // FP8 needs a profile with FP8 tensor cores: refused on A100 at the key.
 TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
