@@ -118,6 +118,16 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
   // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
   l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
   l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
+  // A DP group with m > 1 ranks on each of several servers (TP < GPUs per node):
+  // NCCL's ring runs one channel per local rank, each leaving the server on its
+  // own NIC (network/collectives.h kRing), so the ring's bus bandwidth is m
+  // NICs' worth, up to the NVLink figure.
+  const int dp_per_node = std::max(1, std::min(p.dp, hw.gpus_per_node / std::max(1, p.tp)));
+  if (p.tp * p.dp > hw.gpus_per_node && dp_per_node > 1) {
+    Link wide = network_link(std::min(gpu.nvlink_busbw_gbs, dp_per_node * nic_busbw_gbs(hw.nic_gbps) * nic_share));
+    wide.measured = network.measured;
+    l.dp = wide;
+  }
   l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
   l.pp = l.pp_inside_node ? nvlink : network;
   l.dp.cold = true;  // gradients and parameters: whole buffers, out of cache
