@@ -283,6 +283,27 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
   EXPECT_DOUBLE_EQ(e8.model_flops, e16.model_flops);  // MFU stays against the same FLOPs and BF16 peak
 }
 
+// Context parallelism: the same job on twice the GPUs with CP 2 does the same
+// model FLOPs, each GPU half the token work, plus the ring-attention exchange
+// (exposed only beyond the attention it overlaps).
+TEST(Estimator, ContextParallelismHalvesTheTokenWork) {
+  Scenario s = small();
+  s.model.seq_len = 8192;
+  const Estimate base = estimate(s);
+  Scenario cp = s;
+  cp.parallel.cp = 2;
+  cp.model.attention_span = cp.model.seq_len;
+  cp.model.seq_len /= 2;
+  cp.parallel.dp *= 2;
+  cp.parallel.global_batch *= 2;
+  cp.cluster.gpus *= 2;
+  const Estimate e = estimate(cp);
+  EXPECT_DOUBLE_EQ(e.model_flops, base.model_flops);
+  EXPECT_LT(e.breakdown.compute_s, 0.6 * base.breakdown.compute_s);
+  EXPECT_GT(e.breakdown.compute_s, 0.45 * base.breakdown.compute_s);
+  EXPECT_LT(e.memory.activations_bytes, 0.6 * base.memory.activations_bytes);
+}
+
 TEST(Estimator, ZeroThreeClosedFormAgreesWithScheduleReplay) {
   struct Layout {
     int pp, vpp, dp, micro_batch;
