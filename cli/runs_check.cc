@@ -134,7 +134,7 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
     j["pass"] = pass;
     j["median_abs_error"] = med;
     j["max_abs_error"] = worst;
-    j["scored"] = errors.size();
+    j["scored_runs"] = errors.size();
     for (const Row& r : rows) {
       j["runs"].push_back({{"name", r.run.name},
                            {"gpus", r.gpus},
