@@ -1,6 +1,8 @@
 // sim/event_engine.cc: see event_engine.h.
 #include "sim/event_engine.h"
 
+#include <simgrid/Exception.hpp>
+
 #include <simgrid/s4u.hpp>
 
 #include <array>
@@ -40,10 +42,11 @@ struct Rendezvous {
 // id = replica * ops_per_replica + rank_offset[rank] + index.
 class Run {
  public:
-  // `nic[replica * ranks + rank]`: the NIC host of that rank, or empty when
-  // NICs are not shared.
-  Run(const model::Schedule& s, int replicas, std::vector<double> duration_s, std::vector<sg::Host*> nic)
-      : s_(s), replicas_(replicas), duration_s_(std::move(duration_s)), nic_(std::move(nic)) {
+  // `tx[replica * ranks + rank]` / `rx[...]`: the sending and receiving sides of
+  // that rank's NICs, or empty when NICs are not shared.
+  Run(const model::Schedule& s, int replicas, std::vector<double> duration_s, std::vector<sg::Host*> tx,
+      std::vector<sg::Host*> rx)
+      : s_(s), replicas_(replicas), duration_s_(std::move(duration_s)), tx_(std::move(tx)), rx_(std::move(rx)) {
     const int ranks = static_cast<int>(s.ranks.size());
     rank_offset_.assign(ranks + 1, 0);
     for (int r = 0; r < ranks; ++r)
@@ -72,7 +75,8 @@ class Run {
     return true;
   }
   int64_t activities() const { return activities_; }
-  sg::Host* nic_host(size_t index) const { return nic_.empty() ? nullptr : nic_[index]; }
+  sg::Host* tx_host(size_t index) const { return tx_.empty() ? nullptr : tx_[index]; }
+  sg::Host* rx_host(size_t index) const { return rx_.empty() ? nullptr : rx_[index]; }
 
   // Times are reported relative to the clock when this is called.
   void set_origin() { origin_s_ = sg::Engine::get_clock(); }
@@ -101,13 +105,15 @@ class Run {
             wake_[actor]->acquire();
           }
         } else {
-          transfer(replica, rank, duration_s_[me]);
+          transfer(replica, rank, rank, duration_s_[me]);
           rdv.done = true;
           for (int w : rdv.waiters) wake_[w]->release();
           rdv.waiters.clear();
         }
-      } else if (model::is_dp_collective(op.kind) || model::is_send(op.kind)) {
-        transfer(replica, rank, duration_s_[me]);
+      } else if (model::is_dp_collective(op.kind)) {
+        transfer(replica, rank, rank, duration_s_[me]);  // a ring: sends and receives on its own NICs
+      } else if (model::is_send(op.kind)) {
+        transfer(replica, rank, op.peer, duration_s_[me]);
       } else {
         sleep(duration_s_[me]);
       }
@@ -125,19 +131,37 @@ class Run {
     }
   }
 
-  // A Send or DP collective: exclusive-NIC time `d`, shared with whatever
-  // else runs on the same NIC when NICs are shared.
-  void transfer(int replica, int rank, double d) {
-    if (nic_.empty() || d <= 0) {
+  // A Send or DP collective: exclusive-NIC time `d`, shared with whatever else
+  // runs on the same NICs when NICs are shared: the sending side of `rank`'s
+  // NICs and the receiving side of `to`'s (a DP collective's ring: its own),
+  // both loaded at once; the transfer ends when both sides have moved it. NICs
+  // are full duplex, so a rank's sends and receives do not compete; two
+  // transfers into one rank (a pipeline receive under a DP collective, two
+  // senders) do.
+  void transfer(int replica, int rank, int to, double d) {
+    if (tx_.empty() || d <= 0) {
       sleep(d);
       return;
     }
     ++activities_;
-    sg::ExecPtr e = sg::Exec::init();
-    e->set_flops_amount(d * kNicWorkPerS);
-    e->set_host(nic_[static_cast<size_t>(replica) * s_.ranks.size() + rank]);
-    e->start();
-    e->wait();
+    const size_t base = static_cast<size_t>(replica) * s_.ranks.size();
+    sg::ExecPtr out = sg::Exec::init();
+    out->set_flops_amount(d * kNicWorkPerS);
+    out->set_host(tx_[base + rank]);
+    sg::ExecPtr in = sg::Exec::init();
+    in->set_flops_amount(d * kNicWorkPerS);
+    in->set_host(rx_[base + to]);
+    out->start();
+    try {
+      in->start();
+      out->wait();
+      in->wait();
+    } catch (const simgrid::HostFailureException&) {
+      // The receiver's host failed (an injected failure, sim/failure_sim.h): the
+      // transfer never completes and this stream hangs, as an RDMA write to a
+      // dead node does, until the step is declared stuck.
+      sg::Semaphore::create(0)->acquire();
+    }
   }
 
   void wait_for(int actor, int64_t op) {
@@ -157,7 +181,7 @@ class Run {
   const model::Schedule& s_;
   int replicas_;
   std::vector<double> duration_s_;
-  std::vector<sg::Host*> nic_;
+  std::vector<sg::Host*> tx_, rx_;
   std::vector<int64_t> rank_offset_;
   int64_t per_replica_ = 0;
   std::vector<double> start_s_, end_s_;
@@ -249,21 +273,25 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
     std::unique_ptr<sg::Engine> engine = new_engine();
     sg::NetZone* zone = sg::create_full_zone("megascale-sim");
     std::vector<sg::Host*> host(static_cast<size_t>(replicas) * ranks);
-    std::vector<sg::Host*> nic;
+    std::vector<sg::Host*> tx, rx;
     for (int rep = 0; rep < replicas; ++rep)
       for (int r = 0; r < ranks; ++r)
         host[rep * ranks + r] = zone->create_host(host_name(rep, r), 1.0);
     if (options.share_nic) {
-      nic.resize(host.size());
-      for (int rep = 0; rep < replicas; ++rep)
-        for (int r = 0; r < ranks; ++r)
-          nic[rep * ranks + r] = zone->create_host(host_name(rep, r) + ".nic", kNicWorkPerS);
+      tx.resize(host.size());
+      rx.resize(host.size());
+      for (int rep = 0; rep < replicas; ++rep) {
+        for (int r = 0; r < ranks; ++r) {
+          tx[rep * ranks + r] = zone->create_host(host_name(rep, r) + ".nic-tx", kNicWorkPerS);
+          rx[rep * ranks + r] = zone->create_host(host_name(rep, r) + ".nic-rx", kNicWorkPerS);
+        }
+      }
     }
     sg::Host* injector = options.failure ? zone->create_host("failure-injector", 1.0) : nullptr;
     zone->seal();
-    out.stats.hosts = static_cast<int>(host.size() + nic.size());
+    out.stats.hosts = static_cast<int>(host.size() + tx.size() + rx.size());
 
-    Run run(s, replicas, std::move(duration_s), std::move(nic));
+    Run run(s, replicas, std::move(duration_s), std::move(tx), std::move(rx));
     run.set_origin();
     for (int rep = 0; rep < replicas; ++rep) {
       for (int r = 0; r < ranks; ++r) {
@@ -283,13 +311,15 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
     double failed_at_s = -1;
     if (const std::optional<HostFailure>& f = options.failure) {
       const size_t victim = static_cast<size_t>(f->replica) * ranks + f->rank;
-      sg::Host* nic_host = run.nic_host(victim);
-      sg::Actor::create("failure-injector", injector, [&run, &failed_at_s, f, h = host[victim], nic_host] {
+      sg::Host* tx_host = run.tx_host(victim);
+      sg::Host* rx_host = run.rx_host(victim);
+      sg::Actor::create("failure-injector", injector, [&run, &failed_at_s, f, h = host[victim], tx_host, rx_host] {
         sg::this_actor::sleep_for(f->at_s);
         if (run.all_done()) return;  // the step ended first
         failed_at_s = f->at_s;
         h->turn_off();
-        if (nic_host != nullptr) nic_host->turn_off();
+        if (tx_host != nullptr) tx_host->turn_off();
+        if (rx_host != nullptr) rx_host->turn_off();
       });
     }
     engine->run();

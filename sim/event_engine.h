@@ -26,13 +26,19 @@
 // NIC sharing (EventOptions::share_nic): the durations of Sends and DP
 // collectives are each op's time with the NICs to itself (network/ already
 // shares the fabric among all groups doing the same collective). With
-// share_nic, every (replica, rank) also gets a host "<name>.nic" of speed
-// kNicWorkPerS, and such an op executes duration x kNicWorkPerS units of work
-// on it instead of sleeping: SimGrid's max-min sharing then slows ops that
-// overlap in time on the same NICs (a p2p send under a DP reduce-scatter, two
-// sends of an interleaved schedule) in proportion, as NCCL kernels sharing one
-// NIC do. A DP collective loads the NIC of the replica that arrives last (the
-// one whose timing gates it). Off, the semantics are exactly replay()'s.
+// share_nic, every (replica, rank) also gets two hosts of speed kNicWorkPerS,
+// "<name>.nic-tx" and "<name>.nic-rx", the sending and receiving sides of its
+// NICs (full duplex), and such an op executes duration x kNicWorkPerS units of
+// work on two of them at once instead of sleeping: a Send on its rank's sending
+// side and its peer's receiving side, a DP collective (a ring: it sends and
+// receives) on both sides of its own rank; it ends when both are done. SimGrid's
+// max-min sharing then slows ops that overlap in time on the same side (a p2p
+// send under a DP reduce-scatter, two sends of an interleaved schedule, two
+// transfers into one rank) in proportion, as NCCL kernels sharing one NIC do.
+// A DP collective loads the NICs of the replica that arrives last (the one
+// whose timing gates it). A send to a failed host never completes (its stream
+// hangs, sim/hang_analysis.h names the peer). Off, the semantics are exactly
+// replay()'s.
 //
 // Waiting is done with one s4u::Semaphore per actor: an actor that needs an op
 // that has not ended registers itself on that op and acquires its semaphore; the

@@ -36,6 +36,11 @@ Reason reason_of(const model::Schedule& s, const EventTimeline& t, int replica, 
       if (model::is_recv(op.kind)) {
         return {{{replica, op.peer}}, op_name(op) + " from pp rank " + std::to_string(op.peer)};
       }
+      if (model::is_send(op.kind)) {
+        // A transfer the receiver's NICs never take in (sim/event_engine.h:
+        // receiving-side NIC sharing): it waits for its peer.
+        return {{{replica, op.peer}}, op_name(op) + " to pp rank " + std::to_string(op.peer) + " (never received)"};
+      }
       if (model::is_dp_collective(op.kind)) {
         Reason r;
         for (int j = 0; j < t.replicas; ++j)
