@@ -376,8 +376,12 @@ int find_operator(const std::vector<OperatorCost>& ops, const std::string& name)
 
 double model_flops_per_iteration(const ModelConfig& m, int64_t global_batch) {
   const double tokens = static_cast<double>(global_batch) * m.seq_len;
+  // Keys per query as the formula counts them: the full square (span) for full
+  // causal attention, scaled by the keys a sliding window actually leaves.
+  const double full_keys = (m.span() + 1.0) / 2.0;
+  const double counted_keys = m.span() * m.mean_keys_per_query() / full_keys;
   const double per_layer_fwd = 2.0 * tokens * gemm_weight_elems_per_layer(m) +
-                               2.0 * 2.0 * tokens * m.span() * m.hidden;
+                               2.0 * 2.0 * tokens * counted_keys * m.hidden;
   const double logits_fwd = 2.0 * tokens * m.hidden * m.vocab;
   constexpr double kPasses = 3.0;  // forward + backward (2x forward)
   return kPasses * (m.layers * per_layer_fwd + logits_fwd);

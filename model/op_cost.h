@@ -129,9 +129,14 @@ int find_operator(const std::vector<OperatorCost>& ops, const std::string& name)
 //   (scores and context over the full s x s square, no causal halving) ]
 //   + 3 x 2 x tokens x h x V (logits),
 // which for a 4h GeLU MHA model is exactly 72 B s L h^2 (1 + s/(6h) + V/(12 L h)).
-// Recomputation is not counted; sliding-window attention is counted as full
-// attention and the parallel block the same as the sequential one (both execute
-// the same model), so they raise MFU by saving time, as in MegaScale's Table 3.
+// Recomputation is not counted; the parallel block counts the same as the
+// sequential one (both execute the same model), so it raises MFU by saving
+// time, as in MegaScale's Table 3. Sliding-window attention counts the keys
+// its window leaves (the s in s/(6h) scaled by mean keys per query over the
+// full-causal mean): a window does less work, and MegaScale's own published
+// MFUs sit 0.2-1.0 points below the full-attention count of their iteration
+// times (results/validation.md); counting full attention gave MFU 212% for a
+// 32,768-token sequence with a 128-token window (issue 13).
 double model_flops_per_iteration(const ModelConfig& m, int64_t global_batch);
 
 }  // namespace megascale::model

@@ -29,12 +29,28 @@ TEST(OpCost, MfuFlopsFormulaIsMegatronsFor175B) {
   EXPECT_NEAR(model_flops_per_iteration(m, 6144), expected, 1e-9 * expected);
 }
 
-TEST(OpCost, MfuFlopsIgnoreWindowAndBlockKind) {
+// MFU FLOPs: the block kind does not change them (same model); a sliding
+// window counts only the keys it leaves, so the attention term shrinks, and a
+// tiny window on a long sequence cannot push MFU past what the work allows
+// (issue 13: MFU 212% at 32,768 tokens with a 128-token window).
+TEST(OpCost, MfuFlopsIgnoreBlockKindAndCountTheWindow) {
   ModelConfig m = default_scenario("megatron").model;
   const double full = model_flops_per_iteration(m, 8);
-  m.attention_window = 256;
-  m.block = BlockKind::kParallel;
-  EXPECT_EQ(model_flops_per_iteration(m, 8), full);
+  ModelConfig parallel = m;
+  parallel.block = BlockKind::kParallel;
+  EXPECT_EQ(model_flops_per_iteration(parallel, 8), full);
+  // The attention term alone: 3 x 2 x 2 x tokens x s x h x layers.
+  const double tokens = 8.0 * m.seq_len;
+  const double attention_full = 3.0 * 4.0 * tokens * m.seq_len * m.hidden * m.layers;
+  ModelConfig windowed = m;
+  windowed.attention_window = 256;
+  const double expected =
+      full - attention_full * (1.0 - windowed.mean_keys_per_query() / m.mean_keys_per_query());
+  EXPECT_NEAR(model_flops_per_iteration(windowed, 8), expected, 1e-9 * full);
+  EXPECT_LT(model_flops_per_iteration(windowed, 8), full);
+  // A window as long as the sequence is full attention.
+  windowed.attention_window = m.seq_len;
+  EXPECT_NEAR(model_flops_per_iteration(windowed, 8), full, 1e-9 * full);
 }
 
 TEST(OpCost, LayerGemmFlopsAre24bsh2AndSplitOverTp) {
