@@ -27,6 +27,12 @@ namespace {
 
 
 
+// Largest cluster `search` enumerates (1,048,576 GPUs: 64x the largest published
+// job); beyond it the layout products approach int overflow.
+constexpr int kMaxSearchGpus = 1 << 20;
+// Largest per-step jitter sigma `simulate --jitter` takes (see its check).
+constexpr double kMaxJitterSigma = 0.25;
+
 int positive_int(const ParsedArgs& p, const std::string& name, int fallback) {
   auto it = p.values.find(name);
   if (it == p.values.end()) return fallback;
@@ -225,7 +231,16 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       if (r.trace_layers && r.trace.empty()) throw UsageError("--trace-layers needs --trace FILE");
       if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
       r.steps = positive_int(p, "--steps", 1);
-      if (p.has("--jitter")) r.jitter_sigma = number(p, "--jitter", 0.0);
+      if (p.has("--jitter")) {
+        r.jitter_sigma = number(p, "--jitter", 0.0);
+        // exp(sigma z) per machine and step: at sigma 0.25 a 2-sigma draw is a 1.65x
+        // slowdown or a 0.61x "speedup" of nominal hardware; beyond it the draws
+        // leave the range per-step noise describes (and can beat the peak).
+        if (r.jitter_sigma < 0 || r.jitter_sigma > kMaxJitterSigma) {
+          throw UsageError("--jitter expects a sigma in 0.." + std::to_string(kMaxJitterSigma).substr(0, 4) +
+                           " (per-step log-normal noise; default 0.01), got '" + p.values.at("--jitter") + "'");
+        }
+      }
       r.seed = static_cast<uint64_t>(positive_int(p, "--seed", 1));
       r.straggler_gpus = int_list(p, "--straggler-gpus");
       r.straggler_fraction = number(p, "--stragglers", 0.0);
@@ -299,6 +314,11 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
     }
     model::SearchOptions o;
     o.gpus = positive_int(p, "--gpus", s.cluster.gpus);
+    // Layout products (tp x pp x dp, GPUs x bytes) stay far from int overflow.
+    if (o.gpus > kMaxSearchGpus) {
+      throw UsageError("--gpus " + std::to_string(o.gpus) + " is more than the " + std::to_string(kMaxSearchGpus) +
+                       " GPUs search handles");
+    }
     o.top_k = positive_int(p, "--top", 10);
     const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;
     const EventEstimator event = event_estimator();

@@ -635,9 +635,17 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
   if (!in) {
     throw ScenarioError(path, 0, 0, "", std::string("cannot open file: ") + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_scenario(text.str(), path, overrides);
+  // Read at most kMaxScenarioBytes: a scenario is a few KB, and a device or a
+  // pipe without end (/dev/zero) must be an error, not an exhausted memory.
+  constexpr std::streamsize kMaxScenarioBytes = 16 << 20;
+  std::string text(static_cast<size_t>(kMaxScenarioBytes) + 1, '\0');
+  in.read(text.data(), kMaxScenarioBytes + 1);
+  const std::streamsize got = in.gcount();
+  if (got > kMaxScenarioBytes) {
+    throw ScenarioError(path, 0, 0, "", "file is larger than 16 MiB: not a scenario (a scenario is a few KB)");
+  }
+  text.resize(static_cast<size_t>(got));
+  return parse_scenario(text, path, overrides);
 }
 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source) {

@@ -529,3 +529,34 @@ TEST_F(CliTest, SimulateDefaultsToEventAndChecksEventOnlyOptions) {
 }
 
 }  // namespace
+
+namespace megascale::cli_testing {
+namespace {
+
+// Hardening (issue 13): out-of-range numbers and endless inputs are usage errors
+// naming the option or file, not crashes (SIGFPE, abort, bad_alloc) or silent
+// wrap-around.
+TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
+  const std::string small = kSourceDir + "/scenarios/example-small.toml";
+  RunResult r = run_megascale({"search", small, "--gpus", "2147483647"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--gpus 2147483647 is more than"), std::string::npos) << dump(r);
+  for (const char* runs : {"2147483648", "4294967297", "0"}) {
+    r = run_megascale({"plan", small, "--runs", runs});
+    EXPECT_EQ(r.exit_code, 2) << runs << "\n" << dump(r);
+    EXPECT_NE(r.err.find("--runs expects an integer in 1..10000000"), std::string::npos) << dump(r);
+  }
+  r = run_megascale({"simulate", "/dev/zero"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("/dev/zero: file is larger than 16 MiB"), std::string::npos) << dump(r);
+  for (const char* sigma : {"1", "-0.1"}) {
+    r = run_megascale({"simulate", small, "--jitter", sigma});
+    EXPECT_EQ(r.exit_code, 2) << sigma << "\n" << dump(r);
+    EXPECT_NE(r.err.find("--jitter expects a sigma in 0..0.25"), std::string::npos) << dump(r);
+  }
+  r = run_megascale({"simulate", small, "--jitter", "0.05", "--steps", "2"});
+  EXPECT_EQ(r.exit_code, 0) << dump(r);
+}
+
+}  // namespace
+}  // namespace megascale::cli_testing
