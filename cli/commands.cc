@@ -2,9 +2,11 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -226,7 +228,16 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     if (fidelity == "event") {
       EventRequest r;
       r.json = p.on("--json");
-      if (p.has("--trace")) r.trace = p.values.at("--trace");
+      if (p.has("--trace")) {
+        r.trace = p.values.at("--trace");
+        // A prefix: TRACE.json and TRACE.csv. A directory would give hidden files
+        // (dir/.json); say so instead.
+        std::error_code ec;
+        if (r.trace.empty() || r.trace.back() == '/' || std::filesystem::is_directory(r.trace, ec)) {
+          throw UsageError("--trace expects a file prefix (writes PREFIX.json and PREFIX.csv), got the directory '" +
+                           r.trace + "'");
+        }
+      }
       r.trace_layers = p.on("--trace-layers");
       if (r.trace_layers && r.trace.empty()) throw UsageError("--trace-layers needs --trace FILE");
       if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
@@ -442,6 +453,8 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
     if (!p.positional.empty()) throw UsageError("validate takes no positional arguments");
     if (p.on("--write") && p.has("--set"))
       throw UsageError("--write regenerates the reference report from the unchanged scenarios; drop --set");
+    if (p.on("--write") && p.has("--dir"))
+      throw UsageError("--write regenerates results/validation.md from scenarios/paper/ only; drop --dir");
     const std::string dir =
         p.values.count("--dir") ? p.values.at("--dir") : source_dir() + "/scenarios/paper";
     const std::string fidelity = chosen_fidelity(p, event_estimator() != nullptr);
@@ -477,8 +490,18 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
     (argv.empty() ? err : out) << usage();
     return argv.empty() ? 2 : 0;
   }
+  if (argv[0] == "--version" || argv[0] == "version") {
+    out << "megascale " << MEGASCALE_VERSION << "\n";
+    return 0;
+  }
   const std::string command = argv[0];
   const Args rest(argv.begin() + 1, argv.end());
+  // `megascale COMMAND --help`: the usage, on stdout, exit 0 (net has its own).
+  if (command != "net" && (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+                           std::find(rest.begin(), rest.end(), "-h") != rest.end())) {
+    out << usage();
+    return 0;
+  }
   if (command == "simulate") return cmd_simulate(rest, out, err);
   if (command == "compare") return cmd_compare(rest, out, err);
   if (command == "search") return cmd_search(rest, out, err);

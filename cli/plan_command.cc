@@ -14,16 +14,17 @@
 // --sweep gpus scales the cluster: the layout's TP and PP are kept, DP = GPUs /
 // (TP x PP), the global batch is kept (strong scaling, as MegaScale Table 2), and
 // explicit [failures] links / switches counts scale with the GPUs.
-#include <cerrno>
-#include <cstdlib>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/xml_text.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/json.h"
@@ -240,13 +241,13 @@ std::string sweep_svg(const std::vector<PlotPoint>& points, const std::string& t
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">"
-    << title << "</text>\n"
+    << base::xml_escape(title) << "</text>\n"
     << "<line x1=\"" << left << "\" y1=\"" << H - bottom << "\" x2=\"" << W - right << "\" y2=\""
     << H - bottom << "\" stroke=\"black\"/>\n"
     << "<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << H - bottom
     << "\" stroke=\"black\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"" << H - 15
-    << "\" text-anchor=\"middle\">" << x_label << " (log scale)</text>\n"
+    << "\" text-anchor=\"middle\">" << base::xml_escape(x_label) << " (log scale)</text>\n"
     << "<text x=\"18\" y=\"" << H / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
     << H / 2 << ")\">ETTR (mean)</text>\n";
   for (int i = 0; i <= 4; ++i) {
@@ -261,7 +262,7 @@ std::string sweep_svg(const std::vector<PlotPoint>& points, const std::string& t
     o << "<circle cx=\"" << fmt(X(p.x), 1) << "\" cy=\"" << fmt(Y(p.ettr_mean), 1)
       << "\" r=\"3\" fill=\"#1f77b4\"/>\n"
       << "<text x=\"" << fmt(X(p.x), 1) << "\" y=\"" << H - bottom + 16
-      << "\" text-anchor=\"middle\">" << p.label << "</text>\n";
+      << "\" text-anchor=\"middle\">" << base::xml_escape(p.label) << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();

@@ -556,6 +556,47 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   }
   r = run_megascale({"simulate", small, "--jitter", "0.05", "--steps", "2"});
   EXPECT_EQ(r.exit_code, 0) << dump(r);
+  // A directory as --trace prefix would write hidden dir/.json.
+  const fs::path dir = fs::temp_directory_path() / ("megascale-trace-dir-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  r = run_megascale({"simulate", small, "--trace", dir.string() + "/"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--trace expects a file prefix"), std::string::npos) << dump(r);
+  EXPECT_FALSE(fs::exists(dir / ".json"));
+  fs::remove_all(dir);
+  // validate --write regenerates the reference report only from the paper's scenarios.
+  r = run_megascale({"validate", "--write", "--dir", kSourceDir + "/scenarios/paper"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("drop --dir"), std::string::npos) << dump(r);
+}
+
+// --version, and --help after any command: stdout, exit 0.
+TEST(CliHardening, VersionAndHelpEverywhere) {
+  RunResult r = run_megascale({"--version"});
+  EXPECT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_EQ(r.out.rfind("megascale ", 0), 0u) << r.out;
+  for (const char* command : {"simulate", "compare", "search", "validate", "train", "plan", "net"}) {
+    r = run_megascale({command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << dump(r);
+    EXPECT_NE(r.out.find("usage: megascale"), std::string::npos) << command << "\n" << dump(r);
+  }
+}
+
+// plan --plot writes the scenario's name into the SVG escaped (issue 13).
+TEST(CliHardening, PlotEscapesTheScenarioName) {
+  const fs::path dir = fs::temp_directory_path() / ("megascale-plot-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string svg = (dir / "p.svg").string();
+  const RunResult r = run_megascale({"plan", kSourceDir + "/scenarios/example-small.toml", "--runs", "20",
+                                     "--sweep", "checkpoint_interval=5m,60m", "--plot", svg, "--set",
+                                     "name=\"a & b </text><script>x</script>\""});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  std::ifstream f(svg);
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_EQ(text.str().find("<script>"), std::string::npos) << text.str().substr(0, 400);
+  EXPECT_NE(text.str().find("&amp;"), std::string::npos) << text.str().substr(0, 400);
+  fs::remove_all(dir);
 }
 
 }  // namespace
