@@ -476,7 +476,28 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
         if (row.has_analytical) j.add("analytical", row.analytical);
         items.push_back(j.str());
       }
-      out << json_array(items) << "\n";
+      // One object for CI: versions, the verdict, the summary against the bounds
+      // (MFU in fraction units), then the rows.
+      const ValidationSummary& sm = r.summary;
+      const AccuracyBounds b;
+      JsonObject summary;
+      summary.add("table2_mean_abs_mfu_error", sm.table2_mean_abs_mfu_error)
+          .add("table2_max_abs_mfu_error", sm.table2_max_abs_mfu_error)
+          .add("table2_max_abs_speedup_error", sm.table2_max_abs_speedup_error)
+          .add("table3_mean_abs_mfu_error", sm.table3_mean_abs_mfu_error)
+          .add("table3_max_abs_mfu_error", sm.table3_max_abs_mfu_error)
+          .add("table3_max_abs_increment_error", sm.table3_max_abs_increment_error)
+          .add("table3_wrong_sign_increments", sm.table3_wrong_sign_increments)
+          .add("fig9_mean_abs_mfu_error", sm.fig9_mean_abs_mfu_error)
+          .add("fig9_max_abs_mfu_error", sm.fig9_max_abs_mfu_error);
+      JsonObject bounds;
+      bounds.add("table2_mean", b.table2_mean).add("table2_max", b.table2_max).add("speedup", b.speedup);
+      bounds.add("table3_each", b.table3_each).add("table3_increment", b.table3_increment).add("fig9_each", b.fig9_each);
+      JsonObject top;
+      top.add("schema_version", 1).add("tool", std::string("megascale ") + MEGASCALE_VERSION);
+      top.add("report_fidelity", r.fidelity).add("pass", meets(r.summary, b));
+      top.add("summary", summary).add("bounds", bounds).add_raw("rows", json_array(items));
+      out << top.str() << "\n";
     } else {
       out << validation_markdown(r);
     }

@@ -312,7 +312,11 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   const RunResult r = run_megascale({"validate", "--json"});
   // 0 when issue 12's bounds are met, 1 when not (cli/validate.h AccuracyBounds).
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
-  // cli/commands.cc writes each row as {"case": ..., "table": T, "metric": M, ...}.
+  // One object: versions, the verdict agreeing with the exit code, the summary,
+  // then the rows, each {"case": ..., "table": T, "metric": M, ...}.
+  EXPECT_EQ(r.out.rfind("{\"schema_version\": 1, \"tool\": \"megascale ", 0), 0u) << r.out.substr(0, 200);
+  EXPECT_NE(r.out.find(r.exit_code == 0 ? "\"pass\": true" : "\"pass\": false"), std::string::npos);
+  EXPECT_NE(r.out.find("\"table3_max_abs_increment_error\": "), std::string::npos);
   EXPECT_EQ(count(r.out, "\"table\": \"table2\", \"metric\": \"mfu\""), 16u) << dump(r);
   EXPECT_EQ(count(r.out, "\"table\": \"table3\", \"metric\": \"mfu\""), 9u) << dump(r);
   EXPECT_EQ(count(r.out, "\"table\": \"fig9\", \"metric\": \"mfu\""), 6u) << dump(r);
