@@ -330,8 +330,14 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       throw UsageError("--gpus " + std::to_string(o.gpus) + " is more than the " + std::to_string(kMaxSearchGpus) +
                        " GPUs search handles");
     }
-    o.top_k = positive_int(p, "--top", 10);
     const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;
+    // --refine re-times the best N of the ranking, so the ranking keeps at least
+    // N; an explicit --top below it would silently refine fewer.
+    if (p.has("--top") && refine > positive_int(p, "--top", 10)) {
+      throw UsageError("--refine " + std::to_string(refine) + " re-simulates more layouts than --top " +
+                       p.values.at("--top") + " keeps; raise --top or lower --refine");
+    }
+    o.top_k = std::max(positive_int(p, "--top", 10), refine);
     const EventEstimator event = event_estimator();
     if (refine > 0 && event == nullptr)
       throw UsageError("--refine needs the event-level simulator (sim/, SimGrid); use the `megascale` executable");
@@ -359,8 +365,10 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       std::vector<size_t> order(refined);
       for (size_t i = 0; i < refined; ++i) {
         order[i] = i;
+        if (!json) err << "\rsearch: refining " << i + 1 << " / " << refined << " at event level" << std::flush;
         event_estimate[i] = event(scenario_of(r.top[i].parallel));
       }
+      if (!json) err << "\n";
       std::stable_sort(order.begin(), order.end(),
                        [&](size_t a, size_t b) { return event_estimate[a].mfu > event_estimate[b].mfu; });
       std::vector<model::Candidate> top(r.top);

@@ -167,6 +167,14 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
   out += line("stragglers: %.0f GPU(s) + %.2f%% of machines at x%.2f\n",
               static_cast<double>(o.variability.stragglers.gpus.size()),
               100 * o.variability.stragglers.machine_fraction, o.variability.stragglers.factor);
+  // A fraction that rounds to no machine at all does nothing: say so.
+  const double fraction = o.variability.stragglers.machine_fraction;
+  const int machines = std::max(1, res.scenario.parallel.gpus() / std::max(1, res.scenario.hardware.gpus_per_node));
+  if (fraction > 0 && std::lround(fraction * machines) == 0) {
+    out += line("    note: --stragglers %.4g of %.0f machines rounds to no machine: no straggler simulated "
+                "(the smallest effective fraction here is %.4g)\n",
+                fraction, static_cast<double>(machines), 0.5 / machines);
+  }
   out += line("    wall time %.3f s\n", wall_s);
   for (const std::string& f : files) out += "    wrote " + f + "\n";
   return out;

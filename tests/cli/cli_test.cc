@@ -574,6 +574,24 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   EXPECT_NE(r.err.find("drop --dir"), std::string::npos) << dump(r);
 }
 
+// search --refine N keeps at least N in the ranking (it refined min(N, top)
+// silently); an explicit smaller --top is refused. simulate says when a straggler
+// fraction rounds to no machine.
+TEST(CliHardening, RefineAndStragglerFractionSayWhatTheyDo) {
+  const std::string small = kSourceDir + "/scenarios/example-small.toml";
+  RunResult r = run_megascale({"search", small, "--top", "3", "--refine", "5"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--refine 5 re-simulates more layouts than --top 3"), std::string::npos) << dump(r);
+  r = run_megascale({"search", small, "--refine", "12", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  size_t refined = 0, at = 0;
+  while ((at = r.out.find("\"event\"", at)) != std::string::npos) ++refined, ++at;
+  EXPECT_GE(refined, 12u) << r.out.substr(0, 300);
+  r = run_megascale({"simulate", kSourceDir + "/scenarios/paper/table2-megascale-256.toml", "--stragglers", "0.005"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("rounds to no machine: no straggler simulated"), std::string::npos) << r.out;
+}
+
 // --version, and --help after any command: stdout, exit 0.
 TEST(CliHardening, VersionAndHelpEverywhere) {
   RunResult r = run_megascale({"--version"});
