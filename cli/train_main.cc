@@ -60,6 +60,11 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
   }
   try {
     return train_on_rank(s, json, *world, *node, out);
+  } catch (const engine::TrainingDiverged& e) {
+    // Every rank stops at the same step with the same message: rank 0 says it.
+    if (world->rank() == 0) err << "megascale train: " << e.what() << "\n" << std::flush;
+    world->barrier();
+    return 1;
   } catch (const std::exception& e) {
     // One rank's failure must not leave the others blocked in a collective.
     err << "megascale train: rank " << world->rank() << ": " << e.what() << "\n" << std::flush;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <stdexcept>
@@ -272,6 +273,28 @@ struct Trainer::Impl {
       state.arrays.push_back({name("exp_avg_sq", c), opt.exp_avg_sq()});
       state.values.push_back({name("optimizer_step", c), opt.step_count()});
     }
+    // A state that is not finite anywhere (an update that blew up the weights
+    // while the step's own loss was still finite) is never checkpointed: every
+    // rank learns it from one all-reduce and stops together.
+    float bad = 0;
+    for (const NamedArray& a : state.arrays) {
+      for (float v : a.data) {
+        if (!std::isfinite(v)) {
+          bad = 1;
+          break;
+        }
+      }
+      if (bad != 0) break;
+    }
+    world.all_reduce_sum(&bad, 1);
+    if (bad != 0) {
+      throw TrainingDiverged("step " + std::to_string(step) +
+                             ": the parameters or optimizer state are not finite after the update: the training "
+                             "diverged; this state was not checkpointed" +
+                             (options.checkpoint_dir.empty() ? std::string()
+                                                             : "; the checkpoints already in " + options.checkpoint_dir +
+                                                                   " are the last finite ones"));
+    }
     save_checkpoint(world, options.checkpoint_dir, step, layout, state);
   }
 
@@ -293,6 +316,18 @@ struct Trainer::Impl {
       report.tokens_per_s = rate.tokens_per_s;
       report.mfu = rate.mfu;
       on_step(report);
+      // The loss is identical on every rank (pipeline_executor.h): every rank
+      // stops here together, before this state can become a checkpoint.
+      if (!std::isfinite(r.loss)) {
+        char lr[32];
+        std::snprintf(lr, sizeof lr, "%g", options.learning_rate);
+        throw TrainingDiverged("step " + std::to_string(report.step) + ": the loss is " +
+                               (std::isnan(r.loss) ? "NaN" : "infinite") + " (learning_rate " + lr +
+                               "): the training diverged; stopped before checkpointing this state" +
+                               (options.checkpoint_dir.empty() ? std::string()
+                                                               : "; the checkpoints already in " + options.checkpoint_dir +
+                                                                     " are the last finite ones"));
+      }
       if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
           report.step % options.checkpoint_every == 0) {
         save(report.step);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "engine/comm.h"
@@ -27,6 +28,13 @@
 #include "model/config.h"
 
 namespace megascale::engine {
+
+// The loss became NaN or infinite: the run stops on every rank at once, before
+// that step's state is checkpointed (`megascale train` exits 1).
+class TrainingDiverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct TrainOptions {
   int steps = 10;

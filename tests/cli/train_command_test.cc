@@ -111,6 +111,23 @@ TEST_F(TrainCommandTest, JsonPrintsOneObjectPerStep) {
   }
 }
 
+// A diverged run (issue 13: learning_rate 1e30 trained to the end with loss
+// null, exit 0, and checkpointed NaN weights as complete) stops at the first
+// non-finite loss with exit 1, before checkpointing that state.
+TEST_F(TrainCommandTest, DivergedTrainingStopsBeforeCheckpointing) {
+  scenario_ += "checkpoint_dir = \"" + (dir_ / "ckpt").string() + "\"\ncheckpoint_every = 1\n";
+  const RunResult r = run_megascale({"train", write_scenario(), "--json", "--set", "train.learning_rate=1e30"});
+  EXPECT_EQ(r.exit_code, 1) << dump(r);
+  EXPECT_NE(r.err.find("the training diverged"), std::string::npos) << dump(r);
+  // No checkpoint past the last finite state: step 2's NaN was never saved
+  // (a resume would load NaN weights and report them complete).
+  EXPECT_FALSE(fs::exists(dir_ / "ckpt" / "step_00000002")) << dump(r);
+  EXPECT_FALSE(fs::exists(dir_ / "ckpt" / "step_00000003")) << dump(r);
+  const std::vector<std::string> lines = nonempty_lines(r.out);
+  ASSERT_GE(lines.size(), 1u) << dump(r);
+  EXPECT_LE(lines.size(), 2u) << dump(r);  // it stopped at the first non-finite loss
+}
+
 TEST_F(TrainCommandTest, RefusesAHardwareGpuOtherThanCpu) {
   replace("gpu = \"cpu\"", "gpu = \"A100-SXM4-80GB\"");
   const std::string path = write_scenario();
