@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/temp_file.h"
 #include "engine/comm.h"
 #include "engine/crc32.h"
 
@@ -90,9 +91,9 @@ std::string errno_text() { return std::strerror(errno); }
 
 // Writes `data` to path.tmp, fsyncs and renames it to `path`.
 void write_atomically(const std::string& path, const void* data, size_t size, int rank) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw CheckpointError(tmp, rank, "write failed", "cannot create: " + errno_text());
+  std::string tmp;
+  const int fd = base::create_temp_beside(path, &tmp);
+  if (fd < 0) throw CheckpointError(path + ".tmp.*", rank, "write failed", "cannot create: " + errno_text());
   const auto* p = static_cast<const unsigned char*>(data);
   size_t done = 0;
   while (done < size) {

@@ -1,6 +1,8 @@
 // engine/dataset.cc: MSDS reader/writer, synthetic corpus, sampling.
 #include "engine/dataset.h"
 
+#include <unistd.h>
+
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "base/temp_file.h"
 #include "engine/crc32.h"
 
 namespace megascale::engine {
@@ -70,9 +73,15 @@ void write_dataset(const std::string& path, const std::vector<uint16_t>& tokens,
   put_u32(header + 24, crc32(payload.data(), payload_bytes));
   put_u32(header + 28, 0);
 
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw DatasetError(tmp, "cannot open for writing: " + errno_text());
+  std::string tmp;
+  const int fd = base::create_temp_beside(path, &tmp);
+  if (fd < 0) throw DatasetError(path + ".tmp.*", "cannot create for writing: " + errno_text());
+  std::FILE* f = ::fdopen(fd, "wb");
+  if (!f) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    throw DatasetError(tmp, "cannot open for writing: " + errno_text());
+  }
   bool ok = std::fwrite(header, 1, sizeof header, f) == sizeof header;
   ok = ok && std::fwrite(payload.data(), 1, payload_bytes, f) == payload_bytes;
   ok = (std::fclose(f) == 0) && ok;

@@ -209,11 +209,11 @@ struct Trainer::Impl {
     on_every_rank(world, [&] {
       if (world.rank() != 0 || std::filesystem::exists(path)) return;
       std::filesystem::create_directories(options.work_dir);
-      const std::string tmp = path + ".tmp" + std::to_string(world.rank());
-      write_dataset(tmp, make_synthetic_corpus(static_cast<uint32_t>(scenario.model.vocab),
-                                               kSyntheticTokens, options.seed),
+      // write_dataset writes a fresh temporary (base/temp_file.h: never a file or
+      // link already there) and renames it into place.
+      write_dataset(path, make_synthetic_corpus(static_cast<uint32_t>(scenario.model.vocab), kSyntheticTokens,
+                                                options.seed),
                     static_cast<uint32_t>(scenario.model.vocab));
-      std::filesystem::rename(tmp, path);
     }, [&](int rank) {
       throw std::runtime_error("writing the synthetic corpus " + path + " failed on world rank " +
                                std::to_string(rank) + "; see its error");

@@ -468,9 +468,10 @@ TrainConfig read_train(const Section& s) {
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
     s.fail("checkpoint_every", "needs train.checkpoint_dir");
   }
-  // Relative paths are relative to the scenario file's folder.
+  // Relative paths are relative to the scenario file's folder (work_dir too: it
+  // resolved against the current directory, unlike every other path key).
   const std::filesystem::path base = std::filesystem::path(s.file()).parent_path();
-  for (std::string* path : {&t.data, &t.checkpoint_dir, &t.trace}) {
+  for (std::string* path : {&t.data, &t.work_dir, &t.checkpoint_dir, &t.trace}) {
     if (!path->empty() && std::filesystem::path(*path).is_relative()) *path = (base / *path).string();
   }
   return t;

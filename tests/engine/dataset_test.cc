@@ -60,7 +60,23 @@ TEST_F(DatasetFile, RoundTrip) {
   EXPECT_EQ(ds.vocab(), 65536u);
   EXPECT_EQ(ds.tokens(), tokens);
   EXPECT_EQ(fs::file_size(path("a.msds")), kDatasetHeaderBytes + 2 * tokens.size());
-  EXPECT_FALSE(fs::exists(path("a.msds.tmp")));
+  for (const auto& e : fs::directory_iterator(fs::path(path("a.msds")).parent_path())) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+}
+
+// The temporary is a fresh file: a symlink planted at the old fixed name
+// "<path>.tmp" is neither followed nor its target overwritten (issue 13).
+TEST_F(DatasetFile, PlantedSymlinkAtTheTemporaryNameIsNotFollowed) {
+  const std::string victim = path("victim.txt");
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, path("b.msds.tmp"));
+  write_dataset(path("b.msds"), std::vector<uint16_t>{1, 2, 3}, 8);
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "precious");
+  EXPECT_EQ(Dataset::open(path("b.msds")).tokens(), (std::vector<uint16_t>{1, 2, 3}));
 }
 
 TEST_F(DatasetFile, HeaderIsLittleEndianAsDocumented) {

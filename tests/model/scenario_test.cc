@@ -189,11 +189,13 @@ steps = 7
 learning_rate = 0.02
 seed = 9
 data = "tokens.msds"
+work_dir = "scratch"
 checkpoint_dir = "/abs/ckpt"
 checkpoint_every = 3
 max_grad_norm = 0
 )",
                                      "dir/t.toml");
+  EXPECT_EQ(sc.train.work_dir, "dir/scratch");  // like every other path key (issue 13)
   EXPECT_EQ(sc.train.steps, 7);
   EXPECT_DOUBLE_EQ(sc.train.learning_rate, 0.02);
   EXPECT_EQ(sc.train.seed, 9);
