@@ -6,7 +6,6 @@
 // cli/simulate_event.h). cli/main.cc dispatches "calibrate" here.
 #include "cli/calibrate_command.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,13 +17,13 @@
 #include <iostream>
 #include <thread>
 
-#include "base/shell_text.h"
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
 #include "calibrate/import.h"
 #include "calibrate/nccl_tests.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/mpirun.h"
 #include "cli/net_check.h"
 #include "cli/runs_check.h"
 #include "cli/simulate_event.h"
@@ -89,23 +88,18 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
     err << "megascale calibrate micro: " << micro << " is missing (build the megascale-micro target)\n";
     return 1;
   }
-  std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-                    std::to_string(ranks) + " " + base::shell_quote(micro);
-  // append(): g++ 12 warns -Wrestrict on `s += " " + f()` (GCC bug 105329).
+  std::vector<std::string> mpi_args = {"--oversubscribe", "-np", std::to_string(ranks), micro};
   // "-" writes the profile to stdout; the default is a file (it is ~2 MB).
   const std::string out_file = p.has("--out") ? p.values.at("--out") : "cpu-profile.toml";
-  if (out_file != "-") cmd.append(" --out ").append(base::shell_quote(out_file));
-  if (p.on("--quick")) cmd.append(" --quick");
-  if (p.on("--single")) cmd.append(" --single");
-  for (const std::string& f : p.positional) cmd.append(" ").append(base::shell_quote(f));
-  out.flush();
-  err.flush();
-  const int status = std::system(cmd.c_str());
-  if (status == -1) {
-    err << "megascale calibrate micro: cannot run mpirun (is openmpi-bin installed? scripts/setup.sh)\n";
-    return 1;
+  if (out_file != "-") {
+    mpi_args.push_back("--out");
+    mpi_args.push_back(out_file);
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (p.on("--quick")) mpi_args.push_back("--quick");
+  if (p.on("--single")) mpi_args.push_back("--single");
+  for (const std::string& f : p.positional) mpi_args.push_back(f);
+  out.flush();
+  return run_mpirun(mpi_args, err, "megascale calibrate micro");
 }
 
 // ---- check --------------------------------------------------------------------

@@ -6,15 +6,14 @@
 // run-as-root variables set), and returns its exit status. megascale-train
 // (cli/train_main.cc) is a separate executable because the simulator side links
 // SimGrid, whose SMPI layer exports the MPI symbols too.
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "base/shell_text.h"
 #include "cli/commands.h"
+#include "cli/mpirun.h"
 #include "model/scenario.h"
 
 namespace megascale::cli {
@@ -70,17 +69,15 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
     err << "megascale train: " << engine << " is missing (build the megascale-train target)\n";
     return 1;
   }
-  std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-                    std::to_string(gpus) + " " + base::shell_quote(engine) + " " + base::shell_quote(files[0]);
-  if (json) cmd += " --json";
-  for (const std::string& o : overrides) cmd += " --set " + base::shell_quote(o);
-  err.flush();
-  const int status = std::system(cmd.c_str());
-  if (status == -1) {
-    err << "megascale train: cannot run mpirun (is openmpi-bin installed? scripts/setup.sh)\n";
-    return 1;
+  std::vector<std::string> mpi_args = {"--oversubscribe", "-np", std::to_string(gpus), engine, files[0]};
+  if (json) mpi_args.push_back("--json");
+  for (const std::string& o : overrides) {
+    mpi_args.push_back("--set");
+    mpi_args.push_back(o);
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  out.flush();
+  // Its own process group; SIGINT / SIGTERM to us stop mpirun and every rank.
+  return run_mpirun(mpi_args, err, "megascale train");
 }
 
 }  // namespace megascale::cli

@@ -8,6 +8,9 @@
 // tokens_per_s}, finite loss, exit 0; and the bad-input paths, each exit 2 with
 // a message naming the culprit: hardware.gpu other than "cpu", an unknown
 // [train] key (file:line), a corrupt dataset given as train.data (the file).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -126,6 +129,48 @@ TEST_F(TrainCommandTest, DivergedTrainingStopsBeforeCheckpointing) {
   const std::vector<std::string> lines = nonempty_lines(r.out);
   ASSERT_GE(lines.size(), 1u) << dump(r);
   EXPECT_LE(lines.size(), 2u) << dump(r);  // it stopped at the first non-finite loss
+}
+
+// SIGTERM or SIGINT to `megascale train` stops mpirun and every rank (issue 13:
+// std::system left them training after SIGTERM and ignored SIGINT).
+TEST_F(TrainCommandTest, SignalsStopTheWholeJob) {
+  replace("steps = 3", "steps = 1000000");
+  const std::string scenario = write_scenario();
+  for (int sig : {SIGTERM, SIGINT}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, STDOUT_FILENO);
+      dup2(devnull, STDERR_FILENO);
+      execl(kBinary.c_str(), kBinary.c_str(), "train", scenario.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Wait until a rank runs (it appears in the process table), then signal.
+    auto ranks_running = [&] {
+      // "[m]" so that the shell running pgrep, whose command line holds the
+      // pattern, does not match it.
+      const std::string cmd = "pgrep -f '[m]egascale-train " + scenario + "' > /dev/null";
+      return std::system(cmd.c_str()) == 0;
+    };
+    for (int i = 0; i < 100 && !ranks_running(); ++i) usleep(100 * 1000);
+    ASSERT_TRUE(ranks_running()) << "the job never started";
+    usleep(500 * 1000);
+    kill(child, sig);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status)) << "signal " << sig;
+    if (WIFEXITED(status)) {
+      EXPECT_NE(WEXITSTATUS(status), 0) << "signal " << sig;
+    }
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !ranks_running();
+      if (!gone) usleep(100 * 1000);
+    }
+    EXPECT_TRUE(gone) << "ranks still running after signal " << sig;
+    if (!gone) (void)!std::system(("pkill -9 -f '[m]egascale-train " + scenario + "'").c_str());
+  }
 }
 
 TEST_F(TrainCommandTest, RefusesAHardwareGpuOtherThanCpu) {

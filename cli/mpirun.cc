@@ -1,0 +1,77 @@
+// cli/mpirun.cc: see mpirun.h.
+#include "cli/mpirun.h"
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace megascale::cli {
+namespace {
+
+volatile sig_atomic_t g_child_group = 0;
+
+extern "C" void forward_signal(int sig) {
+  const pid_t group = g_child_group;
+  if (group > 0) ::kill(-group, sig);
+}
+
+}  // namespace
+
+int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const std::string& who) {
+  std::vector<std::string> argv_text = {"mpirun"};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  err.flush();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    err << who << ": cannot start mpirun: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (child == 0) {
+    ::setpgid(0, 0);  // its own group: a forwarded signal reaches mpirun and nothing of ours
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    ::execvp("mpirun", argv.data());
+    // Only reached when exec failed: 127, as a shell reports a missing command.
+    const char* msg = ": cannot run mpirun (is openmpi-bin installed? scripts/setup.sh)\n";
+    (void)!::write(STDERR_FILENO, who.data(), who.size());
+    (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
+    ::_exit(127);
+  }
+  ::setpgid(child, child);  // also from here: no race with a signal before the child runs
+  g_child_group = child;
+  struct sigaction forward {}, old_int {}, old_term {}, old_hup {};
+  forward.sa_handler = forward_signal;
+  sigemptyset(&forward.sa_mask);
+  ::sigaction(SIGINT, &forward, &old_int);
+  ::sigaction(SIGTERM, &forward, &old_term);
+  ::sigaction(SIGHUP, &forward, &old_hup);
+
+  int status = 0;
+  pid_t done = 0;
+  do {
+    done = ::waitpid(child, &status, 0);
+  } while (done < 0 && errno == EINTR);
+
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  g_child_group = 0;
+  if (done < 0) {
+    err << who << ": waiting for mpirun failed: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace megascale::cli

@@ -1,0 +1,26 @@
+// cli/mpirun.h: launching an MPI job from the CLI (`megascale train`,
+// `megascale calibrate micro`) so that stopping the CLI stops the job.
+//
+// defines: run_mpirun
+//
+// The job runs as `mpirun ARGS...` (execvp, no shell) in its own process group,
+// with Open MPI's run-as-root variables set. While it runs, SIGINT, SIGTERM and
+// SIGHUP sent to the CLI are forwarded to that group: mpirun then terminates its
+// ranks and exits (std::system ignored SIGINT and, on SIGTERM, left mpirun and
+// every rank running; issue 13). The previous handlers are restored afterwards.
+//
+// Thread-safety: one call at a time per process (signal handlers are global).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace megascale::cli {
+
+// Runs mpirun with `args` and returns its exit status: the code it exited with,
+// 128 + the signal when a signal ended it, or 1 (with a message on `err` naming
+// `who`) when it cannot be started.
+int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const std::string& who);
+
+}  // namespace megascale::cli
