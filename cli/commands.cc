@@ -3,6 +3,7 @@
 #include "cli/commands.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -116,7 +117,7 @@ int guarded(std::ostream& err, const char* command, F body) {
   try {
     return body();
   } catch (const UsageError& e) {
-    err << "megascale " << command << ": " << e.what() << "\n\n" << usage();
+    err << "megascale " << command << ": " << e.what() << "\n\n" << command_usage(command);
     return 2;
   } catch (const model::ScenarioError& e) {
     err << "megascale " << command << ": " << e.what() << "\n";
@@ -196,6 +197,24 @@ std::string usage() {
          "Scenario format: scenarios/README.md. Exit codes: 0 ok, 1 no answer (nothing fits),\n"
          "2 bad input.\n";
 }
+
+// The usage lines of one command (its block of usage(): from "  COMMAND" to the
+// next command or blank line), as "usage: megascale COMMAND ...": a usage error
+// shows what the command takes, not the whole 60-line usage.
+std::string command_usage(const std::string& command) {
+  std::istringstream in(usage());
+  std::string line, block;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    const bool command_line = line.size() > 2 && line[0] == ' ' && line[1] == ' ' &&
+                              std::islower(static_cast<unsigned char>(line[2]));
+    if (inside && (line.empty() || command_line)) break;
+    if (!inside && command_line && line.compare(2, command.size() + 1, command + " ") == 0) inside = true;
+    if (inside) block += (block.empty() ? "usage: megascale " + line.substr(2) : line) + "\n";
+  }
+  return block.empty() ? usage() : block + "(megascale --help: every command and option)\n";
+}
+
 
 void register_event_simulator(EventSimulator fn) { hook_slot<EventSimulator>() = fn; }
 EventSimulator event_simulator() { return hook_slot<EventSimulator>(); }

@@ -28,5 +28,8 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err);
 int run_cli(const Args& argv, std::ostream& out, std::ostream& err);
 
 std::string usage();
+// One command's lines of usage() ("usage: megascale COMMAND ..."), for usage
+// errors; the whole usage for a command it does not list.
+std::string command_usage(const std::string& command);
 
 }  // namespace megascale::cli

@@ -466,7 +466,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     }
     return 0;
   } catch (const UsageError& e) {
-    err << "megascale plan: " << e.what() << "\n\n" << usage();
+    err << "megascale plan: " << e.what() << "\n\n" << command_usage("plan");
     return 2;
   } catch (const model::ScenarioError& e) {
     err << "megascale plan: " << e.what() << "\n";

@@ -41,14 +41,14 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
     } else if (a.rfind("--set=", 0) == 0) {
       overrides.push_back(a.substr(6));
     } else if (a.rfind("--", 0) == 0) {
-      err << "megascale train: unknown option '" << a << "'\n\n" << usage();
+      err << "megascale train: unknown option '" << a << "'\n\n" << command_usage("train");
       return 2;
     } else {
       files.push_back(a);
     }
   }
   if (files.size() != 1) {
-    err << "megascale train: expects exactly one scenario FILE\n\n" << usage();
+    err << "megascale train: expects exactly one scenario FILE\n\n" << command_usage("train");
     return 2;
   }
   int gpus = 0;
