@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -423,6 +424,21 @@ std::optional<int64_t> latest_checkpoint(const std::string& root) {
     if (!best || k > *best) best = k;
   }
   return best;
+}
+
+std::vector<int64_t> partial_checkpoints(const std::string& root) {
+  std::vector<int64_t> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || !entry.is_directory()) continue;
+    char* end = nullptr;
+    const long long k = std::strtoll(name.c_str() + 5, &end, 10);
+    if (!end || *end != '\0' || k < 0) continue;
+    if (!std::filesystem::exists(entry.path() / kMarkerName)) out.push_back(k);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace megascale::engine

@@ -82,6 +82,10 @@ struct ShardState {
 
 // <root>/step_<k>
 std::string checkpoint_dir(const std::string& root, int64_t step);
+
+// Steps under `root` whose directory has no COMPLETE marker (interrupted saves),
+// ascending.
+std::vector<int64_t> partial_checkpoints(const std::string& root);
 std::string shard_path(const std::string& root, int64_t step, int rank);
 std::string marker_path(const std::string& root, int64_t step);
 

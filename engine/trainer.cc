@@ -1,13 +1,19 @@
 // engine/trainer.cc: data + executor + checkpoints + reports for one rank.
 #include "engine/trainer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <iostream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -129,6 +135,13 @@ struct Trainer::Impl {
   CheckpointLayout layout;
   int64_t start_step = 0;
   double peak_flops = 0;
+  int lock_fd = -1;  // rank 0's flock on <checkpoint_dir>/LOCK, held for the run
+
+  ~Impl() {
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the checkpoint_dir lock
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   Impl(const model::Scenario& s, const TrainOptions& o, Comm& w, Comm& n)
       : scenario(s),
@@ -145,6 +158,7 @@ struct Trainer::Impl {
     eo.optimizer = options.optimizer;
     eo.seed = options.seed;
     executor = std::make_unique<PipelineExecutor>(eo, groups, device, trace.get());
+    if (!options.checkpoint_dir.empty()) lock_checkpoint_dir();
     if (options.resume && !options.checkpoint_dir.empty()) resume();
 
     DataLoaderOptions lo;
@@ -225,8 +239,48 @@ struct Trainer::Impl {
     return std::string(what) + ".chunk" + std::to_string(chunk);
   }
 
+  // One training per checkpoint_dir: rank 0 holds an exclusive flock(2) on
+  // <dir>/LOCK (released when the process ends, even killed) with its pid inside.
+  // A second training on the same directory is refused on every rank; two used to
+  // overwrite each other's steps, and a resume loaded the other run's weights.
+  void lock_checkpoint_dir() {
+    on_every_rank(world, [&] {
+      if (world.rank() != 0) return;
+      std::filesystem::create_directories(options.checkpoint_dir);
+      const std::string path = (std::filesystem::path(options.checkpoint_dir) / "LOCK").string();
+      lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (lock_fd < 0) throw CheckpointError(path, 0, "lock", std::string("cannot open: ") + std::strerror(errno));
+      if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char holder[32] = {};
+        (void)!::pread(lock_fd, holder, sizeof holder - 1, 0);
+        ::close(lock_fd);
+        lock_fd = -1;
+        throw CheckpointError(options.checkpoint_dir, 0, "in use",
+                              std::string("another training holds this checkpoint_dir (pid ") +
+                                  (holder[0] != '\0' ? holder : "?") + "); give each training its own");
+      }
+      const std::string pid = std::to_string(::getpid());
+      (void)!::ftruncate(lock_fd, 0);
+      (void)!::pwrite(lock_fd, pid.data(), pid.size(), 0);
+    }, [&](int rank) {
+      throw CheckpointError(options.checkpoint_dir, rank, "in use", "world rank 0 could not lock the checkpoint_dir");
+    });
+  }
+
   void resume() {
     const std::optional<int64_t> latest = latest_checkpoint(options.checkpoint_dir);
+    // A newer step without its COMPLETE marker is an interrupted save: say which
+    // one is skipped instead of resuming from an older step silently.
+    if (world.rank() == 0) {
+      for (int64_t partial : partial_checkpoints(options.checkpoint_dir)) {
+        if (!latest || partial > *latest) {
+          std::cerr << "megascale train: " << checkpoint_dir(options.checkpoint_dir, partial)
+                    << " has no COMPLETE marker (an interrupted save): skipped; resuming from "
+                    << (latest ? checkpoint_dir(options.checkpoint_dir, *latest) : std::string("step 1 (no complete checkpoint)"))
+                    << "\n";
+        }
+      }
+    }
     // Every rank must agree: take rank 0's view of the directory.
     float found = latest.has_value() ? static_cast<float>(*latest) : -1.0f;
     world.broadcast(&found, 1, 0);

@@ -10,6 +10,7 @@
 // [train] key (file:line), a corrupt dataset given as train.data (the file).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,6 +172,37 @@ TEST_F(TrainCommandTest, SignalsStopTheWholeJob) {
     EXPECT_TRUE(gone) << "ranks still running after signal " << sig;
     if (!gone) (void)!std::system(("pkill -9 -f '[m]egascale-train " + scenario + "'").c_str());
   }
+}
+
+// One training per checkpoint_dir (a held <dir>/LOCK refuses a second one), and
+// a newer step without its COMPLETE marker is named when it is skipped
+// (issue 13: two runs overwrote each other; a partial save was skipped silently).
+TEST_F(TrainCommandTest, CheckpointDirIsLockedAndPartialSavesAreNamed) {
+  const fs::path ckpt = dir_ / "ckpt";
+  scenario_ += "checkpoint_dir = \"" + ckpt.string() + "\"\ncheckpoint_every = 1\n";
+  replace("steps = 3", "steps = 2");
+  const std::string scenario = write_scenario();
+  fs::create_directories(ckpt);
+  const int fd = open((ckpt / "LOCK").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  const RunResult busy = run_megascale({"train", scenario});
+  EXPECT_NE(busy.exit_code, 0) << dump(busy);
+  EXPECT_NE(busy.err.find("another training holds this checkpoint_dir"), std::string::npos) << dump(busy);
+  EXPECT_FALSE(fs::exists(ckpt / "step_00000001")) << dump(busy);
+  close(fd);  // the other training ended
+
+  const RunResult first = run_megascale({"train", scenario});
+  ASSERT_EQ(first.exit_code, 0) << dump(first);
+  ASSERT_TRUE(fs::exists(ckpt / "step_00000002" / "COMPLETE")) << dump(first);
+  fs::remove(ckpt / "step_00000002" / "COMPLETE");  // an interrupted save
+  replace("steps = 2", "steps = 3");
+  const RunResult again = run_megascale({"train", write_scenario()});
+  EXPECT_EQ(again.exit_code, 0) << dump(again);
+  EXPECT_NE(again.err.find("step_00000002 has no COMPLETE marker (an interrupted save): skipped; resuming from"),
+            std::string::npos)
+      << dump(again);
+  EXPECT_NE(again.out.find("steps 2..3"), std::string::npos) << dump(again);  // from step 1's checkpoint
 }
 
 TEST_F(TrainCommandTest, RefusesAHardwareGpuOtherThanCpu) {
