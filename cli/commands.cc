@@ -33,6 +33,8 @@ namespace {
 // Largest cluster `search` enumerates (1,048,576 GPUs: 64x the largest published
 // job); beyond it the layout products approach int overflow.
 constexpr int kMaxSearchGpus = 1 << 20;
+// Most iterations `simulate --steps` runs (each a whole event-level iteration).
+constexpr int kMaxSimulatedSteps = 1000;
 // Largest per-step jitter sigma `simulate --jitter` takes (see its check).
 constexpr double kMaxJitterSigma = 0.25;
 
@@ -261,6 +263,12 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       if (r.trace_layers && r.trace.empty()) throw UsageError("--trace-layers needs --trace FILE");
       if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
       r.steps = positive_int(p, "--steps", 1);
+      // Each step is a whole event-level iteration (up to seconds at 12,288 GPUs):
+      // 100,000 ran for many minutes in silence.
+      if (r.steps > kMaxSimulatedSteps) {
+        throw UsageError("--steps must be at most " + std::to_string(kMaxSimulatedSteps) + ", got '" +
+                         p.values.at("--steps") + "'");
+      }
       if (p.has("--jitter")) {
         r.jitter_sigma = number(p, "--jitter", 0.0);
         // exp(sigma z) per machine and step: at sigma 0.25 a 2-sigma draw is a 1.65x

@@ -502,6 +502,13 @@ int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
   o.duration_us = number(p, "--duration-us", o.duration_us);
   if (o.duration_us > 1e6) throw UsageError("--duration-us must be at most 1000000 (1 s of simulated time)");
   o.capacity_gbps = number(p, "--capacity-gbps", o.capacity_gbps);
+  // The fluid model steps 1 us at a time through queues sized for real ports;
+  // a port faster than any switch sells (1.6 Tb/s today) only makes it run for
+  // minutes (1e12 did), so the range stops at 3,200 Gb/s.
+  if (o.capacity_gbps > 3200) {
+    throw UsageError("--capacity-gbps must be at most 3200 (a switch port's line rate), got '" +
+                     p.values.at("--capacity-gbps") + "'");
+  }
   o.pfc = !p.on("--no-pfc");
   const network::IncastReport r = network::incast_report(o);
   if (p.has("--plot")) {

@@ -290,8 +290,12 @@ int simulate_failure_report(const model::Scenario& s, const EventRequest& r, con
 }
 
 int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream& out, std::ostream& err) {
-  (void)err;
-  const sim::SimOptions o = sim_options(s, r);
+  sim::SimOptions o = sim_options(s, r);
+  if (o.steps > 1) {  // several iterations can take minutes: say where it is
+    o.progress = [&err](int done, int total) {
+      err << "\rsimulate: step " << done << " / " << total << (done == total ? "\n" : "") << std::flush;
+    };
+  }
   if (r.fail_gpu) return simulate_failure_report(s, r, o, out);
   const sim::JobResult res = sim::simulate_job(s, o);
   std::vector<std::string> files;

@@ -80,6 +80,7 @@ JobResult simulate_job(const model::Scenario& s, const SimOptions& o) {
     step.straggler_machines = f.straggler_machines;
     step.stats = t.stats;
     out.steps.push_back(step);
+    if (o.progress) o.progress(k + 1, o.steps);
 
     std::vector<double> fwd(f.group.size()), bwd(f.group.size());
     for (int d = 0; d < p.dp; ++d) {

@@ -36,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ struct SimOptions {
   bool trace_layers = false;           // per-layer slices in the trace (sim/layer_trace.h)
   // Sends and DP collectives of a rank share its NICs in time (event_engine.h).
   bool share_nic = true;
+  // Called after each simulated step with (steps done, steps), e.g. for progress
+  // on stderr; may be empty.
+  std::function<void(int, int)> progress;
 };
 
 struct StepResult {

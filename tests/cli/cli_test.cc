@@ -563,6 +563,14 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   }
   r = run_megascale({"simulate", small, "--jitter", "0.05", "--steps", "2"});
   EXPECT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.err.find("simulate: step 2 / 2"), std::string::npos) << dump(r);  // progress for several steps
+  // Unbounded work: minutes of silence before (issue 13).
+  r = run_megascale({"simulate", small, "--steps", "100000"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--steps must be at most 1000"), std::string::npos) << dump(r);
+  r = run_megascale({"net", "incast", "--senders", "4", "--cc", "dcqcn", "--capacity-gbps", "1e12"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--capacity-gbps must be at most 3200"), std::string::npos) << dump(r);
   // A directory as --trace prefix would write hidden dir/.json.
   const fs::path dir = fs::temp_directory_path() / ("megascale-trace-dir-" + std::to_string(getpid()));
   fs::create_directories(dir);
