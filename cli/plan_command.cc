@@ -381,6 +381,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
           .add("diagnosis_mean_s", r.diagnosis_mean_s)
           .add("manual_mean_s", r.manual_mean_s)
           .add("catch_up_mean_s", r.catch_up_mean_s)
+          .add("spare_wait_hours", r.spare_wait_hours)
           .add("mtbf_h", mtbf_s / 3600.0)
           .add("comm_init_s", m.init_s)
           .add("checkpoint_load_s", m.load_s)
@@ -433,8 +434,19 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
         << duration_label(s.recovery.checkpoint_interval_s) << ": stall " << fmt(m.checkpoint_stall_s, 2)
         << " s, on storage after " << fmt(m.checkpoint_persist_s, 1) << " s\n"
         << "  lost hours by cause (mean per run):\n";
+    double lost_total_h = 0;
     for (const auto& [cause, hours] : r.lost_hours_by_cause) {
       out << "    " << cause << std::string(12 - std::min<size_t>(cause.size(), 11), ' ') << fmt(hours, 1) << "\n";
+      lost_total_h += hours;
+    }
+    // Name the binding constraint when the spare pool is: recoveries that wait
+    // for a repaired machine (issue 13: 16,384 GPUs with the fixed 32 spares and a
+    // 3-day repair gave ETTR ~12% with nothing saying why).
+    if (r.spare_wait_hours > 0.1 * lost_total_h && r.spare_wait_hours > 0) {
+      out << "  binding constraint  the spare pool: recoveries waited " << fmt(r.spare_wait_hours, 1)
+          << " h per run for a repaired machine (recovery.spare_nodes = " << s.recovery.spare_nodes
+          << ", repair_s = " << fmt(s.recovery.repair_s / 86400, 1)
+          << " d); raise spare_nodes or shorten repair_s\n";
     }
     if (spec && !gpu_sweep) {
       out << "  sweep checkpoint_interval:\n";

@@ -285,6 +285,7 @@ class RunSim {
           ++spares_;
         }
         if (spares_ == 0 && !repairs_.empty()) {  // wait for the earliest repaired machine
+          out_.spare_wait_s += repairs_.top() - now;
           now = repairs_.top();
           repairs_.pop();
           ++spares_;
@@ -384,7 +385,7 @@ PlanResult monte_carlo(const RunModel& m, int runs, uint64_t seed) {
   p.runs = runs;
   std::vector<double> ettr(runs);
   std::array<double, kLossKinds> lost{};
-  double restarts = 0, diag = 0, manual = 0, catch_up = 0;
+  double restarts = 0, diag = 0, manual = 0, catch_up = 0, spare_wait = 0;
   for (int i = 0; i < runs; ++i) {
     const RunOutcome o = simulate_run(m, seed, i);
     ettr[i] = o.ettr;
@@ -395,6 +396,7 @@ PlanResult monte_carlo(const RunModel& m, int runs, uint64_t seed) {
     diag += o.diagnosis_s;
     manual += o.manual_s;
     catch_up += o.catch_up_s;
+    spare_wait += o.spare_wait_s;
     for (int k = 0; k < kLossKinds; ++k) lost[k] += o.lost_s[k];
   }
   if (runs == 0) return p;
@@ -408,6 +410,7 @@ PlanResult monte_carlo(const RunModel& m, int runs, uint64_t seed) {
     p.catch_up_mean_s = catch_up / restarts;
   }
   for (int k = 0; k < kLossKinds; ++k) p.lost_hours_by_cause[loss_name(k)] = lost[k] / runs / 3600.0;
+  p.spare_wait_hours = spare_wait / runs / 3600.0;
   std::sort(ettr.begin(), ettr.end());
   auto quantile = [&](double q) {
     const double pos = q * (runs - 1);

@@ -101,6 +101,7 @@ struct RunOutcome {
   int recovery_failures = 0;  // failures that arrived while the job was down
   double manual_s = 0;
   double catch_up_s = 0;
+  double spare_wait_s = 0;  // recoveries held because no spare machine was left
   std::array<double, kLossKinds> lost_s{};
 };
 
@@ -115,6 +116,7 @@ struct PlanResult {
   double diagnosis_mean_s = 0;  // per restart
   double manual_mean_s = 0;     // per restart
   double catch_up_mean_s = 0;   // per restart
+  double spare_wait_hours = 0;  // mean per run: waiting for a repaired machine (spare pool empty)
   double days_to_finish = 0;
   std::map<std::string, double> lost_hours_by_cause;  // mean per run
 };

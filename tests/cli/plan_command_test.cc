@@ -44,6 +44,22 @@ TEST(PlanCommandTest, SweepPrintsEttrPerValueAndWritesSvg) {
   EXPECT_NE(text.str().find("<polyline"), std::string::npos);
 }
 
+// When recoveries wait for repaired machines, the report names the spare pool
+// as the binding constraint (issue 13); with enough spares it says nothing.
+TEST(PlanCommandTest, AnEmptySparePoolIsNamedAsTheBindingConstraint) {
+  const RunResult starved = run_megascale({"plan", kMegaScale, "--runs", "50", "--set", "recovery.spare_nodes=0",
+                                           "--set", "failures.rate_scale=3"});
+  ASSERT_EQ(starved.exit_code, 0) << dump(starved);
+  EXPECT_NE(starved.out.find("binding constraint  the spare pool"), std::string::npos) << starved.out;
+  const RunResult ample = run_megascale({"plan", kMegaScale, "--runs", "50", "--set", "recovery.spare_nodes=4096"});
+  ASSERT_EQ(ample.exit_code, 0) << dump(ample);
+  EXPECT_EQ(ample.out.find("binding constraint"), std::string::npos) << ample.out;
+  const RunResult j = run_megascale({"plan", kMegaScale, "--runs", "50", "--json", "--set", "recovery.spare_nodes=0",
+                                     "--set", "failures.rate_scale=3"});
+  ASSERT_EQ(j.exit_code, 0) << dump(j);
+  EXPECT_NE(j.out.find("\"spare_wait_hours\": "), std::string::npos) << j.out.substr(0, 300);
+}
+
 TEST(PlanCommandTest, BadSweepIsAUsageError) {
   const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "nodes=1,2"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
