@@ -152,11 +152,18 @@ std::vector<Assumption> assumptions_of(const model::Scenario& s) {
   };
   const std::string assumed = "assumption";
   std::vector<Assumption> a;
-  std::string rates = f.preset == "llama3" ? "llama3 preset" : "explicit rates";
-  if (f.rate_scale != 1.0) rates += " x " + fmt(f.rate_scale, 2);
+  // Without a preset every rate not given is 0 (FailureConfig: < 0 = "from the
+  // preset"): say that no failure is modelled rather than "explicit rates".
+  const bool any_rate = f.gpu_per_hour > 0 || f.node_per_hour > 0 || f.nic_per_hour > 0 || f.link_per_hour > 0 ||
+                        f.switch_per_hour > 0 || f.software_per_hour > 0;
+  std::string rates = f.preset == "llama3" ? "llama3 preset"
+                      : any_rate           ? "explicit rates"
+                                           : "none: no failure is modelled (add [failures] preset = \"llama3\" or rates)";
+  if (f.rate_scale != 1.0 && (f.preset == "llama3" || any_rate)) rates += " x " + fmt(f.rate_scale, 2);
   a.push_back({"failure_rates", rates,
                f.preset == "llama3" ? "Llama 3 405B interruptions (REFERENCE.md \"Failures\"); scale: scenario"
-                                    : "scenario"});
+               : any_rate           ? "scenario"
+                                    : "default (no [failures] table or no rate in it)"});
   a.push_back({"traffic_drop_fraction", fmt(100 * f.traffic_drop_fraction, 0) + "% of NIC/link/switch failures",
                label(f.traffic_drop_fraction == fd.traffic_drop_fraction, assumed)});
   a.push_back({"hang_slowdown_fractions",

@@ -60,6 +60,15 @@ TEST(PlanCommandTest, AnEmptySparePoolIsNamedAsTheBindingConstraint) {
   EXPECT_NE(j.out.find("\"spare_wait_hours\": "), std::string::npos) << j.out.substr(0, 300);
 }
 
+// Without failure rates plan says no failure is modelled (it called the zeros
+// "explicit rates: scenario"; issue 13).
+TEST(PlanCommandTest, NoFailureRatesAreNamedAsSuch) {
+  const RunResult r = run_megascale({"plan", kSourceDir + "/scenarios/example-small.toml", "--runs", "20"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("none: no failure is modelled"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("explicit rates"), std::string::npos) << r.out;
+}
+
 TEST(PlanCommandTest, BadSweepIsAUsageError) {
   const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "nodes=1,2"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
