@@ -170,7 +170,7 @@ std::string usage() {
          "        --fail-gpu G --fail-at T  GPU G's host fails T s into the step: which\n"
          "                                 ranks stop, when, on what, and where the wait\n"
          "                                 chains lead (one step; sim/failure_sim.h)\n"
-         "  search FILE [--gpus N] [--top K] [--refine N] [--json]\n"
+         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
          "                                 (analytical); --refine N re-simulates the best N\n"
          "                                 at event level and re-ranks them by it\n"
@@ -344,7 +344,7 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set", "--fix"});
     const model::Scenario s = one_scenario(p, "search");
     if (s.parallel.cp > 1) {
       throw UsageError("search does not enumerate context parallelism yet; " + s.source +
@@ -356,6 +356,34 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
     if (o.gpus > kMaxSearchGpus) {
       throw UsageError("--gpus " + std::to_string(o.gpus) + " is more than the " + std::to_string(kMaxSearchGpus) +
                        " GPUs search handles");
+    }
+    // --fix tp=8,pp=4: dimensions the search keeps (the scenario's own [parallel]
+    // layout, and --set parallel.*, describe the job, not constraints).
+    if (p.has("--fix")) {
+      std::stringstream items(p.values.at("--fix"));
+      std::string item;
+      while (std::getline(items, item, ',')) {
+        const size_t eq = item.find('=');
+        const std::string key = item.substr(0, eq);
+        int value = 0;
+        try {
+          size_t used = 0;
+          value = eq == std::string::npos ? -1 : std::stoi(item.substr(eq + 1), &used);
+          if (eq == std::string::npos || used != item.size() - eq - 1) throw std::invalid_argument("");
+        } catch (const std::exception&) {
+          throw UsageError("--fix expects KEY=INTEGER items (tp, pp, vpp, dp, micro_batch, zero_stage), got '" + item + "'");
+        }
+        model::LayoutConstraints& f = o.fixed;
+        int* slot = key == "tp" ? &f.tp : key == "pp" ? &f.pp : key == "vpp" ? &f.vpp : key == "dp" ? &f.dp
+                  : key == "micro_batch" ? &f.micro_batch : key == "zero_stage" ? &f.zero_stage : nullptr;
+        if (slot == nullptr) {
+          throw UsageError("--fix: unknown dimension '" + key + "' (tp, pp, vpp, dp, micro_batch, zero_stage)");
+        }
+        if (value < (key == "zero_stage" ? 0 : 1) || (key == "zero_stage" && value > 3)) {
+          throw UsageError("--fix " + key + "=" + std::to_string(value) + " is out of range");
+        }
+        *slot = value;
+      }
     }
     const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;
     // --refine re-times the best N of the ranking, so the ranking keeps at least

@@ -81,6 +81,7 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
       options.progress(static_cast<int64_t>(i), r.enumerated);
     }
     const ParallelConfig& p = layouts[i];
+    if (!options.fixed.admits(p)) continue;
     if (check_layout(s.model, p, gpus).has_value()) continue;
     ++r.valid;
     // Memory first: it is cheaper than the time estimate and prunes most layouts.

@@ -20,9 +20,22 @@
 
 namespace megascale::model {
 
+// Dimensions a search keeps fixed (`megascale search --fix tp=8,pp=4`); 0 or
+// -1 = free.
+struct LayoutConstraints {
+  int tp = 0, pp = 0, vpp = 0, dp = 0, micro_batch = 0;
+  int zero_stage = -1;
+  bool admits(const ParallelConfig& p) const {
+    return (tp == 0 || p.tp == tp) && (pp == 0 || p.pp == pp) && (vpp == 0 || p.vpp == vpp) &&
+           (dp == 0 || p.dp == dp) && (micro_batch == 0 || p.micro_batch == micro_batch) &&
+           (zero_stage < 0 || p.zero_stage == zero_stage);
+  }
+};
+
 struct SearchOptions {
   int gpus = 0;       // 0: the scenario's cluster.gpus
   int top_k = 10;
+  LayoutConstraints fixed;  // layouts outside them are not enumerated (counted)
   // Called every `progress_every` evaluated configurations with (done, total).
   std::function<void(int64_t, int64_t)> progress;
   int64_t progress_every = 100000;

@@ -603,6 +603,25 @@ TEST(CliHardening, RefineAndStragglerFractionSayWhatTheyDo) {
   EXPECT_NE(r.out.find("rounds to no machine: no straggler simulated"), std::string::npos) << r.out;
 }
 
+// search --fix keeps the named dimensions; bad items are usage errors.
+TEST(CliHardening, SearchFixKeepsDimensions) {
+  const std::string paper = kSourceDir + "/scenarios/paper/table2-megascale-1024.toml";
+  RunResult r = run_megascale({"search", paper, "--fix", "tp=4,pp=16", "--top", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  size_t at = 0, rows = 0;
+  while ((at = r.out.find("\"tp\": ", at)) != std::string::npos) {
+    EXPECT_EQ(r.out.substr(at + 6, 2), "4,") << r.out.substr(at, 60);
+    ++rows;
+    ++at;
+  }
+  EXPECT_GE(rows, 1u) << r.out.substr(0, 400);
+  for (const char* bad : {"tp", "tp=x", "ep=2", "zero_stage=4"}) {
+    r = run_megascale({"search", paper, "--fix", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << dump(r);
+    EXPECT_NE(r.err.find("--fix"), std::string::npos) << dump(r);
+  }
+}
+
 // --version, and --help after any command: stdout, exit 0.
 TEST(CliHardening, VersionAndHelpEverywhere) {
   RunResult r = run_megascale({"--version"});
