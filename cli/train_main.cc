@@ -39,6 +39,7 @@ engine::TrainOptions train_options(const model::Scenario& s) {
   o.trace = t.trace;
   o.optimizer.weight_decay = t.weight_decay;
   o.optimizer.max_grad_norm = t.max_grad_norm;
+  o.watchdog_s = t.watchdog_s;
   o.job_name = "megascale-" + std::to_string(getppid());
   return o;
 }

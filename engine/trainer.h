@@ -48,6 +48,10 @@ struct TrainOptions {
   std::string trace;              // path prefix: writes PREFIX.json and PREFIX.csv; empty: none
   OptimizerOptions optimizer;     // betas, eps, weight decay, clipping (kind from scenario)
   std::string job_name = "job";   // names the shared-memory segment of the loader
+  // Watchdog: when no step finishes on this rank for this many seconds (a peer
+  // rank stopped or hung, so a collective never completes), the rank says so on
+  // stderr and exits 1, which makes mpirun stop the job. 0 = off.
+  double watchdog_s = 300;
 };
 
 struct StepReport {

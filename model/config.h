@@ -201,6 +201,7 @@ struct TrainConfig {
   std::string trace;                 // path prefix for PREFIX.json / PREFIX.csv; "" = none
   double weight_decay = 0.01;        // AdamW / LAMB decoupled weight decay
   double max_grad_norm = 1.0;        // global-norm clipping; 0 = off
+  double watchdog_s = 300;           // a rank with no finished step for this long stops the job; 0 = off
 };
 
 // One explicit fault at a fixed time ([[failures.faults]]), for reproducible studies.

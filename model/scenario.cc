@@ -450,7 +450,7 @@ RunConfig read_run(const Section& s) {
 constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "seed",
                                            "data",           "work_dir",      "checkpoint_dir",
                                            "checkpoint_every", "trace",       "weight_decay",
-                                           "max_grad_norm"};
+                                           "max_grad_norm",  "watchdog_s"};
 
 TrainConfig read_train(const Section& s) {
   s.reject_unknown_keys(kTrainKeys);
@@ -465,6 +465,7 @@ TrainConfig read_train(const Section& s) {
   t.trace = s.string("trace").value_or(t.trace);
   t.weight_decay = s.non_negative_number("weight_decay").value_or(t.weight_decay);
   t.max_grad_norm = s.non_negative_number("max_grad_norm").value_or(t.max_grad_norm);
+  t.watchdog_s = s.non_negative_number("watchdog_s").value_or(t.watchdog_s);
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
     s.fail("checkpoint_every", "needs train.checkpoint_dir");
   }

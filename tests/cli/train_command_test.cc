@@ -205,6 +205,50 @@ TEST_F(TrainCommandTest, CheckpointDirIsLockedAndPartialSavesAreNamed) {
   EXPECT_NE(again.out.find("steps 2..3"), std::string::npos) << dump(again);  // from step 1's checkpoint
 }
 
+// A stopped rank no longer hangs the job forever with no message (issue 13): the
+// other ranks' watchdog (train.watchdog_s) names the stall and the job stops.
+TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStopped) {
+  replace("steps = 3", "steps = 1000000");
+  scenario_ += "watchdog_s = 2\n";
+  const std::string scenario = write_scenario();
+  const fs::path err_file = dir_ / "err.txt";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int devnull = open("/dev/null", O_WRONLY);
+    const int errfd = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(devnull, STDOUT_FILENO);
+    dup2(errfd, STDERR_FILENO);
+    execl(kBinary.c_str(), kBinary.c_str(), "train", scenario.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string pattern = "'[m]egascale-train " + scenario + "'";
+  auto running = [&] { return std::system(("pgrep -f " + pattern + " > /dev/null").c_str()) == 0; };
+  for (int i = 0; i < 100 && !running(); ++i) usleep(100 * 1000);
+  ASSERT_TRUE(running()) << "the job never started";
+  usleep(1000 * 1000);
+  // Stop one rank (the newest process of the job).
+  ASSERT_EQ(std::system(("kill -STOP $(pgrep -n -f " + pattern + ")").c_str()), 0);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 300 && done == 0; ++i) {  // 30 s at most
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) usleep(100 * 1000);
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    (void)!std::system(("pkill -9 -f " + pattern).c_str());
+    FAIL() << "the job kept waiting on its stopped rank";
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+  std::ifstream in(err_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("no step finished for"), std::string::npos) << text.str().substr(0, 600);
+  (void)!std::system(("pkill -9 -f " + pattern).c_str());
+}
+
 TEST_F(TrainCommandTest, RefusesAHardwareGpuOtherThanCpu) {
   replace("gpu = \"cpu\"", "gpu = \"A100-SXM4-80GB\"");
   const std::string path = write_scenario();
