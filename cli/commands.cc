@@ -170,7 +170,7 @@ std::string usage() {
          "        --fail-gpu G --fail-at T  GPU G's host fails T s into the step: which\n"
          "                                 ranks stop, when, on what, and where the wait\n"
          "                                 chains lead (one step; sim/failure_sim.h)\n"
-         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...] [--json]\n"
+         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...] [--headroom F] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
          "                                 (analytical); --refine N re-simulates the best N\n"
          "                                 at event level and re-ranks them by it\n"
@@ -344,7 +344,7 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set", "--fix"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set", "--fix", "--headroom"});
     const model::Scenario s = one_scenario(p, "search");
     if (s.parallel.cp > 1) {
       throw UsageError("search does not enumerate context parallelism yet; " + s.source +
@@ -383,6 +383,13 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
           throw UsageError("--fix " + key + "=" + std::to_string(value) + " is out of range");
         }
         *slot = value;
+      }
+    }
+    if (p.has("--headroom")) {
+      o.memory_headroom = number(p, "--headroom", 0.0);
+      if (o.memory_headroom < 0 || o.memory_headroom > 0.9) {
+        throw UsageError("--headroom expects the fraction of GPU memory to keep free, 0..0.9, got '" +
+                         p.values.at("--headroom") + "'");
       }
     }
     const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;

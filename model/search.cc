@@ -85,7 +85,8 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     if (check_layout(s.model, p, gpus).has_value()) continue;
     ++r.valid;
     // Memory first: it is cheaper than the time estimate and prunes most layouts.
-    if (!memory_per_gpu(s.model, p, s.optimizations, gpu).fits()) continue;
+    const MemoryBreakdown mem = memory_per_gpu(s.model, p, s.optimizations, gpu);
+    if (mem.total_bytes > (1.0 - options.memory_headroom) * mem.capacity_bytes) continue;
     ++r.fit;
     trial.parallel = p;
     Candidate c{p, estimate(trial)};

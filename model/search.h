@@ -36,6 +36,9 @@ struct SearchOptions {
   int gpus = 0;       // 0: the scenario's cluster.gpus
   int top_k = 10;
   LayoutConstraints fixed;  // layouts outside them are not enumerated (counted)
+  // Fraction of each GPU's memory a layout must leave free (fragmentation,
+  // the framework's own buffers): 0 = it may fill the memory model's capacity.
+  double memory_headroom = 0;
   // Called every `progress_every` evaluated configurations with (done, total).
   std::function<void(int64_t, int64_t)> progress;
   int64_t progress_every = 100000;

@@ -622,6 +622,27 @@ TEST(CliHardening, SearchFixKeepsDimensions) {
   }
 }
 
+// search --headroom: every ranked layout leaves that fraction of memory free.
+TEST(CliHardening, SearchHeadroomLeavesMemoryFree) {
+  const std::string paper = kSourceDir + "/scenarios/paper/table2-megascale-1024.toml";
+  const RunResult r = run_megascale({"search", paper, "--headroom", "0.25", "--top", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  size_t at = 0, rows = 0;
+  while ((at = r.out.find("\"memory_per_gpu_bytes\": ", at)) != std::string::npos) {
+    at += 24;
+    const double need = std::stod(r.out.substr(at));
+    const size_t cap_at = r.out.find("\"memory_capacity_bytes\": ", at);
+    ASSERT_NE(cap_at, std::string::npos);
+    const double capacity = std::stod(r.out.substr(cap_at + 25));
+    EXPECT_LE(need, 0.75 * capacity) << r.out.substr(at - 24, 120);
+    ++rows;
+  }
+  EXPECT_GE(rows, 1u) << r.out.substr(0, 400);
+  const RunResult bad = run_megascale({"search", paper, "--headroom", "1.5"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("--headroom expects"), std::string::npos) << dump(bad);
+}
+
 // --version, and --help after any command: stdout, exit 0.
 TEST(CliHardening, VersionAndHelpEverywhere) {
   RunResult r = run_megascale({"--version"});
