@@ -26,6 +26,7 @@
 #include "cli/mpirun.h"
 #include "cli/net_check.h"
 #include "cli/runs_check.h"
+#include "cli/text_file.h"
 #include "cli/simulate_event.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -197,14 +198,9 @@ int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
     return 2;
   }
   const std::string path = p.values.at("--out");
-  {
-    std::ofstream f(path + ".tmp");
-    f << model::write_profile(r.profile);
-    f.close();
-    if (!f || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
-      err << "megascale calibrate import: cannot write " << path << "\n";
-      return 1;
-    }
+  if (!write_text_atomically(path, model::write_profile(r.profile))) {
+    err << "megascale calibrate import: cannot write " << path << "\n";
+    return 1;
   }
   if (p.on("--json")) {
     nlohmann::json j;

@@ -15,6 +15,7 @@
 
 #include "calibrate/nccl_tests.h"
 #include "cli/args.h"
+#include "cli/text_file.h"
 #include "cli/commands.h"
 #include "cli/fabric_config.h"
 #include "model/hardware.h"
@@ -337,10 +338,7 @@ int calibrate_net_check(const Args& args, std::ostream& out, std::ostream& err) 
 
   if (p.has("--write")) {
     const std::string path = p.values.at("--write");
-    std::ofstream f(path + ".tmp");
-    f << md.str();
-    f.close();
-    if (!f || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    if (!write_text_atomically(path, md.str())) {
       err << "megascale calibrate net-check: cannot write " << path << "\n";
       return 2;
     }

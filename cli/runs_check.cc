@@ -16,6 +16,7 @@
 #include "calibrate/fit.h"
 #include "calibrate/nccl_tests.h"  // defines: ImportError
 #include "cli/args.h"
+#include "cli/text_file.h"
 #include "cli/simulate_event.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
@@ -121,10 +122,7 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
 
   if (p.has("--write")) {
     const std::string path = p.values.at("--write");
-    std::ofstream f(path + ".tmp");
-    f << md.str();
-    f.close();
-    if (!f || std::rename((path + ".tmp").c_str(), path.c_str()) != 0) {
+    if (!write_text_atomically(path, md.str())) {
       err << "megascale calibrate runs-check: cannot write " << path << "\n";
       return 2;
     }

@@ -411,8 +411,11 @@ ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
   return s;
 }
 
-std::optional<int64_t> latest_checkpoint(const std::string& root) {
-  std::optional<int64_t> best;
+namespace {
+
+// Every step directory under `root`, with whether it has its COMPLETE marker.
+std::vector<std::pair<int64_t, bool>> step_dirs(const std::string& root) {
+  std::vector<std::pair<int64_t, bool>> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
@@ -420,24 +423,27 @@ std::optional<int64_t> latest_checkpoint(const std::string& root) {
     char* end = nullptr;
     const long long k = std::strtoll(name.c_str() + 5, &end, 10);
     if (!end || *end != '\0' || k < 0) continue;
-    if (!std::filesystem::exists(entry.path() / kMarkerName)) continue;
-    if (!best || k > *best) best = k;
+    out.emplace_back(k, std::filesystem::exists(entry.path() / kMarkerName));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::optional<int64_t> latest_checkpoint(const std::string& root) {
+  std::optional<int64_t> best;
+  for (const auto& [step, complete] : step_dirs(root)) {
+    if (complete) best = step;  // ascending: the last complete one wins
   }
   return best;
 }
 
 std::vector<int64_t> partial_checkpoints(const std::string& root) {
   std::vector<int64_t> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || !entry.is_directory()) continue;
-    char* end = nullptr;
-    const long long k = std::strtoll(name.c_str() + 5, &end, 10);
-    if (!end || *end != '\0' || k < 0) continue;
-    if (!std::filesystem::exists(entry.path() / kMarkerName)) out.push_back(k);
+  for (const auto& [step, complete] : step_dirs(root)) {
+    if (!complete) out.push_back(step);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

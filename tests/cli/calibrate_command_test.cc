@@ -95,8 +95,21 @@ TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
       << small << "," << t << ",exact,,yes\n"
       << small << "," << 2 * t << ",half,,\"no: a run on other hardware\"\n";
   }
-  RunResult r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "runs.csv").string(), "--json"});
+  // --write: the report lands whole, and a link planted at the old fixed
+  // temporary name is not followed.
+  std::ofstream(dir / "victim.txt") << "precious";
+  fs::create_symlink(dir / "victim.txt", dir / "report.md.tmp");
+  RunResult r = run_megascale(
+      {"calibrate", "runs-check", "--runs", (dir / "runs.csv").string(), "--json", "--write", (dir / "report.md").string()});
   EXPECT_EQ(r.exit_code, 0) << dump(r);  // the scored row is exact; the unscored one is 50% off
+  {
+    std::ifstream report(dir / "report.md"), victim(dir / "victim.txt");
+    std::string first, kept;
+    std::getline(report, first);
+    std::getline(victim, kept);
+    EXPECT_EQ(first, "# Published training runs: predicted vs published iteration time");
+    EXPECT_EQ(kept, "precious");
+  }
   EXPECT_NE(r.out.find("\"scored_runs\": 1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"pass\": true"), std::string::npos) << r.out;
   {

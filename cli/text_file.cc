@@ -1,0 +1,31 @@
+// cli/text_file.cc: see text_file.h.
+#include "cli/text_file.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "base/temp_file.h"
+
+namespace megascale::cli {
+
+bool write_text_atomically(const std::string& path, const std::string& text) {
+  std::string tmp;
+  const int fd = base::create_temp_beside(path, &tmp);
+  if (fd < 0) return false;
+  size_t done = 0;
+  bool ok = true;
+  while (ok && done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    ok = w > 0;
+    if (ok) done += static_cast<size_t>(w);
+  }
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace megascale::cli
