@@ -99,7 +99,7 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   if (pipe == nullptr) throw std::runtime_error("cannot start mpirun (is openmpi-bin installed? scripts/setup.sh)");
   char buf[4096];
   while (fgets(buf, sizeof buf, pipe) != nullptr) {
-    const nlohmann::json j = nlohmann::json::parse(buf, nullptr, /*allow_exceptions=*/false);
+    const base::Json j = base::Json::parse(buf, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.contains("step_time_s")) r.measured_steps_s.push_back(j["step_time_s"].get<double>());
   }
   const int status = pclose(pipe);
@@ -175,8 +175,8 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   return r;
 }
 
-nlohmann::json check_json(const CheckResult& r) {
-  nlohmann::json j;
+base::Json check_json(const CheckResult& r) {
+  base::Json j;
   j["scenario"] = r.name;
   j["scenario_file"] = r.scenario_file;
   j["profile"] = r.profile_file;
@@ -189,14 +189,14 @@ nlohmann::json check_json(const CheckResult& r) {
   j["tolerance"] = r.tolerance;
   j["pass"] = r.pass;
   auto split = [](const TimeSplit& t) {
-    return nlohmann::json{{"compute_s", t.compute_s}, {"tp_s", t.tp_s}, {"optimizer_s", t.optimizer_s},
+    return base::Json{{"compute_s", t.compute_s}, {"tp_s", t.tp_s}, {"optimizer_s", t.optimizer_s},
                           {"wait_s", t.wait_s}, {"window_s", t.window_s}};
   };
   j["measured_split"] = split(r.ops.measured);
   j["predicted_split"] = split(r.ops.predicted);
   j["bubble_and_exposed_comm"] = {{"measured_s", r.ops.measured.wait_s}, {"predicted_s", r.ops.predicted.wait_s}};
   j["steps_used"] = r.ops.steps_used;
-  nlohmann::json ops = nlohmann::json::array();
+  base::Json ops = base::Json::array();
   for (const OpRow& op : r.ops.ops) {
     ops.push_back({{"kind", op.kind}, {"stream", op.stream}, {"measured_s", op.measured_s},
                    {"measured_spread", op.measured_spread}, {"predicted_s", op.predicted_s}, {"error", op.error}});

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "base/json.h"
 
 #include "calibrate/trace_compare.h"
 #include "model/config.h"
@@ -54,7 +54,7 @@ struct CheckResult {
 // when the engine fails (its exit status and last output lines in the message).
 CheckResult run_check(const std::string& scenario_file, const CheckOptions& o);
 
-nlohmann::json check_json(const CheckResult& r);
+base::Json check_json(const CheckResult& r);
 std::string check_markdown(const CheckResult& r);
 
 }  // namespace megascale::calibrate

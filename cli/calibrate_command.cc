@@ -22,6 +22,7 @@
 #include "calibrate/import.h"
 #include "calibrate/nccl_tests.h"
 #include "cli/args.h"
+#include "cli/report.h"
 #include "cli/commands.h"
 #include "cli/mpirun.h"
 #include "cli/net_check.h"
@@ -127,7 +128,7 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
     err << "megascale calibrate check: " << o.engine_binary << " is missing (build the megascale-train target)\n";
     return 1;
   }
-  nlohmann::json all = nlohmann::json::array();
+  base::Json all = base::Json::array();  // one object per scenario
   bool pass = true;
   std::vector<double> errors;
   for (const std::string& f : p.positional) {
@@ -158,7 +159,7 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
     }
   }
   if (p.on("--json")) {
-    out << all.dump(2) << "\n";
+    out << report_json(base::Json{{"checks", all}}) << "\n";
   } else if (errors.size() > 1) {
     std::vector<double> sorted = errors;
     std::sort(sorted.begin(), sorted.end());
@@ -203,11 +204,11 @@ int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
     return 1;
   }
   if (p.on("--json")) {
-    nlohmann::json j;
+    base::Json j;
     j["profile"] = r.profile.name;
     j["file"] = path;
     j["gemm_points"] = r.gemm_points;
-    nlohmann::json runs = nlohmann::json::array();
+    base::Json runs = base::Json::array();
     for (const calibrate::ImportedRun& ir : r.runs) {
       runs.push_back({{"file", ir.file}, {"op", ir.op}, {"scope", ir.scope}, {"ranks", ir.ranks}, {"nodes", ir.nodes},
                       {"device", ir.device}, {"points", ir.points},
@@ -215,7 +216,7 @@ int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
                       {"curve_max_error_small", ir.curve_max_error_small}, {"loo_error", ir.loo_error}});
     }
     j["nccl_tests"] = runs;
-    out << j.dump(2) << "\n";
+    out << report_json(j) << "\n";
     return 0;
   }
   out << "wrote " << path << ": profile " << r.profile.name << "\n";

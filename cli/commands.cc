@@ -15,7 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "cli/json.h"
+#include "base/json.h"
 #include "cli/report.h"
 #include "cli/simulate_event.h"
 #include "cli/validate.h"
@@ -304,7 +304,9 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     const model::Estimate e = model::estimate(s);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (p.switches.count("--json")) {
-      out << estimate_json(s, e).add("wall_time_s", wall_s).str() << "\n";
+      Json j = estimate_json(s, e);
+      j["wall_time_s"] = wall_s;
+      out << report_json(j) << "\n";
     } else {
       out << estimate_text(s, e);
     }
@@ -331,10 +333,12 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
     const model::Estimate eb = fidelity == "event" ? event(base) : model::estimate(base);
     const model::Estimate ef = fidelity == "event" ? event(fast) : model::estimate(fast);
     if (p.switches.count("--json")) {
-      JsonObject j;
-      j.add("megatron", estimate_json(base, eb, fidelity)).add("megascale", estimate_json(fast, ef, fidelity));
-      j.add("speedup", eb.iteration_time_s / ef.iteration_time_s).add("fidelity", fidelity);
-      out << j.str() << "\n";
+      Json j;
+      j["megatron"] = estimate_json(base, eb, fidelity);
+      j["megascale"] = estimate_json(fast, ef, fidelity);
+      j["speedup"] = eb.iteration_time_s / ef.iteration_time_s;
+      j["fidelity"] = fidelity;
+      out << report_json(j) << "\n";
     } else {
       out << compare_text(base, eb, fast, ef, fidelity);
     }
@@ -454,23 +458,29 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       return model::explain(r.top[i], r.top[0]);
     };
     if (json) {
-      std::vector<std::string> items;
+      std::vector<Json> items;
       for (size_t i = 0; i < r.top.size(); ++i) {
         const model::Scenario c = scenario_of(r.top[i].parallel);
-        JsonObject item = estimate_json(c, r.top[i].estimate);
-        item.add("rank", static_cast<int64_t>(i + 1)).add("why", why(i));
+        Json item = estimate_json(c, r.top[i].estimate);
+        item["rank"] = static_cast<int64_t>(i + 1);
+        item["why"] = why(i);
         if (i < refined) {
-          JsonObject ev;
-          ev.add("mfu", event_estimate[i].mfu).add("iteration_time_s", event_estimate[i].iteration_time_s);
-          item.add("event", ev);
+          Json ev;
+          ev["mfu"] = event_estimate[i].mfu;
+          ev["iteration_time_s"] = event_estimate[i].iteration_time_s;
+          item["event"] = ev;
         }
-        items.push_back(item.str());
+        items.push_back(item);
       }
-      JsonObject j;
-      j.add("gpus", o.gpus).add("enumerated", r.enumerated).add("valid", r.valid).add("fit", r.fit);
-      j.add("refined", static_cast<int64_t>(refined));
-      j.add("wall_time_s", wall_s).add_raw("top", json_array(items));
-      out << j.str() << "\n";
+      Json j;
+      j["gpus"] = o.gpus;
+      j["enumerated"] = r.enumerated;
+      j["valid"] = r.valid;
+      j["fit"] = r.fit;
+      j["refined"] = static_cast<int64_t>(refined);
+      j["wall_time_s"] = wall_s;
+      j["top"] = items;
+      out << report_json(j) << "\n";
     } else {
       char buf[256];
       std::snprintf(buf, sizeof buf,
@@ -537,37 +547,49 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
       err << "wrote " << path << "\n";
     }
     if (p.switches.count("--json")) {
-      std::vector<std::string> items;
+      std::vector<Json> items;
       for (const ValidationRow& row : r.rows) {
-        JsonObject j;
-        j.add("case", row.case_name).add("table", row.table).add("metric", row.metric);
-        j.add("published", row.published).add("predicted", row.predicted).add("error", row.error);
-        j.add("fidelity", r.fidelity);
-        if (row.has_analytical) j.add("analytical", row.analytical);
-        items.push_back(j.str());
+        Json j;
+        j["case"] = row.case_name;
+        j["table"] = row.table;
+        j["metric"] = row.metric;
+        j["published"] = row.published;
+        j["predicted"] = row.predicted;
+        j["error"] = row.error;
+        j["fidelity"] = r.fidelity;
+        if (row.has_analytical) {
+          j["analytical"] = row.analytical;
+        }
+        items.push_back(j);
       }
       // One object for CI: versions, the verdict, the summary against the bounds
       // (MFU in fraction units), then the rows.
       const ValidationSummary& sm = r.summary;
       const AccuracyBounds b;
-      JsonObject summary;
-      summary.add("table2_mean_abs_mfu_error", sm.table2_mean_abs_mfu_error)
-          .add("table2_max_abs_mfu_error", sm.table2_max_abs_mfu_error)
-          .add("table2_max_abs_speedup_error", sm.table2_max_abs_speedup_error)
-          .add("table3_mean_abs_mfu_error", sm.table3_mean_abs_mfu_error)
-          .add("table3_max_abs_mfu_error", sm.table3_max_abs_mfu_error)
-          .add("table3_max_abs_increment_error", sm.table3_max_abs_increment_error)
-          .add("table3_wrong_sign_increments", sm.table3_wrong_sign_increments)
-          .add("fig9_mean_abs_mfu_error", sm.fig9_mean_abs_mfu_error)
-          .add("fig9_max_abs_mfu_error", sm.fig9_max_abs_mfu_error);
-      JsonObject bounds;
-      bounds.add("table2_mean", b.table2_mean).add("table2_max", b.table2_max).add("speedup", b.speedup);
-      bounds.add("table3_each", b.table3_each).add("table3_increment", b.table3_increment).add("fig9_each", b.fig9_each);
-      JsonObject top;
-      top.add("schema_version", 1).add("tool", std::string("megascale ") + MEGASCALE_VERSION);
-      top.add("report_fidelity", r.fidelity).add("pass", meets(r.summary, b));
-      top.add("summary", summary).add("bounds", bounds).add_raw("rows", json_array(items));
-      out << top.str() << "\n";
+      Json summary;
+      summary["table2_mean_abs_mfu_error"] = sm.table2_mean_abs_mfu_error;
+      summary["table2_max_abs_mfu_error"] = sm.table2_max_abs_mfu_error;
+      summary["table2_max_abs_speedup_error"] = sm.table2_max_abs_speedup_error;
+      summary["table3_mean_abs_mfu_error"] = sm.table3_mean_abs_mfu_error;
+      summary["table3_max_abs_mfu_error"] = sm.table3_max_abs_mfu_error;
+      summary["table3_max_abs_increment_error"] = sm.table3_max_abs_increment_error;
+      summary["table3_wrong_sign_increments"] = sm.table3_wrong_sign_increments;
+      summary["fig9_mean_abs_mfu_error"] = sm.fig9_mean_abs_mfu_error;
+      summary["fig9_max_abs_mfu_error"] = sm.fig9_max_abs_mfu_error;
+      Json bounds;
+      bounds["table2_mean"] = b.table2_mean;
+      bounds["table2_max"] = b.table2_max;
+      bounds["speedup"] = b.speedup;
+      bounds["table3_each"] = b.table3_each;
+      bounds["table3_increment"] = b.table3_increment;
+      bounds["fig9_each"] = b.fig9_each;
+      Json top;
+      top["report_fidelity"] = r.fidelity;
+      top["pass"] = meets(r.summary, b);
+      top["summary"] = summary;
+      top["bounds"] = bounds;
+      top["rows"] = items;
+      out << report_json(top) << "\n";
     } else {
       out << validation_markdown(r);
     }
@@ -582,7 +604,7 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
     return argv.empty() ? 2 : 0;
   }
   if (argv[0] == "--version" || argv[0] == "version") {
-    out << "megascale " << MEGASCALE_VERSION << "\n";
+    out << base::tool_version() << "\n";
     return 0;
   }
   const std::string command = argv[0];

@@ -15,6 +15,7 @@
 
 #include "calibrate/nccl_tests.h"
 #include "cli/args.h"
+#include "cli/report.h"
 #include "cli/text_file.h"
 #include "cli/commands.h"
 #include "cli/fabric_config.h"
@@ -344,7 +345,7 @@ int calibrate_net_check(const Args& args, std::ostream& out, std::ostream& err) 
     }
   }
   if (p.on("--json")) {
-    nlohmann::json j;
+    base::Json j;
     j["pass"] = pass;
     for (const ClassStats& c : classes) {
       j["classes"].push_back({{"name", c.name}, {"points", c.errors.size()}, {"median_abs_error", c.median()},
@@ -352,7 +353,7 @@ int calibrate_net_check(const Args& args, std::ostream& out, std::ostream& err) 
                               {"max_bound", c.max_bound}, {"pass", c.pass()}});
     }
     for (const RunResult& r : results) {
-      nlohmann::json rj = {{"file", r.machine.file}, {"op", r.op},   {"ranks", r.ranks},
+      base::Json rj = {{"file", r.machine.file}, {"op", r.op},   {"ranks", r.ranks},
                            {"nodes", r.nodes},       {"gpu", r.machine.gpu}, {"skipped", r.skipped},
                            {"unscored", r.machine.unscored}};
       for (const Point& pt : r.points) {
@@ -361,7 +362,7 @@ int calibrate_net_check(const Args& args, std::ostream& out, std::ostream& err) 
       }
       j["runs"].push_back(rj);
     }
-    out << j.dump(2) << "\n";
+    out << report_json(j) << "\n";
   } else {
     out << md.str();
   }

@@ -25,7 +25,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/fabric_config.h"
-#include "cli/json.h"
+#include "base/json.h"
+#include "cli/report.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -168,20 +169,28 @@ std::string human_time(double s) {
   return fmt("%.1f us", s * 1e6);
 }
 
-JsonObject bottleneck_json(const network::Bottleneck& b) {
-  JsonObject j;
-  j.add("kind", b.kind).add("description", b.description).add("flows", b.flows);
-  j.add("capacity_gbps", b.capacity_gbps).add("rate_gbps", b.rate_gbps);
-  if (b.link >= 0) j.add("link", static_cast<int64_t>(b.link)).add("direction", b.up ? "up" : "down");
+Json bottleneck_json(const network::Bottleneck& b) {
+  Json j;
+  j["kind"] = b.kind;
+  j["description"] = b.description;
+  j["flows"] = b.flows;
+  j["capacity_gbps"] = b.capacity_gbps;
+  j["rate_gbps"] = b.rate_gbps;
+  if (b.link >= 0) {
+    j["link"] = static_cast<int64_t>(b.link);
+    j["direction"] = b.up ? "up" : "down";
+  }
   return j;
 }
 
-JsonObject cc_json(const network::CcEffectUsed& c) {
-  JsonObject j;
-  j.add("algorithm", std::string(network::cc_algorithm_name(c.algorithm))).add("applied", c.applied);
-  j.add("senders_per_bottleneck", c.senders);
-  j.add("achieved_bandwidth_fraction", c.achieved_bandwidth_fraction);
-  j.add("added_latency_us", c.added_latency_us).add("pfc_pause_fraction", c.pfc_pause_fraction);
+Json cc_json(const network::CcEffectUsed& c) {
+  Json j;
+  j["algorithm"] = std::string(network::cc_algorithm_name(c.algorithm));
+  j["applied"] = c.applied;
+  j["senders_per_bottleneck"] = c.senders;
+  j["achieved_bandwidth_fraction"] = c.achieved_bandwidth_fraction;
+  j["added_latency_us"] = c.added_latency_us;
+  j["pfc_pause_fraction"] = c.pfc_pause_fraction;
   return j;
 }
 
@@ -329,65 +338,89 @@ int net_collective(const Args& args, std::ostream& out) {
                                  : *op == network::CollectiveOp::kSendRecv ? "algbw"
                                                                            : "algbw x (n-1)/n";
   if (p.on("--json")) {
-    JsonObject j;
-    j.add("op", network::to_string(r.op)).add("algorithm", network::to_string(r.algorithm));
-    j.add("protocol", network::to_string(r.protocol)).add("auto", auto_choice);
-    std::vector<std::string> cands;
+    Json j;
+    j["op"] = network::to_string(r.op);
+    j["algorithm"] = network::to_string(r.algorithm);
+    j["protocol"] = network::to_string(r.protocol);
+    j["auto"] = auto_choice;
+    std::vector<Json> cands;
     for (const network::TunerCandidate& c : tuned.candidates) {
-      JsonObject cj;
-      cj.add("algorithm", network::to_string(c.algorithm)).add("protocol", network::to_string(c.protocol));
-      cj.add("enabled", c.enabled);
+      Json cj;
+      cj["algorithm"] = network::to_string(c.algorithm);
+      cj["protocol"] = network::to_string(c.protocol);
+      cj["enabled"] = c.enabled;
       if (c.enabled) {
-        cj.add("time_s", c.time_s).add("latency_s", c.latency_s).add("busbw_gbs", c.busbw_gbs);
-        cj.add("nccl_estimate_s", c.estimate_s);
+        cj["time_s"] = c.time_s;
+        cj["latency_s"] = c.latency_s;
+        cj["busbw_gbs"] = c.busbw_gbs;
+        cj["nccl_estimate_s"] = c.estimate_s;
       } else {
-        cj.add("why_not", c.why_not);
+        cj["why_not"] = c.why_not;
       }
-      cands.push_back(cj.str());
+      cands.push_back(cj);
     }
 
-    j.add("gpu", gpu.name).add("ranks", r.ranks).add("groups", r.groups);
-    j.add("ranks_per_server", ranks_per_server).add("servers_per_group", r.servers_per_group);
-    j.add("placement", placement);
-    j.add("bytes", static_cast<int64_t>(std::llround(r.bytes)));
-    j.add("time_s", r.time_s).add("algbw_gbs", r.algbw_gbs).add("busbw_gbs", r.busbw_gbs);
-    j.add("busbw_rule", busbw_rule);
-    j.add("latency_s", r.latency_s).add("bandwidth_s", r.bandwidth_s).add("steps", r.steps);
-    j.add("bottleneck", bottleneck_json(r.bottleneck));
-    j.add("congestion_control", cc_json(r.cc));
-    std::vector<std::string> phases;
+    j["gpu"] = gpu.name;
+    j["ranks"] = r.ranks;
+    j["groups"] = r.groups;
+    j["ranks_per_server"] = ranks_per_server;
+    j["servers_per_group"] = r.servers_per_group;
+    j["placement"] = placement;
+    j["bytes"] = static_cast<int64_t>(std::llround(r.bytes));
+    j["time_s"] = r.time_s;
+    j["algbw_gbs"] = r.algbw_gbs;
+    j["busbw_gbs"] = r.busbw_gbs;
+    j["busbw_rule"] = busbw_rule;
+    j["latency_s"] = r.latency_s;
+    j["bandwidth_s"] = r.bandwidth_s;
+    j["steps"] = r.steps;
+    j["bottleneck"] = bottleneck_json(r.bottleneck);
+    j["congestion_control"] = cc_json(r.cc);
+    std::vector<Json> phases;
     for (const network::CollectivePhase& ph : r.phases) {
-      JsonObject pj;
-      pj.add("name", ph.name).add("steps", ph.steps).add("step_bandwidth_s", ph.step.bandwidth_s);
-      pj.add("bandwidth_s", ph.bandwidth_s).add("latency_s", ph.latency_s);
-      pj.add("flows_per_step", static_cast<int64_t>(ph.step.subflows));
-      pj.add("network_flows_per_step", static_cast<int64_t>(ph.step.network_subflows));
-      pj.add("cc_limited_flows", static_cast<int64_t>(ph.step.cc_limited_subflows));
-      pj.add("memo_hit", ph.memo_hit);
-      pj.add("bottleneck", bottleneck_json(ph.step.bottleneck)).add("congestion_control", cc_json(ph.step.cc));
-      phases.push_back(pj.str());
+      Json pj;
+      pj["name"] = ph.name;
+      pj["steps"] = ph.steps;
+      pj["step_bandwidth_s"] = ph.step.bandwidth_s;
+      pj["bandwidth_s"] = ph.bandwidth_s;
+      pj["latency_s"] = ph.latency_s;
+      pj["flows_per_step"] = static_cast<int64_t>(ph.step.subflows);
+      pj["network_flows_per_step"] = static_cast<int64_t>(ph.step.network_subflows);
+      pj["cc_limited_flows"] = static_cast<int64_t>(ph.step.cc_limited_subflows);
+      pj["memo_hit"] = ph.memo_hit;
+      pj["bottleneck"] = bottleneck_json(ph.step.bottleneck);
+      pj["congestion_control"] = cc_json(ph.step.cc);
+      phases.push_back(pj);
     }
-    j.add_raw("phases", json_array(phases));
-    JsonObject fj;
-    fj.add("preset", spec.preset).add("description", topology.describe());
-    fj.add("gpus", spec.gpus).add("nic_gbps", spec.nic_gbps).add("nic_busbw_gbs", options.nic_busbw_gbs);
-    fj.add("nvlink_busbw_gbs", options.nvlink_busbw_gbs);
-    fj.add("ecmp_hash", network::to_string(ecmp.hash)).add("qps_per_connection", ecmp.qps_per_connection);
-    fj.add("polarized", ecmp.polarized);
-    j.add("fabric", fj);
-    j.add("step_solves", static_cast<int64_t>(r.step_solves)).add("wall_time_s", wall_s);
+    j["phases"] = phases;
+    Json fj;
+    fj["preset"] = spec.preset;
+    fj["description"] = topology.describe();
+    fj["gpus"] = spec.gpus;
+    fj["nic_gbps"] = spec.nic_gbps;
+    fj["nic_busbw_gbs"] = options.nic_busbw_gbs;
+    fj["nvlink_busbw_gbs"] = options.nvlink_busbw_gbs;
+    fj["ecmp_hash"] = network::to_string(ecmp.hash);
+    fj["qps_per_connection"] = ecmp.qps_per_connection;
+    fj["polarized"] = ecmp.polarized;
+    j["fabric"] = fj;
+    j["step_solves"] = static_cast<int64_t>(r.step_solves);
+    j["wall_time_s"] = wall_s;
     if (measured) {
-      JsonObject pj;
-      pj.add("name", measured->name).add("file", measured->source_file).add("scope", profile_scope);
+      Json pj;
+      pj["name"] = measured->name;
+      pj["file"] = measured->source_file;
+      pj["scope"] = profile_scope;
       if (profile_s) {
-        pj.add("time_s", *profile_s).add("busbw_gbs", profile_busbw_gbs);
+        pj["time_s"] = *profile_s;
+        pj["busbw_gbs"] = profile_busbw_gbs;
       } else {
-        pj.add_raw("time_s", "null");
+        pj["time_s"] = nullptr;
       }
-      j.add("profile", pj);
+      j["profile"] = pj;
     }
-    j.add_raw("candidates", json_array(cands));  // last: the fields above are the chosen pair's
-    out << j.str() << "\n";
+    j["candidates"] = cands;  // last: the fields above are the chosen pair's
+    out << report_json(j) << "\n";
     return 0;
   }
   char buf[256];
@@ -459,18 +492,22 @@ int net_ecmp(const Args& args, std::ostream& out) {
   if (static_cast<int64_t>(flows) * qps > (1 << 20)) throw UsageError("--flows x --qps must be at most 1048576");
   const network::EcmpStatistics s = network::ecmp_statistics(paths, flows, qps, trials, seed, hash);
   if (p.on("--json")) {
-    JsonObject measured, theory, j;
-    measured.add("mean_paths_used_fraction", s.mean_paths_used_fraction);
-    measured.add("collective_efficiency", s.collective_efficiency);
-    measured.add("mean_max_load_flows", s.mean_max_load_flows);
-    theory.add("mean_paths_used_fraction", s.theory_paths_used_fraction);
-    theory.add("collective_efficiency", s.theory_collective_efficiency);
-    j.add("paths", s.paths).add("flows", s.flows).add("qps", s.qps).add("trials", s.trials);
-    j.add("hash", network::to_string(hash));
-    j.add("mean_paths_used_fraction", s.mean_paths_used_fraction);
-    j.add("collective_efficiency", s.collective_efficiency);
-    j.add("measured", measured).add("theory", theory);
-    out << j.str() << "\n";
+    Json measured, theory, j;
+    measured["mean_paths_used_fraction"] = s.mean_paths_used_fraction;
+    measured["collective_efficiency"] = s.collective_efficiency;
+    measured["mean_max_load_flows"] = s.mean_max_load_flows;
+    theory["mean_paths_used_fraction"] = s.theory_paths_used_fraction;
+    theory["collective_efficiency"] = s.theory_collective_efficiency;
+    j["paths"] = s.paths;
+    j["flows"] = s.flows;
+    j["qps"] = s.qps;
+    j["trials"] = s.trials;
+    j["hash"] = network::to_string(hash);
+    j["mean_paths_used_fraction"] = s.mean_paths_used_fraction;
+    j["collective_efficiency"] = s.collective_efficiency;
+    j["measured"] = measured;
+    j["theory"] = theory;
+    out << report_json(j) << "\n";
     return 0;
   }
   char buf[256];
@@ -519,13 +556,9 @@ int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
     if (!p.on("--json")) err << "wrote " << path << "\n";
   }
   if (p.on("--json")) {
-    std::string j = network::incast_report_json(r);
-    const size_t close = j.rfind('}');
-    if (p.has("--plot") && close != std::string::npos) {
-      j.insert(close, ",  \"plot\": " + json_escape(p.values.at("--plot")) + "\n");
-    }
-    while (!j.empty() && j.back() == '\n') j.pop_back();
-    out << j << "\n";
+    Json j = network::incast_report_json(r);
+    if (p.has("--plot")) j["plot"] = p.values.at("--plot");
+    out << report_json(j) << "\n";
     return 0;
   }
   char buf[256];

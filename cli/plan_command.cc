@@ -27,7 +27,8 @@
 #include "base/xml_text.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/json.h"
+#include "base/json.h"
+#include "cli/report.h"
 #include "cli/simulate_event.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
@@ -361,65 +362,63 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     const std::vector<Assumption> assumptions = assumptions_of(s);
 
     if (p.on("--json")) {
-      JsonObject lost;
-      for (const auto& [cause, hours] : r.lost_hours_by_cause) lost.add(cause, hours);
-      std::vector<std::string> points;
+      Json lost;
+      for (const auto& [cause, hours] : r.lost_hours_by_cause) lost[cause] = hours;
+      Json points = Json::array();
       for (const SweepPoint& q : sweep) {
-        points.push_back(JsonObject().add("checkpoint_interval_s", q.interval_s).add("ettr_mean", q.ettr_mean).str());
+        points.push_back(Json{{"checkpoint_interval_s", q.interval_s}, {"ettr_mean", q.ettr_mean}});
       }
-      JsonObject sources;
-      for (const Assumption& a : assumptions) sources.add(a.key, a.source);
-      JsonObject j;
-      j.add("scenario", s.name)
-          .add("runs", runs)
-          .add("seed", static_cast<int64_t>(seed))
-          .add("gpus", s.parallel.gpus())
-          .add("iteration_time_s", iteration_s)
-          .add("iteration_time_source", iteration.source)
-          .add("duration_days", m.horizon_s / 86400.0)
-          .add("ettr_mean", r.ettr_mean)
-          .add("ettr_p5", r.ettr_p5)
-          .add("ettr_p95", r.ettr_p95)
-          .add("restarts_mean", r.restarts_mean)
-          .add("failures_mean", r.failures_mean)
-          .add("failures_during_recovery", s.failures.during_recovery)
-          .add("recovery_failures_mean", r.recovery_failures_mean)
-          .add("days_to_finish", r.days_to_finish)
-          .add("diagnosis_mean_s", r.diagnosis_mean_s)
-          .add("manual_mean_s", r.manual_mean_s)
-          .add("catch_up_mean_s", r.catch_up_mean_s)
-          .add("spare_wait_hours", r.spare_wait_hours)
-          .add("mtbf_h", mtbf_s / 3600.0)
-          .add("comm_init_s", m.init_s)
-          .add("checkpoint_load_s", m.load_s)
-          .add("restart_s", m.restart_s())
-          .add("checkpoint_stall_s", m.checkpoint_stall_s)
-          .add("checkpoint_persist_s", m.checkpoint_persist_s)
-          .add("checkpoint_interval_s", s.recovery.checkpoint_interval_s)
-          .add("lost_hours_by_cause", lost)
-          .add("best_checkpoint_interval_s", best.interval_s)
-          .add("best_checkpoint_ettr", best.ettr_mean)
-          .add("young_daly_interval_s", young_daly_s)
-          .add_raw("sweep", json_array(points))
-          .add("assumption_sources", sources);
+      Json sources;
+      for (const Assumption& a : assumptions) sources[a.key] = a.source;
+      Json j;
+      j["scenario"] = s.name;
+      j["runs"] = runs;
+      j["seed"] = static_cast<int64_t>(seed);
+      j["gpus"] = s.parallel.gpus();
+      j["iteration_time_s"] = iteration_s;
+      j["iteration_time_source"] = iteration.source;
+      j["duration_days"] = m.horizon_s / 86400.0;
+      j["ettr_mean"] = r.ettr_mean;
+      j["ettr_p5"] = r.ettr_p5;
+      j["ettr_p95"] = r.ettr_p95;
+      j["restarts_mean"] = r.restarts_mean;
+      j["failures_mean"] = r.failures_mean;
+      j["failures_during_recovery"] = s.failures.during_recovery;
+      j["recovery_failures_mean"] = r.recovery_failures_mean;
+      j["days_to_finish"] = r.days_to_finish;
+      j["diagnosis_mean_s"] = r.diagnosis_mean_s;
+      j["manual_mean_s"] = r.manual_mean_s;
+      j["catch_up_mean_s"] = r.catch_up_mean_s;
+      j["spare_wait_hours"] = r.spare_wait_hours;
+      j["mtbf_h"] = mtbf_s / 3600.0;
+      j["comm_init_s"] = m.init_s;
+      j["checkpoint_load_s"] = m.load_s;
+      j["restart_s"] = m.restart_s();
+      j["checkpoint_stall_s"] = m.checkpoint_stall_s;
+      j["checkpoint_persist_s"] = m.checkpoint_persist_s;
+      j["checkpoint_interval_s"] = s.recovery.checkpoint_interval_s;
+      j["lost_hours_by_cause"] = lost;
+      j["best_checkpoint_interval_s"] = best.interval_s;
+      j["best_checkpoint_ettr"] = best.ettr_mean;
+      j["young_daly_interval_s"] = young_daly_s;
+      j["sweep"] = points;
+      j["assumption_sources"] = sources;
       if (gpu_sweep) {
-        std::vector<std::string> rows;
+        Json rows = Json::array();
         for (const GpuPoint& g : gpu_points) {
-          rows.push_back(JsonObject()
-                             .add("gpus", g.gpus)
-                             .add("dp", g.dp)
-                             .add("iteration_time_s", g.iteration.s)
-                             .add("iteration_time_source", g.iteration.source)
-                             .add("ettr_mean", g.plan.ettr_mean)
-                             .add("ettr_p5", g.plan.ettr_p5)
-                             .add("ettr_p95", g.plan.ettr_p95)
-                             .add("restarts_mean", g.plan.restarts_mean)
-                             .add("days_to_finish", g.plan.days_to_finish)
-                             .str());
+          rows.push_back(Json{{"gpus", g.gpus},
+                              {"dp", g.dp},
+                              {"iteration_time_s", g.iteration.s},
+                              {"iteration_time_source", g.iteration.source},
+                              {"ettr_mean", g.plan.ettr_mean},
+                              {"ettr_p5", g.plan.ettr_p5},
+                              {"ettr_p95", g.plan.ettr_p95},
+                              {"restarts_mean", g.plan.restarts_mean},
+                              {"days_to_finish", g.plan.days_to_finish}});
         }
-        j.add_raw("gpus_sweep", json_array(rows));
+        j["gpus_sweep"] = rows;
       }
-      out << j.str() << "\n";
+      out << report_json(j) << "\n";
       return 0;
     }
     out << "plan: " << s.name << " (" << s.parallel.gpus() << " GPUs, " << fmt(m.horizon_s / 86400, 1)

@@ -57,41 +57,65 @@ std::string layout(const model::ParallelConfig& p) {
 
 }  // namespace
 
-JsonObject parallel_json(const model::ParallelConfig& p) {
-  JsonObject j;
+std::string report_json(const Json& body) { return base::with_header(body).dump(); }
+
+Json parallel_json(const model::ParallelConfig& p) {
+  Json j;
   // The user's figures; with CP, dp_cp is the gradient group CP is folded into.
-  j.add("tp", p.tp).add("cp", p.cp).add("pp", p.pp).add("vpp", p.vpp).add("dp", p.replicas());
-  if (p.cp > 1) j.add("dp_cp", p.dp);
-  j.add("micro_batch", p.micro_batch).add("global_batch", p.global_batch / p.cp);
-  j.add("microbatches", p.microbatches()).add("sequence_parallel", p.sequence_parallel);
-  j.add("zero_stage", p.zero_stage).add("recompute", model::to_string(p.recompute));
+  j["tp"] = p.tp;
+  j["cp"] = p.cp;
+  j["pp"] = p.pp;
+  j["vpp"] = p.vpp;
+  j["dp"] = p.replicas();
+  if (p.cp > 1) {
+    j["dp_cp"] = p.dp;
+  }
+  j["micro_batch"] = p.micro_batch;
+  j["global_batch"] = p.global_batch / p.cp;
+  j["microbatches"] = p.microbatches();
+  j["sequence_parallel"] = p.sequence_parallel;
+  j["zero_stage"] = p.zero_stage;
+  j["recompute"] = model::to_string(p.recompute);
   return j;
 }
 
-JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e, const std::string& fidelity) {
-  JsonObject breakdown;
-  for (const Row& r : breakdown_rows(e.breakdown)) breakdown.add(r.name, r.s);
-  JsonObject memory;
-  memory.add("parameters", e.memory.parameters_bytes).add("gradients", e.memory.gradients_bytes);
-  memory.add("optimizer", e.memory.optimizer_bytes).add("activations", e.memory.activations_bytes);
-  memory.add("other", e.memory.other_bytes);
+Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std::string& fidelity) {
+  Json breakdown;
+  for (const Row& r : breakdown_rows(e.breakdown)) breakdown[r.name] = r.s;
+  Json memory;
+  memory["parameters"] = e.memory.parameters_bytes;
+  memory["gradients"] = e.memory.gradients_bytes;
+  memory["optimizer"] = e.memory.optimizer_bytes;
+  memory["activations"] = e.memory.activations_bytes;
+  memory["other"] = e.memory.other_bytes;
   const model::Optimizations& o = s.optimizations;
-  JsonObject opt;
-  opt.add("preset", o.preset).add("tp_overlap", o.tp_overlap).add("pp_overlap", o.pp_overlap);
-  opt.add("dp_overlap", o.dp_overlap).add("efficient_operators", o.efficient_operators);
-  opt.add("data_pipeline", o.data_pipeline).add("optimizer", model::to_string(o.optimizer));
+  Json opt;
+  opt["preset"] = o.preset;
+  opt["tp_overlap"] = o.tp_overlap;
+  opt["pp_overlap"] = o.pp_overlap;
+  opt["dp_overlap"] = o.dp_overlap;
+  opt["efficient_operators"] = o.efficient_operators;
+  opt["data_pipeline"] = o.data_pipeline;
+  opt["optimizer"] = model::to_string(o.optimizer);
 
-  JsonObject j;
-  j.add("scenario", s.name).add("source", s.source).add("fidelity", fidelity);
-  j.add("gpu", s.hardware.gpu).add("gpus", s.cluster.gpus);
-  j.add("mfu", e.mfu).add("iteration_time_s", e.iteration_time_s);
-  j.add("tokens_per_s", e.tokens_per_s).add("bubble_fraction", e.bubble_fraction);
-  j.add("memory_per_gpu_bytes", e.memory.total_bytes);
-  j.add("memory_capacity_bytes", e.memory.capacity_bytes);
-  j.add("fits_in_memory", e.memory.fits());
-  j.add("model_flops_per_iteration", e.model_flops);
-  j.add("breakdown_s", breakdown).add("memory_bytes", memory);
-  j.add("parallel", parallel_json(s.parallel)).add("optimizations", opt);
+  Json j;
+  j["scenario"] = s.name;
+  j["source"] = s.source;
+  j["fidelity"] = fidelity;
+  j["gpu"] = s.hardware.gpu;
+  j["gpus"] = s.cluster.gpus;
+  j["mfu"] = e.mfu;
+  j["iteration_time_s"] = e.iteration_time_s;
+  j["tokens_per_s"] = e.tokens_per_s;
+  j["bubble_fraction"] = e.bubble_fraction;
+  j["memory_per_gpu_bytes"] = e.memory.total_bytes;
+  j["memory_capacity_bytes"] = e.memory.capacity_bytes;
+  j["fits_in_memory"] = e.memory.fits();
+  j["model_flops_per_iteration"] = e.model_flops;
+  j["breakdown_s"] = breakdown;
+  j["memory_bytes"] = memory;
+  j["parallel"] = parallel_json(s.parallel);
+  j["optimizations"] = opt;
   return j;
 }
 

@@ -11,15 +11,21 @@
 
 #include <string>
 
-#include "cli/json.h"
+#include "base/json.h"
 #include "model/config.h"
 #include "model/estimator.h"
 
 namespace megascale::cli {
 
-JsonObject parallel_json(const model::ParallelConfig& p);
+using base::Json;
+
+// {"schema_version", "tool_version", then body's keys} as one line of JSON:
+// what every `--json` report prints (base/json.h).
+std::string report_json(const Json& body);
+
+Json parallel_json(const model::ParallelConfig& p);
 // `fidelity`: "analytical" (model::estimate) or "event" (sim/).
-JsonObject estimate_json(const model::Scenario& s, const model::Estimate& e,
+Json estimate_json(const model::Scenario& s, const model::Estimate& e,
                          const std::string& fidelity = "analytical");
 
 // Multi-line human summary of one estimate.

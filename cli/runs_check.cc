@@ -16,6 +16,7 @@
 #include "calibrate/fit.h"
 #include "calibrate/nccl_tests.h"  // defines: ImportError
 #include "cli/args.h"
+#include "cli/report.h"
 #include "cli/text_file.h"
 #include "cli/simulate_event.h"
 #include "model/estimator.h"
@@ -128,7 +129,7 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
     }
   }
   if (p.on("--json")) {
-    nlohmann::json j;
+    base::Json j;
     j["pass"] = pass;
     j["median_abs_error"] = med;
     j["max_abs_error"] = worst;
@@ -144,7 +145,7 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
                            {"scored", r.run.unscored.empty()},
                            {"source", r.run.source}});
     }
-    out << j.dump(2) << "\n";
+    out << report_json(j) << "\n";
   } else {
     out << md.str();
   }

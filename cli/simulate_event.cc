@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "cli/fabric_config.h"
-#include "cli/json.h"
+#include "base/json.h"
 #include "cli/report.h"
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -61,40 +61,36 @@ sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
 }
 
 // estimate_json with "fidelity": "event" and the event-level fields appended.
-std::string event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
-                      const std::vector<std::string>& files) {
+Json event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
+                const std::vector<std::string>& files) {
   const model::Scenario& s = res.scenario;
   const model::Estimate& e = res.estimate;
-  std::string base = estimate_json(s, e, "event").str();
-  base.pop_back();  // the closing brace; more fields follow
-
-  JsonObject extra;
-  extra.add("wall_time_s", wall_s);
+  Json extra = estimate_json(s, e, "event");
+  extra["wall_time_s"] = wall_s;
   const model::TimeBreakdown& b = e.breakdown;
-  JsonObject exposed;
-  exposed.add("tp", b.tp_exposed_s).add("pp", b.pp_exposed_s).add("pp_bubble", b.bubble_s);
-  exposed.add("dp", b.dp_exposed_s).add("data", b.data_s);
-  extra.add("exposed_s", exposed);
-  extra.add("steps", static_cast<int64_t>(res.steps.size()));
-  std::vector<std::string> times;
-  for (const sim::StepResult& st : res.steps) times.push_back(json_number(st.time_s));
-  extra.add_raw("step_times_s", json_array(times));
-  JsonObject comm;
-  comm.add("model", sim::to_string(res.comm.model)).add("p2p", res.comm.p2p_s);
-  auto numbers = [](const std::vector<double>& v) {
-    std::vector<std::string> out;
-    for (double x : v) out.push_back(json_number(x));
-    return json_array(out);
-  };
+  Json exposed;
+  exposed["tp"] = b.tp_exposed_s;
+  exposed["pp"] = b.pp_exposed_s;
+  exposed["pp_bubble"] = b.bubble_s;
+  exposed["dp"] = b.dp_exposed_s;
+  exposed["data"] = b.data_s;
+  extra["exposed_s"] = exposed;
+  extra["steps"] = static_cast<int64_t>(res.steps.size());
+  Json times = Json::array();
+  for (const sim::StepResult& st : res.steps) times.push_back(st.time_s);
+  extra["step_times_s"] = times;
+  Json comm;
+  comm["model"] = sim::to_string(res.comm.model);
+  comm["p2p"] = res.comm.p2p_s;
   // Per sending pipeline rank (network model; empty otherwise: every send takes p2p).
-  comm.add_raw("p2p_to_next_stage", numbers(res.comm.p2p_next_s));
-  comm.add_raw("p2p_to_previous_stage", numbers(res.comm.p2p_prev_s));
-  comm.add("dp_reduce_chunk", e.dp_reduce_scatter_chunk_s).add("dp_all_gather_chunk", e.dp_all_gather_chunk_s);
-  comm.add("embedding_sync", res.comm.embedding_sync_s).add("solves", res.comm.solves);
-  std::vector<std::string> notes;
-  for (const std::string& n : res.comm.notes) notes.push_back(json_escape(n));
-  comm.add_raw("notes", json_array(notes));
-  extra.add("comm_s", comm);
+  comm["p2p_to_next_stage"] = res.comm.p2p_next_s;
+  comm["p2p_to_previous_stage"] = res.comm.p2p_prev_s;
+  comm["dp_reduce_chunk"] = e.dp_reduce_scatter_chunk_s;
+  comm["dp_all_gather_chunk"] = e.dp_all_gather_chunk_s;
+  comm["embedding_sync"] = res.comm.embedding_sync_s;
+  comm["solves"] = res.comm.solves;
+  comm["notes"] = res.comm.notes;
+  extra["comm_s"] = comm;
   const sim::StepResult& first = res.steps.front();
   int most_replicas = 0, distinct = 0;
   bool exact = true;
@@ -105,33 +101,32 @@ std::string event_json(const sim::JobResult& res, const sim::SimOptions& o, doub
     exact = exact && st.exact;
     ops += st.stats.ops;
   }
-  JsonObject ev;
-  ev.add("simulated_replicas_max", most_replicas).add("distinct_replicas_max", distinct);
-  ev.add("replica_choice_exact", exact).add("actors", first.stats.actors).add("hosts", first.stats.hosts);
-  ev.add("ops_simulated", ops).add("critical_pp_rank", first.critical_rank);
-  ev.add("critical_dp_replica", first.critical_replica);
-  extra.add("event", ev);
-  JsonObject var;
-  var.add("jitter_sigma", o.variability.jitter_sigma).add("seed", static_cast<int64_t>(o.variability.seed));
-  var.add("gpu_speed_sigma", o.variability.gpu_sigma);
-  var.add("straggler_factor", o.variability.stragglers.factor);
-  var.add("straggler_fraction", o.variability.stragglers.machine_fraction);
-  var.add("straggler_per_step", o.variability.stragglers.per_step);
-  std::vector<std::string> machines;
-  for (int m : first.straggler_machines) machines.push_back(std::to_string(m));
-  var.add_raw("straggler_machines_step0", json_array(machines));
-  std::vector<std::string> gpus;
-  for (int g : o.variability.stragglers.gpus) gpus.push_back(std::to_string(g));
-  var.add_raw("straggler_gpus", json_array(gpus));
-  extra.add("variability", var);
-  JsonObject ana;
-  ana.add("iteration_time_s", res.analytical.iteration_time_s).add("mfu", res.analytical.mfu);
-  extra.add("analytical", ana);
-  std::vector<std::string> quoted;
-  for (const std::string& f : files) quoted.push_back(json_escape(f));
-  extra.add_raw("files", json_array(quoted));
-  const std::string tail = extra.str();  // "{...}"
-  return base + ", " + tail.substr(1);
+  Json ev;
+  ev["simulated_replicas_max"] = most_replicas;
+  ev["distinct_replicas_max"] = distinct;
+  ev["replica_choice_exact"] = exact;
+  ev["actors"] = first.stats.actors;
+  ev["hosts"] = first.stats.hosts;
+  ev["ops_simulated"] = ops;
+  ev["critical_pp_rank"] = first.critical_rank;
+  ev["critical_dp_replica"] = first.critical_replica;
+  extra["event"] = ev;
+  Json var;
+  var["jitter_sigma"] = o.variability.jitter_sigma;
+  var["seed"] = static_cast<int64_t>(o.variability.seed);
+  var["gpu_speed_sigma"] = o.variability.gpu_sigma;
+  var["straggler_factor"] = o.variability.stragglers.factor;
+  var["straggler_fraction"] = o.variability.stragglers.machine_fraction;
+  var["straggler_per_step"] = o.variability.stragglers.per_step;
+  var["straggler_machines_step0"] = first.straggler_machines;
+  var["straggler_gpus"] = o.variability.stragglers.gpus;
+  extra["variability"] = var;
+  Json ana;
+  ana["iteration_time_s"] = res.analytical.iteration_time_s;
+  ana["mfu"] = res.analytical.mfu;
+  extra["analytical"] = ana;
+  extra["files"] = files;
+  return extra;
 }
 
 std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
@@ -216,34 +211,44 @@ int simulate_failure_report(const model::Scenario& s, const EventRequest& r, con
   auto first_gpu = [&](int sim_replica, int rank) { return sim::gpu_of(p, 0, f.replicas[sim_replica], rank); };
 
   if (r.json) {
-    JsonObject j;
-    j.add("scenario", s.name).add("fidelity", "event").add("gpu", f.gpu).add("dp_replica", f.dp_replica);
-    j.add("pp_rank", f.pp_rank).add("tp_rank", f.tp_rank).add("at_s", f.at_s);
-    j.add("healthy_step_s", f.healthy_step_s).add("hung", h.hung).add("host_went_down", h.failed_at_s >= 0);
-    j.add("blocked_ranks", h.blocked).add("ranks_waiting_at_step_end", h.waiting_at_step_end);
-    j.add("last_progress_s", h.last_progress_s);
-    std::vector<std::string> roots, ranks, replicas;
+    Json j;
+    j["scenario"] = s.name;
+    j["fidelity"] = "event";
+    j["gpu"] = f.gpu;
+    j["dp_replica"] = f.dp_replica;
+    j["pp_rank"] = f.pp_rank;
+    j["tp_rank"] = f.tp_rank;
+    j["at_s"] = f.at_s;
+    j["healthy_step_s"] = f.healthy_step_s;
+    j["hung"] = h.hung;
+    j["host_went_down"] = h.failed_at_s >= 0;
+    j["blocked_ranks"] = h.blocked;
+    j["ranks_waiting_at_step_end"] = h.waiting_at_step_end;
+    j["last_progress_s"] = h.last_progress_s;
+    Json roots = Json::array(), ranks = Json::array();
     for (const auto& [i, rank] : h.roots) {
-      JsonObject x;
-      x.add("dp_replica", f.replicas[i]).add("pp_rank", rank).add("first_gpu", first_gpu(i, rank));
-      x.add("gpus", p.tp);
-      roots.push_back(x.str());
+      Json x;
+      x["dp_replica"] = f.replicas[i];
+      x["pp_rank"] = rank;
+      x["first_gpu"] = first_gpu(i, rank);
+      x["gpus"] = p.tp;
+      roots.push_back(x);
     }
     for (const sim::RankWait* w : order) {
-      JsonObject x;
-      x.add("dp_replica", f.replicas[w->replica]).add("pp_rank", w->rank).add("state", state_name(w->state));
-      x.add("last_progress_s", w->last_progress_s).add("waiting_on", w->blocked_on);
-      ranks.push_back(x.str());
+      Json x;
+      x["dp_replica"] = f.replicas[w->replica];
+      x["pp_rank"] = w->rank;
+      x["state"] = state_name(w->state);
+      x["last_progress_s"] = w->last_progress_s;
+      x["waiting_on"] = w->blocked_on;
+      ranks.push_back(x);
     }
-    for (int d : f.replicas) replicas.push_back(std::to_string(d));
-    j.add_raw("wait_chains_end_at", json_array(roots));
-    j.add_raw("ranks", json_array(ranks));
-    j.add_raw("simulated_dp_replicas", json_array(replicas));
-    std::vector<std::string> written;
-    for (const std::string& w : files) written.push_back(json_escape(w));
-    j.add_raw("files", json_array(written));
-    j.add("wall_time_s", wall_s);
-    out << j.str() << "\n";
+    j["wait_chains_end_at"] = roots;
+    j["ranks"] = ranks;
+    j["simulated_dp_replicas"] = f.replicas;
+    j["files"] = files;
+    j["wall_time_s"] = wall_s;
+    out << report_json(j) << "\n";
     return 0;
   }
 
@@ -318,19 +323,24 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
     check = sim::network_crosscheck(s, every);
   }
   if (r.json) {
-    std::string json = event_json(res, o, res.wall_s, files);
+    Json json = event_json(res, o, res.wall_s, files);
     if (check) {
-      JsonObject x;
-      x.add("event_step_s", check->event_step_s).add("simgrid_step_s", check->simgrid_step_s);
-      x.add("rounds", check->rounds).add("flows", static_cast<int64_t>(check->flows));
-      x.add("send_ops", check->send_ops).add("send_mean_rel_diff", check->send_mean_rel_diff);
-      x.add("send_max_rel_diff", check->send_max_rel_diff).add("worst_send", check->worst_send);
-      x.add("dp_ops", check->dp_ops).add("dp_mean_rel_diff", check->dp_mean_rel_diff);
-      x.add("dp_max_rel_diff", check->dp_max_rel_diff).add("wall_s", check->wall_s);
-      json.pop_back();  // the closing brace
-      json += ", \"simgrid_check\": " + x.str() + "}";
+      Json x;
+      x["event_step_s"] = check->event_step_s;
+      x["simgrid_step_s"] = check->simgrid_step_s;
+      x["rounds"] = check->rounds;
+      x["flows"] = static_cast<int64_t>(check->flows);
+      x["send_ops"] = check->send_ops;
+      x["send_mean_rel_diff"] = check->send_mean_rel_diff;
+      x["send_max_rel_diff"] = check->send_max_rel_diff;
+      x["worst_send"] = check->worst_send;
+      x["dp_ops"] = check->dp_ops;
+      x["dp_mean_rel_diff"] = check->dp_mean_rel_diff;
+      x["dp_max_rel_diff"] = check->dp_max_rel_diff;
+      x["wall_s"] = check->wall_s;
+      json["simgrid_check"] = x;
     }
-    out << json << "\n";
+    out << report_json(json) << "\n";
   } else {
     out << event_text(res, o, res.wall_s, files);
     if (check && check->flows == 0) {

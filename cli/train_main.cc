@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/json.h"
+#include "base/json.h"
 #include "engine/checkpoint.h"
 #include "engine/comm_mpi.h"
 #include "engine/dataset.h"
@@ -89,11 +89,14 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
   trainer.run([&](const engine::StepReport& r) {
     if (world->rank() != 0) return;
     if (json) {
-      JsonObject j;
-      j.add("step", static_cast<int64_t>(r.step)).add("loss", r.loss);
-      j.add("step_time_s", r.step_time_s).add("tokens_per_s", r.tokens_per_s).add("mfu", r.mfu);
-      j.add("grad_norm", r.grad_norm);
-      out << j.str() << "\n" << std::flush;
+      base::Json j;
+      j["step"] = static_cast<int64_t>(r.step);
+      j["loss"] = r.loss;
+      j["step_time_s"] = r.step_time_s;
+      j["tokens_per_s"] = r.tokens_per_s;
+      j["mfu"] = r.mfu;
+      j["grad_norm"] = r.grad_norm;
+      out << base::with_header(j).dump() << "\n" << std::flush;
     } else {
       char buf[200];
       std::snprintf(buf, sizeof buf, "step %4lld  loss %.5f  grad norm %.3f  %.3f s  %.0f tokens/s  MFU %.1f%%\n",

@@ -1,7 +1,7 @@
 // model/trace_schema.cc: the trace schema's CSV / Chrome JSON writers and CSV reader.
 #include "model/trace_schema.h"
 
-#include "base/json_text.h"
+#include "base/json.h"
 
 #include <algorithm>
 #include <charconv>
@@ -127,11 +127,14 @@ void write_trace_csv(const std::string& path, const std::vector<TraceEvent>& eve
 
 void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events) {
   std::ofstream out = open_out(path);
+  // One event object per line (nlohmann-json renders each), so a large trace
+  // streams out without a whole-document tree in memory.
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
-  auto sep = [&] {
+  auto emit = [&](const base::Json& j) {
     if (!first) out << ",\n";
     first = false;
+    out << j.dump();
   };
   // Metadata: name every (rank, stream) that occurs; sort streams by their id.
   std::vector<std::pair<int, int>> seen;
@@ -141,21 +144,13 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
   int last_rank = -1;
   for (auto [rank, stream] : seen) {
     if (rank != last_rank) {
-      sep();
-      out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << rank
-          << ",\"args\":{\"name\":\"rank " << rank << "\"}}";
-      sep();
-      out << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << rank
-          << ",\"args\":{\"sort_index\":" << rank << "}}";
+      emit({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+      emit({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"args", {{"sort_index", rank}}}});
       last_rank = rank;
     }
-    sep();
-    out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << stream
-        << ",\"args\":{\"name\":\"" << to_string(static_cast<Stream>(stream))
-        << "\"}}";
-    sep();
-    out << "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << rank << ",\"tid\":" << stream
-        << ",\"args\":{\"sort_index\":" << stream << "}}";
+    emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", stream},
+          {"args", {{"name", to_string(static_cast<Stream>(stream))}}}});
+    emit({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", stream}, {"args", {{"sort_index", stream}}}});
   }
   for (const TraceEvent& e : events) {
     // Display name "forward 3.1 L5"; the fields themselves are in args.
@@ -165,14 +160,16 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
       if (e.chunk >= 0) name.append(".").append(std::to_string(e.chunk));
     }
     if (e.layer >= 0) name.append(" L").append(std::to_string(e.layer));
-    sep();
-    out << "{\"name\":" << base::json_escape(name) << ",\"cat\":\"" << to_string(e.stream)
-        << "\",\"ph\":\"X\",\"pid\":" << e.rank << ",\"tid\":" << static_cast<int>(e.stream)
-        << ",\"ts\":" << fmt_double(e.start_us, "%.3f")
-        << ",\"dur\":" << fmt_double(e.end_us - e.start_us, "%.3f")
-        << ",\"args\":{\"kind\":" << base::json_escape(e.kind) << ",\"microbatch\":" << e.microbatch
-        << ",\"chunk\":" << e.chunk << ",\"layer\":" << e.layer << ",\"bytes\":" << e.bytes
-        << ",\"flops\":" << fmt_double(e.flops, "%.17g") << "}}";
+    emit({{"name", name},
+          {"cat", to_string(e.stream)},
+          {"ph", "X"},
+          {"pid", e.rank},
+          {"tid", static_cast<int>(e.stream)},
+          {"ts", e.start_us},
+          {"dur", e.end_us - e.start_us},
+          {"args",
+           {{"kind", e.kind}, {"microbatch", e.microbatch}, {"chunk", e.chunk}, {"layer", e.layer},
+            {"bytes", e.bytes}, {"flops", e.flops}}}});
   }
   out << "\n]}\n";
   finish(out, path);

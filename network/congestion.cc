@@ -585,41 +585,40 @@ std::string incast_svg(const IncastReport& rep) {
   return o.str();
 }
 
-std::string incast_report_json(const IncastReport& rep) {
-  std::ostringstream o;
+base::Json incast_report_json(const IncastReport& rep) {
   const auto& op = rep.options;
-  o << "{\n  \"senders\": " << op.senders << ",\n  \"cc\": \"" << cc_algorithm_name(op.cc)
-    << "\",\n  \"capacity_gbps\": " << fmt(op.capacity_gbps)
-    << ",\n  \"base_rtt_us\": " << fmt(op.base_rtt_us)
-    << ",\n  \"duration_us\": " << fmt(op.duration_us)
-    << ",\n  \"pfc\": " << (op.pfc ? "true" : "false")
-    << ",\n  \"buffer_bytes\": " << fmt(op.buffer_bytes)
-    << ",\n  \"steady_mean_queue_bytes\": " << fmt(rep.steady_mean_queue_bytes)
-    << ",\n  \"steady_max_queue_bytes\": " << fmt(rep.steady_max_queue_bytes)
-    << ",\n  \"max_queue_bytes\": " << fmt(rep.max_queue_bytes)
-    << ",\n  \"queue_limit_bytes\": " << fmt(rep.queue_limit_bytes)
-    << ",\n  \"pfc_xoff_bytes\": " << fmt(rep.pfc_xoff_bytes)
-    << ",\n  \"pause_fraction\": " << fmt(rep.pause_fraction)
-    << ",\n  \"port_pause_asserted_fraction\": " << fmt(rep.port_pause_asserted_fraction)
-    << ",\n  \"throughput_fraction\": " << fmt(rep.throughput_fraction)
-    << ",\n  \"dropped_bytes\": " << fmt(rep.dropped_bytes)
-    << ",\n  \"jain_fairness\": " << fmt(rep.jain_fairness) << ",\n  \"series\": {";
-  auto arr = [&](const char* name, auto get, bool last) {
-    o << "\n    \"" << name << "\": [";
-    for (std::size_t i = 0; i < rep.series.size(); ++i)
-      o << (i ? ", " : "") << get(rep.series[i]);
-    o << "]" << (last ? "" : ",");
+  base::Json j;
+  j["senders"] = op.senders;
+  j["cc"] = std::string(cc_algorithm_name(op.cc));
+  j["capacity_gbps"] = op.capacity_gbps;
+  j["base_rtt_us"] = op.base_rtt_us;
+  j["duration_us"] = op.duration_us;
+  j["pfc"] = op.pfc;
+  j["buffer_bytes"] = op.buffer_bytes;
+  j["steady_mean_queue_bytes"] = rep.steady_mean_queue_bytes;
+  j["steady_max_queue_bytes"] = rep.steady_max_queue_bytes;
+  j["max_queue_bytes"] = rep.max_queue_bytes;
+  j["queue_limit_bytes"] = rep.queue_limit_bytes;
+  j["pfc_xoff_bytes"] = rep.pfc_xoff_bytes;
+  j["pause_fraction"] = rep.pause_fraction;
+  j["port_pause_asserted_fraction"] = rep.port_pause_asserted_fraction;
+  j["throughput_fraction"] = rep.throughput_fraction;
+  j["dropped_bytes"] = rep.dropped_bytes;
+  j["jain_fairness"] = rep.jain_fairness;
+  base::Json series;
+  auto arr = [&](const char* name, auto get) {
+    base::Json a = base::Json::array();
+    for (const FluidSample& x : rep.series) a.push_back(get(x));
+    series[name] = std::move(a);
   };
-  arr("t_us", [](const FluidSample& s) { return fmt(s.t_us); }, false);
-  arr("queue_bytes", [](const FluidSample& s) { return fmt(s.queue_bytes); }, false);
-  arr("total_rate_gbps", [](const FluidSample& s) { return fmt(s.total_rate_gbps); }, false);
-  arr("throughput_gbps", [](const FluidSample& s) { return fmt(s.throughput_gbps); }, false);
-  arr("paused", [](const FluidSample& s) { return std::string(s.paused ? "true" : "false"); },
-      false);
-  arr("paused_senders_fraction",
-      [](const FluidSample& s) { return fmt(s.paused_senders_fraction); }, true);
-  o << "\n  }\n}\n";
-  return o.str();
+  arr("t_us", [](const FluidSample& x) { return x.t_us; });
+  arr("queue_bytes", [](const FluidSample& x) { return x.queue_bytes; });
+  arr("total_rate_gbps", [](const FluidSample& x) { return x.total_rate_gbps; });
+  arr("throughput_gbps", [](const FluidSample& x) { return x.throughput_gbps; });
+  arr("paused", [](const FluidSample& x) { return x.paused; });
+  arr("paused_senders_fraction", [](const FluidSample& x) { return x.paused_senders_fraction; });
+  j["series"] = std::move(series);
+  return j;
 }
 
 bool write_text_file(const std::string& path, const std::string& text) {

@@ -70,6 +70,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json.h"
 #include "network/dcqcn.h"
 #include "network/hybrid_cc.h"
 #include "network/swift.h"
@@ -239,7 +240,7 @@ IncastReport incast_report(const IncastOptions& opt);
 // PFC paused senders (fraction).
 std::string incast_svg(const IncastReport& report);
 // JSON object: options, summary figures and the series as arrays.
-std::string incast_report_json(const IncastReport& report);
+base::Json incast_report_json(const IncastReport& report);
 // Writes `text` to `path`; returns false (and leaves errno) on failure.
 bool write_text_file(const std::string& path, const std::string& text);
 

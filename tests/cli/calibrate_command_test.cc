@@ -9,7 +9,22 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "run_megascale.h"
+
+namespace megascale::cli_testing {
+namespace {
+using Json = nlohmann::ordered_json;
+
+// stdout of a `--json` run as JSON (a parse error fails the test with the text).
+Json parsed(const std::string& out) {
+  Json j = Json::parse(out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << out;
+  return j;
+}
+}  // namespace
+}  // namespace megascale::cli_testing
 
 namespace megascale::cli_testing {
 namespace {
@@ -49,17 +64,18 @@ TEST(CalibrateCli, ImportedProfileDrivesNetAndSimulate) {
                                fixture("all_reduce_perf_h100_8gpu_1node.txt"), "--nccl-tests",
                                fixture("all_reduce_perf_h100_16gpu_2node_gcp.txt"), "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"scope\": \"intra\""), std::string::npos) << dump(r);
+  const Json imported = parsed(r.out);
+  ASSERT_FALSE(imported["nccl_tests"].empty()) << dump(r);
+  EXPECT_EQ(imported["nccl_tests"][0]["scope"], "intra") << dump(r);
   ASSERT_TRUE(fs::exists(out));
   // net collective answers from the profile beside the fabric model: the
   // fixture's 1 GiB all-reduce on 8 H100 in one node printed busbw 469.67 GB/s.
   r = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1073741824", "--gpu",
                      "H100-SXM5-80GB", "--profile", out, "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"profile\""), std::string::npos) << dump(r);
-  const size_t at = r.out.find("\"busbw_gbs\"", r.out.find("\"profile\""));
-  ASSERT_NE(at, std::string::npos) << dump(r);
-  const double busbw = std::stod(r.out.substr(r.out.find(':', at) + 1));
+  const Json net = parsed(r.out);
+  ASSERT_TRUE(net.contains("profile")) << dump(r);
+  const double busbw = net["profile"]["busbw_gbs"];
   EXPECT_NEAR(busbw, 469.67, 469.67 * 0.01) << dump(r);
   // simulate takes it through --set hardware.profile (relative to the current directory).
   r = run_megascale({"simulate", "scenarios/paper/table2-megascale-256.toml", "--set", "hardware.profile=" + out,
@@ -85,10 +101,7 @@ TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
   // The event prediction of example-small, to write runs 0% and 50% off.
   const RunResult sim = run_megascale({"simulate", small, "--json"});
   ASSERT_EQ(sim.exit_code, 0) << dump(sim);
-  const std::string key = "\"iteration_time_s\": ";
-  const size_t at = sim.out.find(key);
-  ASSERT_NE(at, std::string::npos) << sim.out;
-  const double t = std::stod(sim.out.substr(at + key.size()));
+  const double t = parsed(sim.out)["iteration_time_s"];
   {
     std::ofstream f(dir / "runs.csv");
     f << "scenario,iteration_time_s,source,note,scored\n"
@@ -110,8 +123,8 @@ TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
     EXPECT_EQ(first, "# Published training runs: predicted vs published iteration time");
     EXPECT_EQ(kept, "precious");
   }
-  EXPECT_NE(r.out.find("\"scored_runs\": 1"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"pass\": true"), std::string::npos) << r.out;
+  EXPECT_EQ(parsed(r.out)["scored_runs"], 1) << r.out;
+  EXPECT_EQ(parsed(r.out)["pass"], true) << r.out;
   {
     std::ofstream f(dir / "runs.csv");
     f << "scenario,iteration_time_s,source,note,scored\n" << small << "," << 2 * t << ",half,,yes\n";
@@ -141,9 +154,8 @@ namespace {
 // plus a small margin), so a change that makes the model less general fails
 // here instead of moving the reports silently.
 double json_number(const std::string& json, const std::string& key) {
-  const std::string pattern = "\"" + key + "\": ";
-  const size_t at = json.find(pattern);
-  return at == std::string::npos ? -1.0 : std::stod(json.substr(at + pattern.size()));
+  const Json j = parsed(json);
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : -1.0;
 }
 
 TEST(PublishedSets, RunsCheckStaysWithinItsCurrentErrors) {
@@ -161,11 +173,8 @@ TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
   // classes[0]: one node >= 256 MiB; [2]: across nodes >= 256 MiB; [3]: across nodes <= 1 MiB.
   std::vector<double> medians;
-  size_t at = 0;
-  while ((at = r.out.find("\"median_abs_error\": ", at)) != std::string::npos) {
-    at += 20;
-    medians.push_back(std::stod(r.out.substr(at)));
-  }
+  const Json report = parsed(r.out);
+  for (const Json& c : report["classes"]) medians.push_back(c["median_abs_error"].get<double>());
   ASSERT_GE(medians.size(), 4u) << r.out.substr(0, 600);
   EXPECT_LE(medians[0], 0.05);  // 2.9%
   EXPECT_LE(medians[2], 0.05);  // 2.3%

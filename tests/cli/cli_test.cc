@@ -14,11 +14,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "run_megascale.h"
 
@@ -27,76 +30,15 @@ namespace {
 namespace fs = std::filesystem;
 
 using namespace megascale::cli_testing;
+using Json = nlohmann::ordered_json;
 const std::string kSmall = kSourceDir + "/scenarios/example-small.toml";
 
 
-size_t count(const std::string& haystack, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
-// `"key": ` as cli/json.cc writes it.
-std::string json_key(const std::string& key) {
-  std::string s = "\"";
-  s += key;
-  s += "\": ";
-  return s;
-}
-
-// The number after `"key": ` at or after `from`; NaN when the key is absent or
-// not followed by a number.
-double number_after(const std::string& json, const std::string& key, size_t from = 0) {
-  const std::string pattern = json_key(key);
-  const size_t at = json.find(pattern, from);
-  if (at == std::string::npos) return std::nan("");
-  const char* begin = json.c_str() + at + pattern.size();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end == begin ? std::nan("") : v;
-}
-
-// The elements of the JSON array that follows `"key": `, as raw text, split at
-// top-level commas (brace/bracket depth and strings respected).
-std::vector<std::string> array_items(const std::string& json, const std::string& key) {
-  std::vector<std::string> items;
-  const std::string pattern = json_key(key) + "[";
-  const size_t at = json.find(pattern);
-  if (at == std::string::npos) return items;
-  int depth = 0;
-  bool in_string = false;
-  std::string cur;
-  for (size_t i = at + pattern.size(); i < json.size(); ++i) {
-    const char c = json[i];
-    if (in_string) {
-      cur += c;
-      if (c == '\\' && i + 1 < json.size()) {
-        cur += json[++i];
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') in_string = true;
-    if (c == '{' || c == '[') ++depth;
-    if (c == '}' || c == ']') {
-      if (depth == 0) {  // the array's closing bracket
-        if (!cur.empty()) items.push_back(cur);
-        return items;
-      }
-      --depth;
-    }
-    if (c == ',' && depth == 0) {
-      items.push_back(cur);
-      cur.clear();
-      continue;
-    }
-    if (!(cur.empty() && c == ' ')) cur += c;
-  }
-  return {};  // unterminated
+// stdout of a `--json` run as JSON (a parse error fails the test with the text).
+Json parsed(const RunResult& r) {
+  Json j = Json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << dump(r);
+  return j;
 }
 
 // Each test gets its own directory for scenario files it writes.
@@ -139,16 +81,18 @@ TEST_F(CliTest, SimulateJsonHasContractKeys) {
   ASSERT_FALSE(r.out.empty());
   EXPECT_EQ(r.out.front(), '{') << dump(r);
   EXPECT_EQ(r.out.substr(r.out.size() - 2), "}\n") << dump(r);
-  for (const char* key : {"mfu", "iteration_time_s", "tokens_per_s", "bubble_fraction",
-                          "memory_per_gpu_bytes", "breakdown_s"}) {
-    EXPECT_NE(r.out.find(json_key(key)), std::string::npos)
-        << "missing key " << key << "\n" << dump(r);
+  const Json j = parsed(r);
+  for (const char* key : {"schema_version", "tool_version", "mfu", "iteration_time_s", "tokens_per_s",
+                          "bubble_fraction", "memory_per_gpu_bytes", "breakdown_s"}) {
+    EXPECT_TRUE(j.contains(key)) << "missing key " << key << "\n" << dump(r);
   }
-  const double mfu = number_after(r.out, "mfu");
+  EXPECT_EQ(j.value("tool_version", "").rfind("megascale ", 0), 0u) << dump(r);
+  EXPECT_NE(j.value("tool_version", "").find("(git "), std::string::npos) << dump(r);
+  const double mfu = j.value("mfu", 0.0);
   EXPECT_GT(mfu, 0.0) << dump(r);
   EXPECT_LT(mfu, 1.0) << dump(r);
-  EXPECT_GT(number_after(r.out, "iteration_time_s"), 0.0);
-  EXPECT_GT(number_after(r.out, "tokens_per_s"), 0.0);
+  EXPECT_GT(j.value("iteration_time_s", 0.0), 0.0);
+  EXPECT_GT(j.value("tokens_per_s", 0.0), 0.0);
   EXPECT_EQ(r.err, "");
 }
 
@@ -168,7 +112,7 @@ TEST_F(CliTest, SetOverridesAScenarioKey) {
       {"simulate", kSmall, "--json", "--fidelity", "analytical", "--set", "hardware.gpu=H100-SXM5-80GB"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
   EXPECT_NE(r.out.find("H100-SXM5-80GB"), std::string::npos) << dump(r);
-  EXPECT_LT(number_after(r.out, "iteration_time_s"), number_after(base.out, "iteration_time_s")) << dump(r);
+  EXPECT_LT(parsed(r)["iteration_time_s"].get<double>(), parsed(base)["iteration_time_s"].get<double>()) << dump(r);
 
   const RunResult bad = run_megascale({"simulate", kSmall, "--set", "parallel.tp=0"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
@@ -193,13 +137,16 @@ TEST_F(CliTest, SimulateAFailedGpu) {
   // example-small: TP 2, PP 2, DP 4; GPU 3 = TP 1 of replica 1, stage 0.
   const RunResult r = run_megascale({"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "0.1", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"hung\": true"), std::string::npos) << dump(r);
-  EXPECT_NE(r.out.find("\"wait_chains_end_at\": [{\"dp_replica\": 1, \"pp_rank\": 0, \"first_gpu\": 2"),
-            std::string::npos)
-      << dump(r);
-  EXPECT_EQ(number_after(r.out, "dp_replica"), 1.0);
-  EXPECT_EQ(number_after(r.out, "pp_rank"), 0.0);
-  EXPECT_GT(number_after(r.out, "blocked_ranks"), 0.0);
+  const Json j = parsed(r);
+  EXPECT_EQ(j["hung"], true) << dump(r);
+  ASSERT_FALSE(j["wait_chains_end_at"].empty()) << dump(r);
+  const Json& root = j["wait_chains_end_at"][0];
+  EXPECT_EQ(root["dp_replica"], 1) << dump(r);
+  EXPECT_EQ(root["pp_rank"], 0) << dump(r);
+  EXPECT_EQ(root["first_gpu"], 2) << dump(r);
+  EXPECT_EQ(j["dp_replica"], 1);
+  EXPECT_EQ(j["pp_rank"], 0);
+  EXPECT_GT(j["blocked_ranks"].get<int>(), 0);
   const RunResult text = run_megascale({"simulate", kSmall, "--fail-gpu", "3", "--fail-at", "0.1"});
   ASSERT_EQ(text.exit_code, 0) << dump(text);
   EXPECT_NE(text.out.find("the wait chains end at replica 1 stage 0 (GPUs 2-3): the failed host"),
@@ -224,12 +171,11 @@ TEST_F(CliTest, SimulateAFailedGpu) {
 TEST_F(CliTest, SimulateSimGridCheck) {
   const RunResult r = run_megascale({"simulate", kSmall, "--simgrid-check", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  const size_t at = r.out.find("\"simgrid_check\": {");
-  ASSERT_NE(at, std::string::npos) << dump(r);
-  const double event = number_after(r.out, "event_step_s", at);
-  const double simgrid = number_after(r.out, "simgrid_step_s", at);
+  const Json j = parsed(r);
+  ASSERT_TRUE(j.contains("simgrid_check")) << dump(r);
+  const double event = j["simgrid_check"]["event_step_s"], simgrid = j["simgrid_check"]["simgrid_step_s"];
   EXPECT_NEAR(simgrid, event, 0.02 * event) << dump(r);
-  EXPECT_GT(number_after(r.out, "flows", at), 0.0);
+  EXPECT_GT(j["simgrid_check"]["flows"].get<double>(), 0.0);
   const RunResult bad = run_megascale({"simulate", kSmall, "--simgrid-check", "--fidelity", "analytical"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
 }
@@ -237,19 +183,23 @@ TEST_F(CliTest, SimulateSimGridCheck) {
 TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   const RunResult r = run_megascale({"compare", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"megatron\": {"), std::string::npos) << dump(r);
-  EXPECT_NE(r.out.find("\"megascale\": {"), std::string::npos) << dump(r);
-  const size_t at = r.out.rfind("\"speedup\": ");
-  ASSERT_NE(at, std::string::npos) << dump(r);
-  const double speedup = number_after(r.out, "speedup", at);
-  EXPECT_GT(speedup, 1.0) << dump(r);
+  const Json j = parsed(r);
+  ASSERT_TRUE(j["megatron"].is_object()) << dump(r);
+  ASSERT_TRUE(j["megascale"].is_object()) << dump(r);
+  EXPECT_GT(j.value("speedup", 0.0), 1.0) << dump(r);
   // Event level by default, both systems; the analytical fidelity on request
   // gives the closed form, which is faster (it has no contention, no GPU spread).
-  EXPECT_EQ(count(r.out, "\"fidelity\": \"event\""), 3u) << dump(r);
+  EXPECT_EQ(j["fidelity"], "event");
+  EXPECT_EQ(j["megatron"]["fidelity"], "event");
+  EXPECT_EQ(j["megascale"]["fidelity"], "event");
   const RunResult a = run_megascale({"compare", "--json", "--fidelity", "analytical"});
   ASSERT_EQ(a.exit_code, 0) << dump(a);
-  EXPECT_EQ(count(a.out, "\"fidelity\": \"analytical\""), 3u) << dump(a);
-  EXPECT_LT(number_after(a.out, "iteration_time_s"), number_after(r.out, "iteration_time_s")) << dump(a);
+  const Json ja = parsed(a);
+  EXPECT_EQ(ja["fidelity"], "analytical");
+  EXPECT_EQ(ja["megatron"]["fidelity"], "analytical");
+  EXPECT_EQ(ja["megascale"]["fidelity"], "analytical");
+  EXPECT_LT(ja["megatron"]["iteration_time_s"].get<double>(), j["megatron"]["iteration_time_s"].get<double>())
+      << dump(a);
   const RunResult bad = run_megascale({"compare", "--fidelity", "exact"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
   EXPECT_NE(bad.err.find("--fidelity"), std::string::npos) << dump(bad);
@@ -264,8 +214,7 @@ TEST_F(CliTest, CompareFileOnTheBuiltInJobGivesTheBuiltInSpeedup) {
     const RunResult r =
         run_megascale({"compare", kSourceDir + "/scenarios/paper/" + file, "--json", "--fidelity", "analytical"});
     ASSERT_EQ(r.exit_code, 0) << dump(r);
-    EXPECT_NEAR(number_after(r.out, "speedup", r.out.rfind("\"speedup\": ")),
-                number_after(builtin.out, "speedup", builtin.out.rfind("\"speedup\": ")), 1e-6)
+    EXPECT_NEAR(parsed(r)["speedup"].get<double>(), parsed(builtin)["speedup"].get<double>(), 1e-6)
         << file << "\n" << dump(r);
   }
 }
@@ -275,19 +224,19 @@ TEST_F(CliTest, CompareFileOnTheBuiltInJobGivesTheBuiltInSpeedup) {
 TEST_F(CliTest, SearchRefineReRanksTheBestByTheEventSimulation) {
   const RunResult r = run_megascale({"search", kSmall, "--top", "4", "--refine", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_EQ(number_after(r.out, "refined"), 3.0) << dump(r);
-  const std::vector<std::string> top = array_items(r.out, "top");
+  const Json j = parsed(r);
+  EXPECT_EQ(j["refined"], 3) << dump(r);
+  const Json& top = j["top"];
   ASSERT_EQ(top.size(), 4u) << dump(r);
   double previous = 1.0;
   for (size_t i = 0; i < 3; ++i) {
-    const size_t at = top[i].find("\"event\": {");
-    ASSERT_NE(at, std::string::npos) << top[i];
-    const double event_mfu = number_after(top[i], "mfu", at);
-    EXPECT_GT(event_mfu, 0.0) << top[i];
+    ASSERT_TRUE(top[i].contains("event")) << top[i].dump();
+    const double event_mfu = top[i]["event"]["mfu"];
+    EXPECT_GT(event_mfu, 0.0) << top[i].dump();
     EXPECT_LE(event_mfu, previous) << "refined rank " << i + 1 << " beats the one above it";
     previous = event_mfu;
   }
-  EXPECT_EQ(top[3].find("\"event\": {"), std::string::npos) << top[3];
+  EXPECT_FALSE(top[3].contains("event")) << top[3].dump();
   const RunResult bad = run_megascale({"search", kSmall, "--refine", "0"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
 }
@@ -295,14 +244,15 @@ TEST_F(CliTest, SearchRefineReRanksTheBestByTheEventSimulation) {
 TEST_F(CliTest, SearchTopThreeRankedByMfu) {
   const RunResult r = run_megascale({"search", kSmall, "--top", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_GT(number_after(r.out, "enumerated"), 0.0) << dump(r);
-  const std::vector<std::string> top = array_items(r.out, "top");
+  const Json j = parsed(r);
+  EXPECT_GT(j["enumerated"].get<double>(), 0.0) << dump(r);
+  const Json& top = j["top"];
   ASSERT_EQ(top.size(), 3u) << dump(r);
   double previous_mfu = 1.0;
   for (size_t i = 0; i < top.size(); ++i) {
-    EXPECT_EQ(number_after(top[i], "rank"), static_cast<double>(i + 1)) << top[i];
-    const double mfu = number_after(top[i], "mfu");
-    EXPECT_GT(mfu, 0.0) << top[i];
+    EXPECT_EQ(top[i]["rank"], i + 1) << top[i].dump();
+    const double mfu = top[i]["mfu"];
+    EXPECT_GT(mfu, 0.0) << top[i].dump();
     EXPECT_LE(mfu, previous_mfu) << "rank " << i + 1 << " beats rank " << i;
     previous_mfu = mfu;
   }
@@ -314,14 +264,22 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
   // One object: versions, the verdict agreeing with the exit code, the summary,
   // then the rows, each {"case": ..., "table": T, "metric": M, ...}.
-  EXPECT_EQ(r.out.rfind("{\"schema_version\": 1, \"tool\": \"megascale ", 0), 0u) << r.out.substr(0, 200);
-  EXPECT_NE(r.out.find(r.exit_code == 0 ? "\"pass\": true" : "\"pass\": false"), std::string::npos);
-  EXPECT_NE(r.out.find("\"table3_max_abs_increment_error\": "), std::string::npos);
-  EXPECT_EQ(count(r.out, "\"table\": \"table2\", \"metric\": \"mfu\""), 16u) << dump(r);
-  EXPECT_EQ(count(r.out, "\"table\": \"table3\", \"metric\": \"mfu\""), 9u) << dump(r);
-  EXPECT_EQ(count(r.out, "\"table\": \"fig9\", \"metric\": \"mfu\""), 6u) << dump(r);
-  EXPECT_EQ(count(r.out, "\"metric\": \"speedup\""), 8u) << dump(r);
-  EXPECT_EQ(count(r.out, "\"fidelity\": \"event\""), count(r.out, "\"case\": ")) << dump(r);
+  const Json j = parsed(r);
+  ASSERT_TRUE(j.is_object()) << dump(r);
+  EXPECT_EQ(j.begin().key(), "schema_version") << r.out.substr(0, 200);
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j.value("tool_version", "").rfind("megascale ", 0), 0u);
+  EXPECT_EQ(j["pass"], r.exit_code == 0);
+  EXPECT_TRUE(j["summary"].contains("table3_max_abs_increment_error"));
+  std::map<std::string, int> rows_of;  // "table/metric" -> rows
+  for (const Json& row : j["rows"]) {
+    ++rows_of[row["table"].get<std::string>() + "/" + row["metric"].get<std::string>()];
+    EXPECT_EQ(row["fidelity"], "event") << row.dump();
+  }
+  EXPECT_EQ(rows_of["table2/mfu"], 16) << dump(r);
+  EXPECT_EQ(rows_of["table3/mfu"], 9) << dump(r);
+  EXPECT_EQ(rows_of["fig9/mfu"], 6) << dump(r);
+  EXPECT_EQ(rows_of["table2/speedup"], 8) << dump(r);
 
   // Accuracy guard. Issue 4's bounds (Table 2 mean <= 2.0 / max <= 4.0 points,
   // speedup within 0.05, Table 3 rows within 2.0 with every increment of the
@@ -332,24 +290,21 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   double t2_sum = 0, t2_max = 0, t3_max = 0, f9_max = 0, speedup_max = 0, stragglers_error = -1;
   int t2_n = 0, t3_wrong = 0;
   std::vector<std::pair<double, double>> t3;  // published, predicted
-  size_t at = 0;
-  while ((at = r.out.find("{\"case\"", at)) != std::string::npos) {
-    const std::string row = r.out.substr(at, r.out.find('}', at) - at);
-    ++at;
-    const double error = std::fabs(number_after(row, "error"));
-    const bool mfu = row.find("\"metric\": \"mfu\"") != std::string::npos;
-    if (row.find("\"metric\": \"speedup\"") != std::string::npos) speedup_max = std::max(speedup_max, error);
-    if (!mfu) continue;
-    if (row.find("\"table\": \"table2\"") != std::string::npos) {
+  for (const Json& row : j["rows"]) {
+    const double error = std::fabs(row["error"].get<double>());
+    const std::string table = row["table"], metric = row["metric"];
+    if (metric == "speedup") speedup_max = std::max(speedup_max, error);
+    if (metric != "mfu") continue;
+    if (table == "table2") {
       t2_sum += error;
       t2_max = std::max(t2_max, error);
       ++t2_n;
-    } else if (row.find("\"table\": \"table3\"") != std::string::npos) {
+    } else if (table == "table3") {
       t3_max = std::max(t3_max, error);
-      t3.emplace_back(number_after(row, "published"), number_after(row, "predicted"));
-    } else if (row.find("\"table\": \"fig9\"") != std::string::npos) {
+      t3.emplace_back(row["published"].get<double>(), row["predicted"].get<double>());
+    } else if (table == "fig9") {
       f9_max = std::max(f9_max, error);
-    } else if (row.find("\"table\": \"stragglers\"") != std::string::npos) {
+    } else if (table == "stragglers") {
       stragglers_error = error;
     }
   }
@@ -415,8 +370,9 @@ TEST_F(CliTest, SearchWhereNothingFitsExitsOne) {
   EXPECT_EQ(r.exit_code, 1) << dump(r);
   EXPECT_NE(r.err.find("no layout"), std::string::npos) << dump(r);
   EXPECT_NE(r.err.find("fits"), std::string::npos) << dump(r);
-  EXPECT_NE(r.out.find("\"fit\": 0"), std::string::npos) << dump(r);
-  EXPECT_TRUE(array_items(r.out, "top").empty()) << dump(r);
+  const Json j = parsed(r);
+  EXPECT_EQ(j["fit"], 0) << dump(r);
+  EXPECT_TRUE(j["top"].empty()) << dump(r);
 }
 
 // ---- bad input (exit 2) ---------------------------------------------------
@@ -514,11 +470,12 @@ TEST_F(CliTest, UnknownFidelityNamesTheChoices) {
 TEST_F(CliTest, EventFidelityReportsEventJson) {
   const RunResult r = run_megascale({"simulate", kSmall, "--fidelity", "event", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"fidelity\": \"event\""), std::string::npos) << dump(r);
+  const Json j = parsed(r);
+  EXPECT_EQ(j["fidelity"], "event") << dump(r);
   for (const char* key : {"mfu", "iteration_time_s", "breakdown_s", "exposed_s", "wall_time_s", "step_times_s"}) {
-    EXPECT_NE(r.out.find(json_key(key)), std::string::npos) << "missing key " << key << "\n" << dump(r);
+    EXPECT_TRUE(j.contains(key)) << "missing key " << key << "\n" << dump(r);
   }
-  EXPECT_GT(number_after(r.out, "iteration_time_s"), 0.0) << dump(r);
+  EXPECT_GT(j.value("iteration_time_s", 0.0), 0.0) << dump(r);
 }
 
 // The event fidelity is the default of simulate; event-only options are
@@ -526,7 +483,7 @@ TEST_F(CliTest, EventFidelityReportsEventJson) {
 TEST_F(CliTest, SimulateDefaultsToEventAndChecksEventOnlyOptions) {
   const RunResult r = run_megascale({"simulate", kSmall, "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"fidelity\": \"event\""), std::string::npos) << dump(r);
+  EXPECT_EQ(parsed(r)["fidelity"], "event") << dump(r);
   const RunResult analytical = run_megascale({"simulate", kSmall, "--fidelity", "analytical", "--trace-layers"});
   EXPECT_EQ(analytical.exit_code, 2) << dump(analytical);
   EXPECT_NE(analytical.err.find("--trace-layers needs --fidelity event"), std::string::npos) << dump(analytical);
@@ -608,13 +565,12 @@ TEST(CliHardening, SearchFixKeepsDimensions) {
   const std::string paper = kSourceDir + "/scenarios/paper/table2-megascale-1024.toml";
   RunResult r = run_megascale({"search", paper, "--fix", "tp=4,pp=16", "--top", "5", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  size_t at = 0, rows = 0;
-  while ((at = r.out.find("\"tp\": ", at)) != std::string::npos) {
-    EXPECT_EQ(r.out.substr(at + 6, 2), "4,") << r.out.substr(at, 60);
-    ++rows;
-    ++at;
+  const Json j = parsed(r);
+  EXPECT_GE(j["top"].size(), 1u) << r.out.substr(0, 400);
+  for (const Json& row : j["top"]) {
+    EXPECT_EQ(row["parallel"]["tp"], 4) << row.dump();
+    EXPECT_EQ(row["parallel"]["pp"], 16) << row.dump();
   }
-  EXPECT_GE(rows, 1u) << r.out.substr(0, 400);
   for (const char* bad : {"tp", "tp=x", "ep=2", "zero_stage=4"}) {
     r = run_megascale({"search", paper, "--fix", bad});
     EXPECT_EQ(r.exit_code, 2) << bad << "\n" << dump(r);
@@ -627,17 +583,12 @@ TEST(CliHardening, SearchHeadroomLeavesMemoryFree) {
   const std::string paper = kSourceDir + "/scenarios/paper/table2-megascale-1024.toml";
   const RunResult r = run_megascale({"search", paper, "--headroom", "0.25", "--top", "5", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  size_t at = 0, rows = 0;
-  while ((at = r.out.find("\"memory_per_gpu_bytes\": ", at)) != std::string::npos) {
-    at += 24;
-    const double need = std::stod(r.out.substr(at));
-    const size_t cap_at = r.out.find("\"memory_capacity_bytes\": ", at);
-    ASSERT_NE(cap_at, std::string::npos);
-    const double capacity = std::stod(r.out.substr(cap_at + 25));
-    EXPECT_LE(need, 0.75 * capacity) << r.out.substr(at - 24, 120);
-    ++rows;
+  const Json j = parsed(r);
+  EXPECT_GE(j["top"].size(), 1u) << r.out.substr(0, 400);
+  for (const Json& row : j["top"]) {
+    EXPECT_LE(row["memory_per_gpu_bytes"].get<double>(), 0.75 * row["memory_capacity_bytes"].get<double>())
+        << row.dump();
   }
-  EXPECT_GE(rows, 1u) << r.out.substr(0, 400);
   const RunResult bad = run_megascale({"search", paper, "--headroom", "1.5"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
   EXPECT_NE(bad.err.find("--headroom expects"), std::string::npos) << dump(bad);

@@ -22,6 +22,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "run_megascale.h"
 
 namespace {
@@ -32,21 +34,38 @@ using namespace megascale::cli_testing;
 const std::string kSmall = kSourceDir + "/scenarios/example-small.toml";
 
 
-std::string json_key(const std::string& key) { return "\"" + key + "\": "; }
+using Json = nlohmann::ordered_json;
 
-bool has_key(const std::string& json, const std::string& key) {
-  return json.find(json_key(key)) != std::string::npos;
+Json parsed(const std::string& out) {
+  Json j = Json::parse(out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << out;
+  return j;
 }
 
-// The number after `"key": ` at or after `from`; NaN when absent.
-double number_after(const std::string& json, const std::string& key, size_t from = 0) {
-  const std::string pattern = json_key(key);
-  const size_t at = json.find(pattern, from);
-  if (at == std::string::npos) return std::nan("");
-  const char* begin = json.c_str() + at + pattern.size();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end == begin ? std::nan("") : v;
+// The first value named `key` in document order (depth first); nullptr if none.
+const Json* find_key(const Json& j, const std::string& key) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if (k == key) return &v;
+      if (const Json* inner = find_key(v, key)) return inner;
+    }
+  } else if (j.is_array()) {
+    for (const Json& v : j)
+      if (const Json* inner = find_key(v, key)) return inner;
+  }
+  return nullptr;
+}
+
+bool has_key(const std::string& json, const std::string& key) {
+  const Json j = parsed(json);
+  return find_key(j, key) != nullptr;
+}
+
+// The first number named `key` in the JSON text; NaN when absent or not a number.
+double number_after(const std::string& json, const std::string& key) {
+  const Json j = parsed(json);
+  const Json* v = find_key(j, key);
+  return v != nullptr && v->is_number() ? v->get<double>() : std::nan("");
 }
 
 // One JSON object on stdout: starts with '{', ends with "}\n", nothing else.
@@ -127,7 +146,7 @@ TEST_F(NetCommandTest, CollectiveAlgorithmsGroupsAndScenario) {
     const RunResult r = run_megascale(
         {"net", "collective", "--op", "allreduce", "--gpus", "64", "--bytes", "256M", "--algo", algo, "--json"});
     ASSERT_EQ(r.exit_code, 0) << algo << "\n" << dump(r);
-    EXPECT_NE(r.out.find(std::string("\"algorithm\": \"") + algo + "\""), std::string::npos) << r.out;
+    EXPECT_EQ(parsed(r.out)["algorithm"], algo) << r.out;
     EXPECT_GT(number_after(r.out, "busbw_gbs"), 20.0) << r.out;
   }
   // 64 DP groups of 192 ranks on 12,288 GPUs, 4 QPs: one step pattern solved.
@@ -142,7 +161,7 @@ TEST_F(NetCommandTest, CollectiveAlgorithmsGroupsAndScenario) {
   const RunResult sc = run_megascale(
       {"net", "collective", "--op", "allreduce", "--gpus", "16", "--bytes", "64M", "--scenario", kSmall, "--json"});
   ASSERT_EQ(sc.exit_code, 0) << dump(sc);
-  EXPECT_EQ(number_after(sc.out, "gpus", sc.out.find(json_key("fabric"))), 16);
+  EXPECT_EQ(parsed(sc.out)["fabric"]["gpus"], 16);
 }
 
 TEST_F(NetCommandTest, CollectiveScatteredPlacementShowsEcmpCollisions) {
@@ -175,8 +194,7 @@ TEST_F(NetCommandTest, EcmpJson) {
   // REFERENCE.md: k = n = 8: paths used 1 - (7/8)^8 = 0.656, efficiency ~0.39.
   EXPECT_NEAR(number_after(r.out, "mean_paths_used_fraction"), 0.656, 0.02);
   EXPECT_NEAR(number_after(r.out, "collective_efficiency"), 0.39, 0.03);
-  const size_t theory = r.out.find(json_key("theory"));
-  EXPECT_NEAR(number_after(r.out, "collective_efficiency", theory), 0.385, 0.01);
+  EXPECT_NEAR(parsed(r.out)["theory"]["collective_efficiency"].get<double>(), 0.385, 0.01);
 
   const RunResult text = run_megascale({"net", "ecmp", "--paths", "8", "--flows", "8", "--qps", "16"});
   ASSERT_EQ(text.exit_code, 0) << dump(text);
@@ -299,13 +317,13 @@ TEST(NetTuner, ChoiceIsPrintedAndOverridable) {
   const RunResult forced = run_megascale(
       {"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8", "--proto", "Simple", "--json"});
   ASSERT_EQ(forced.exit_code, 0) << dump(forced);
-  EXPECT_NE(forced.out.find("\"protocol\": \"Simple\""), std::string::npos) << forced.out;
+  EXPECT_EQ(parsed(forced.out)["protocol"], "Simple") << forced.out;
   // Simple's base latency (56 us on 8 GPUs) against LL's 15 us.
   EXPECT_GT(number_after(forced.out, "time_s"), 50e-6) << forced.out;
   const RunResult nvls = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8G",
                                         "--gpu", "H100-SXM5-80GB", "--json"});
   ASSERT_EQ(nvls.exit_code, 0) << dump(nvls);
-  EXPECT_NE(nvls.out.find("\"algorithm\": \"nvls\""), std::string::npos) << nvls.out;
+  EXPECT_EQ(parsed(nvls.out)["algorithm"], "nvls") << nvls.out;
   const RunResult bad = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8G",
                                        "--algo", "nvls"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
@@ -323,10 +341,10 @@ TEST(NetCheck, PublishedFixturesAndBadManifest) {
   const std::string manifest = kSourceDir + "/tests/calibrate/fixtures/nccl-tests/systems.toml";
   const RunResult r = run_megascale({"calibrate", "net-check", "--manifest", manifest, "--json"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
-  const bool pass = r.out.find("\n  \"pass\": true") != std::string::npos;  // top level (2 spaces)
+  const bool pass = parsed(r.out)["pass"] == true;
   EXPECT_EQ(r.exit_code, pass ? 0 : 1) << r.out.substr(0, 400);
   EXPECT_NE(r.out.find("all_reduce_perf_a100_16gpu_2node_oke.txt"), std::string::npos);
-  EXPECT_NE(r.out.find("\"choice\": \"tree/LL\""), std::string::npos);  // small all-reduce across nodes
+  EXPECT_NE(r.out.find("\"choice\":\"tree/LL\""), std::string::npos);  // small all-reduce across nodes
   EXPECT_NE(r.out.find("excluded: no B200 profile"), std::string::npos);
 
   const fs::path dir = fs::temp_directory_path() / ("megascale-netcheck-" + std::to_string(getpid()));

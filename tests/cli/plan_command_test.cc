@@ -11,12 +11,22 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "run_megascale.h"
 
 namespace {
 
 using namespace megascale::cli_testing;
+using Json = nlohmann::json;
+
+// stdout of a `--json` run as JSON (a parse error fails the test with the text).
+Json parsed(const std::string& out) {
+  Json j = Json::parse(out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << out;
+  return j;
+}
 const std::string kMegaScale = kSourceDir + "/scenarios/paper/megascale-175b-12288-3weeks.toml";
 
 TEST(PlanCommandTest, JsonHasTheIssueKeys) {
@@ -25,7 +35,7 @@ TEST(PlanCommandTest, JsonHasTheIssueKeys) {
   for (const char* key : {"ettr_mean", "ettr_p5", "ettr_p95", "restarts_mean", "days_to_finish",
                           "lost_hours_by_cause", "best_checkpoint_interval_s",
                           "young_daly_interval_s"}) {
-    EXPECT_NE(r.out.find(std::string("\"") + key + "\": "), std::string::npos) << key << "\n" << r.out;
+    EXPECT_TRUE(parsed(r.out).contains(key)) << key << "\n" << r.out;
   }
 }
 
@@ -57,7 +67,7 @@ TEST(PlanCommandTest, AnEmptySparePoolIsNamedAsTheBindingConstraint) {
   const RunResult j = run_megascale({"plan", kMegaScale, "--runs", "50", "--json", "--set", "recovery.spare_nodes=0",
                                      "--set", "failures.rate_scale=3"});
   ASSERT_EQ(j.exit_code, 0) << dump(j);
-  EXPECT_NE(j.out.find("\"spare_wait_hours\": "), std::string::npos) << j.out.substr(0, 300);
+  EXPECT_GT(parsed(j.out).value("spare_wait_hours", 0.0), 0.0) << j.out.substr(0, 300);
 }
 
 // Without failure rates plan says no failure is modelled (it called the zeros
@@ -75,19 +85,12 @@ TEST(PlanCommandTest, BadSweepIsAUsageError) {
   EXPECT_NE(r.err.find("--sweep"), std::string::npos) << r.err;
 }
 
-// A JSON number after "key": (the first occurrence).
-double json_number(const std::string& json, const std::string& key) {
-  const size_t at = json.find("\"" + key + "\": ");
-  EXPECT_NE(at, std::string::npos) << key;
-  if (at == std::string::npos) return NAN;
-  return std::stod(json.substr(at + key.size() + 4));
-}
-
 TEST(PlanCommandTest, IterationTimeFromTheEventSimulatorInTheBinary) {
   const RunResult r = run_megascale({"plan", kMegaScale, "--json", "--runs", "20"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"iteration_time_source\": \"event\""), std::string::npos) << r.out;
-  const double iteration_s = json_number(r.out, "iteration_time_s");
+  const Json j = parsed(r.out);
+  EXPECT_EQ(j["iteration_time_source"], "event") << r.out;
+  const double iteration_s = j["iteration_time_s"];
   EXPECT_GT(iteration_s, 3.0);  // 175B on 12,288 A100s: MegaScale Table 2 prints 6.34 s
   EXPECT_LT(iteration_s, 10.0);
   const RunResult text = run_megascale({"plan", kMegaScale, "--runs", "20"});
@@ -99,7 +102,7 @@ TEST(PlanCommandTest, AnalyticalWithoutTheSimulatorAndScenarioWhenGiven) {
   // In-process: megascale_cli_lib alone has no event estimator registered.
   std::ostringstream out, err;
   ASSERT_EQ(megascale::cli::cmd_plan({kMegaScale, "--json", "--runs", "20"}, out, err), 0) << err.str();
-  EXPECT_NE(out.str().find("\"iteration_time_source\": \"analytical\""), std::string::npos) << out.str();
+  EXPECT_EQ(parsed(out.str())["iteration_time_source"], "analytical") << out.str();
 
   const std::string file = (std::filesystem::temp_directory_path() / "megascale-plan-fixed.toml").string();
   {
@@ -110,8 +113,8 @@ TEST(PlanCommandTest, AnalyticalWithoutTheSimulatorAndScenarioWhenGiven) {
   }
   const RunResult r = run_megascale({"plan", file, "--json", "--runs", "20"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  EXPECT_NE(r.out.find("\"iteration_time_source\": \"scenario\""), std::string::npos) << r.out;
-  EXPECT_DOUBLE_EQ(json_number(r.out, "iteration_time_s"), 7.5);
+  EXPECT_EQ(parsed(r.out)["iteration_time_source"], "scenario") << r.out;
+  EXPECT_DOUBLE_EQ(parsed(r.out)["iteration_time_s"].get<double>(), 7.5);
   // A GPU sweep needs an iteration time per GPU count: refused with the reason.
   const RunResult sweep = run_megascale({"plan", file, "--sweep", "gpus=1536,3072"});
   EXPECT_EQ(sweep.exit_code, 2) << dump(sweep);
@@ -124,22 +127,20 @@ TEST(PlanCommandTest, GpuSweepScalesDpAndEttrFallsWithGpus) {
   const RunResult r = run_megascale({"plan", kMegaScale, "--json", "--runs", "100", "--sweep",
                                      "gpus=1536,3072,6144,12288", "--plot", svg});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
-  const size_t at = r.out.find("\"gpus_sweep\": [");
-  ASSERT_NE(at, std::string::npos) << r.out;
-  std::string rows = r.out.substr(at);
+  const Json rows = parsed(r.out)["gpus_sweep"];
+  ASSERT_EQ(rows.size(), 4u) << r.out;
   double previous_ettr = 1.0, previous_iteration_s = 1e9;
+  size_t i = 0;
   for (int gpus : {1536, 3072, 6144, 12288}) {
-    const size_t row = rows.find("{\"gpus\": " + std::to_string(gpus) + ",");
-    ASSERT_NE(row, std::string::npos) << gpus << "\n" << rows;
-    rows = rows.substr(row);
-    EXPECT_EQ(json_number(rows, "dp"), gpus / 64);
-    EXPECT_NE(rows.find("\"iteration_time_source\": \"event\""), std::string::npos);
-    const double ettr = json_number(rows, "ettr_mean"), iteration_s = json_number(rows, "iteration_time_s");
+    const Json& row = rows[i++];
+    EXPECT_EQ(row["gpus"], gpus) << row.dump();
+    EXPECT_EQ(row["dp"], gpus / 64);
+    EXPECT_EQ(row["iteration_time_source"], "event");
+    const double ettr = row["ettr_mean"], iteration_s = row["iteration_time_s"];
     EXPECT_LT(ettr, previous_ettr) << gpus;  // more GPUs, more failures
     EXPECT_LT(iteration_s, previous_iteration_s) << gpus;
     previous_ettr = ettr;
     previous_iteration_s = iteration_s;
-    rows = rows.substr(1);
   }
   std::ifstream f(svg);
   std::stringstream text;

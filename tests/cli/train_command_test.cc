@@ -24,6 +24,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "run_megascale.h"
 
 namespace {
@@ -43,16 +45,12 @@ std::vector<std::string> nonempty_lines(const std::string& text) {
   return lines;
 }
 
-// The number after `"key": ` in a JSON object line as cli/json.cc writes it;
-// NaN when absent or not a number.
+// The number named `key` in one JSON line of `train --json`; NaN when the line
+// is not JSON or the value is absent, null or not a number.
 double number_after(const std::string& json, const std::string& key) {
-  const std::string pattern = "\"" + key + "\": ";
-  const size_t at = json.find(pattern);
-  if (at == std::string::npos) return std::nan("");
-  const char* begin = json.c_str() + at + pattern.size();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end == begin ? std::nan("") : v;
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains(key) || !j[key].is_number()) return std::nan("");
+  return j[key].get<double>();
 }
 
 class TrainCommandTest : public ::testing::Test {

@@ -3,6 +3,7 @@
 #include "engine/trace.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <filesystem>
@@ -129,9 +130,13 @@ TEST_F(TraceFiles, ChromeJsonHasCompleteEventsPerRankAndStream) {
   const std::string j = slurp(path("t.json"));
   EXPECT_EQ(j.find("{\"displayTimeUnit\":\"ms\",\"traceEvents\":["), 0u);
   EXPECT_NE(j.find("{\"name\":\"forward 3.1\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":0,\"tid\":0,"
-                   "\"ts\":10.500,\"dur\":9.750,"),
+                   "\"ts\":10.5,\"dur\":9.75,"),
             std::string::npos)
       << j;
+  // The whole file is one JSON document (nlohmann-json reads it back).
+  const nlohmann::json doc = nlohmann::json::parse(j, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded()) << j;
+  EXPECT_EQ(doc["displayTimeUnit"], "ms");
   EXPECT_NE(j.find("\"name\":\"tp_allgather 0.0 L5\""), std::string::npos);
   EXPECT_NE(j.find("\"name\":\"odd, \\\"kind\\\"\""), std::string::npos);
   EXPECT_NE(j.find("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":4,\"args\":{\"name\":"
