@@ -4,7 +4,7 @@
 // The job is the 175B model of MegaScale Table 1 (TP 8, PP 8, VPP 6, global
 // batch 6144, micro-batch 1) on 1,536 / 3,072 / 6,144 / 12,288 A100 GPUs (DP =
 // GPUs / 64, so M = 6144 / DP micro-batches per replica), on the scenario's
-// MegaScale 3-tier fabric (cli/fabric_config.h), communication from network/
+// MegaScale 3-tier fabric (sim/fabric_config.h), communication from network/
 // with ECMP and congestion control (full fabric contention: every DP group /
 // pipeline at once). Every iteration is cold: simulate_job builds the fabric,
 // solves its collectives (network/'s congestion memo emptied too) and runs
@@ -27,7 +27,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
-#include "cli/fabric_config.h"  // defines: fabric_spec, ecmp_config, collective_options
+#include "sim/fabric_config.h"  // defines: fabric_spec, ecmp_config, collective_options
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -55,9 +55,9 @@ sim::SimOptions options(const model::Scenario& s) {
   sim::SimOptions o;
   o.comm = sim::CommModel::kNetwork;
   sim::FabricInputs f;
-  f.spec = cli::fabric_spec(s.network, s.hardware, gpu, s.cluster.gpus);
-  f.ecmp = cli::ecmp_config(s.network);
-  f.collectives = cli::collective_options(gpu, s.hardware.nic_gbps, s.network);
+  f.spec = sim::fabric_spec(s.network, s.hardware, gpu, s.cluster.gpus);
+  f.ecmp = sim::ecmp_config(s.network);
+  f.collectives = sim::collective_options(gpu, s.hardware.nic_gbps, s.network);
   o.fabric = f;
   o.trace_step = -1;
   o.variability.gpu_sigma = s.hardware.gpu_speed_sigma;  // as `megascale simulate` does

@@ -1,9 +1,7 @@
 // cli/calibrate_command.cc: `megascale calibrate micro|import|check|fit ...`.
 //
 // Parse, call calibrate/ (or launch the engine's microbenchmarks), print.
-// Compiled into the `megascale` executable only: calibrate/ links the event
-// simulator (sim/, SimGrid), which must stay out of megascale_cli_lib (see
-// cli/simulate_event.h). cli/main.cc dispatches "calibrate" here.
+// run_cli (cli/commands.cc) dispatches "calibrate" here.
 #include "cli/calibrate_command.h"
 
 #include <unistd.h>
@@ -28,7 +26,7 @@
 #include "cli/net_check.h"
 #include "cli/runs_check.h"
 #include "cli/text_file.h"
-#include "cli/simulate_event.h"
+#include "sim/event_run.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 
@@ -307,15 +305,10 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
       throw UsageError("--hold-out: no run named '" + h + "'");
     }
   }
-  const EventEstimator estimate = event_estimator();
-  if (estimate == nullptr) {
-    err << "megascale calibrate fit: this binary has no event-level simulator\n";
-    return 1;
-  }
   auto predict = [&](const std::string& scenario, const std::string& profile) {
     // append(): g++ 12 warns -Wrestrict on "literal" + std::string (GCC bug 105329).
     const std::string set = std::string("hardware.profile=\"").append(fs::absolute(profile).string()).append("\"");
-    return estimate(model::load_scenario(scenario, {set})).iteration_time_s;
+    return sim::event_estimate(model::load_scenario(scenario, {set})).iteration_time_s;
   };
   err << "megascale calibrate fit: " << fit.size() << " fit run(s), " << held_out.size() << " held out\n" << std::flush;
   const calibrate::FitResult r = calibrate::fit_profile(base_file, fit, held_out, params, predict, scratch.string());

@@ -16,9 +16,11 @@
 #include <stdexcept>
 
 #include "base/json.h"
+#include "cli/calibrate_command.h"
 #include "cli/report.h"
 #include "cli/simulate_event.h"
-#include "cli/validate.h"
+#include "sim/event_run.h"
+#include "calibrate/validation.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 #include "model/search.h"
@@ -85,26 +87,12 @@ std::vector<int> int_list(const ParsedArgs& p, const std::string& name) {
   return out;
 }
 
-// The hook a function-pointer type is registered under (simulate_event.h): one
-// slot per type, filled at static initialisation by the `megascale` executable.
-template <class Fn>
-Fn& hook_slot() {
-  static Fn fn = nullptr;
-  return fn;
-}
-
-// --fidelity of simulate / compare / validate: "event" by default where this
-// binary has the event-level simulator (issue 4), else "analytical"; asking
-// for "event" in a binary without it is a usage error.
-std::string chosen_fidelity(const ParsedArgs& p, bool event_available) {
-  const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity")
-                               : event_available   ? "event"
-                                                   : "analytical";
+// --fidelity of simulate / compare / validate: "event" (sim/, the default) or
+// "analytical" (model/'s closed form).
+std::string chosen_fidelity(const ParsedArgs& p) {
+  const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity") : "event";
   if (fidelity != "analytical" && fidelity != "event")
     throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
-  if (fidelity == "event" && !event_available)
-    throw UsageError("--fidelity event: this binary was built without the event-level simulator "
-                     "(sim/, SimGrid); use the `megascale` executable");
   return fidelity;
 }
 
@@ -218,13 +206,6 @@ std::string command_usage(const std::string& command) {
 }
 
 
-void register_event_simulator(EventSimulator fn) { hook_slot<EventSimulator>() = fn; }
-EventSimulator event_simulator() { return hook_slot<EventSimulator>(); }
-
-void register_event_estimator(EventEstimator fn) { hook_slot<EventEstimator>() = fn; }
-EventEstimator event_estimator() { return hook_slot<EventEstimator>(); }
-void register_straggler_cost(StragglerCost fn) { hook_slot<StragglerCost>() = fn; }
-StragglerCost straggler_cost() { return hook_slot<StragglerCost>(); }
 
 int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "simulate", [&] {
@@ -236,8 +217,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     valued.insert("--set");
     const ParsedArgs p =
         parse_args(args, {"--json", "--straggler-per-step", "--trace-layers", "--simgrid-check"}, valued);
-    const EventSimulator simulate = event_simulator();
-    const std::string fidelity = chosen_fidelity(p, simulate != nullptr);
+    const std::string fidelity = chosen_fidelity(p);
     if (fidelity == "analytical") {
       for (const std::string& name : event_only)
         if (p.has(name)) throw UsageError(name + " needs --fidelity event");
@@ -298,7 +278,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
         r.fail_gpu = gpu[0];
         r.fail_at_s = number(p, "--fail-at", 0.0);
       }
-      return simulate(s, r, out, err);
+      return simulate_event(s, r, out, err);
     }
     const auto t0 = std::chrono::steady_clock::now();
     const model::Estimate e = model::estimate(s);
@@ -319,8 +299,7 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
     const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity", "--set"});
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
     if (p.positional.empty() && p.has("--set")) throw UsageError("--set needs a scenario FILE");
-    const EventEstimator event = event_estimator();
-    const std::string fidelity = chosen_fidelity(p, event != nullptr);
+    const std::string fidelity = chosen_fidelity(p);
     model::Scenario base, fast;
     if (p.positional.empty()) {
       base = model::default_scenario("megatron");
@@ -330,8 +309,8 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
       base = model::as_system(job, "megatron");
       fast = model::as_system(job, "megascale");
     }
-    const model::Estimate eb = fidelity == "event" ? event(base) : model::estimate(base);
-    const model::Estimate ef = fidelity == "event" ? event(fast) : model::estimate(fast);
+    const model::Estimate eb = fidelity == "event" ? sim::event_estimate(base) : model::estimate(base);
+    const model::Estimate ef = fidelity == "event" ? sim::event_estimate(fast) : model::estimate(fast);
     if (p.switches.count("--json")) {
       Json j;
       j["megatron"] = estimate_json(base, eb, fidelity);
@@ -404,9 +383,6 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                        p.values.at("--top") + " keeps; raise --top or lower --refine");
     }
     o.top_k = std::max(positive_int(p, "--top", 10), refine);
-    const EventEstimator event = event_estimator();
-    if (refine > 0 && event == nullptr)
-      throw UsageError("--refine needs the event-level simulator (sim/, SimGrid); use the `megascale` executable");
     const bool json = p.switches.count("--json") > 0;
     const auto t0 = std::chrono::steady_clock::now();
     o.progress = [&](int64_t done, int64_t total) {
@@ -432,7 +408,7 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       for (size_t i = 0; i < refined; ++i) {
         order[i] = i;
         if (!json) err << "\rsearch: refining " << i + 1 << " / " << refined << " at event level" << std::flush;
-        event_estimate[i] = event(scenario_of(r.top[i].parallel));
+        event_estimate[i] = sim::event_estimate(scenario_of(r.top[i].parallel));
       }
       if (!json) err << "\n";
       std::stable_sort(order.begin(), order.end(),
@@ -537,18 +513,18 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
       throw UsageError("--write regenerates results/validation.md from scenarios/paper/ only; drop --dir");
     const std::string dir =
         p.values.count("--dir") ? p.values.at("--dir") : source_dir() + "/scenarios/paper";
-    const std::string fidelity = chosen_fidelity(p, event_estimator() != nullptr);
-    const ValidationReport r = run_validation(dir, fidelity, p.all("--set"));
+    const std::string fidelity = chosen_fidelity(p);
+    const calibrate::ValidationReport r = calibrate::run_validation(dir, fidelity, p.all("--set"));
     if (p.switches.count("--write")) {
       const std::string path = source_dir() + "/results/validation.md";
       std::ofstream f(path);
       if (!f) throw std::invalid_argument("cannot write " + path);
-      f << validation_markdown(r);
+      f << calibrate::validation_markdown(r);
       err << "wrote " << path << "\n";
     }
     if (p.switches.count("--json")) {
       std::vector<Json> items;
-      for (const ValidationRow& row : r.rows) {
+      for (const calibrate::ValidationRow& row : r.rows) {
         Json j;
         j["case"] = row.case_name;
         j["table"] = row.table;
@@ -564,8 +540,8 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
       }
       // One object for CI: versions, the verdict, the summary against the bounds
       // (MFU in fraction units), then the rows.
-      const ValidationSummary& sm = r.summary;
-      const AccuracyBounds b;
+      const calibrate::ValidationSummary& sm = r.summary;
+      const calibrate::AccuracyBounds b;
       Json summary;
       summary["table2_mean_abs_mfu_error"] = sm.table2_mean_abs_mfu_error;
       summary["table2_max_abs_mfu_error"] = sm.table2_max_abs_mfu_error;
@@ -585,16 +561,16 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
       bounds["fig9_each"] = b.fig9_each;
       Json top;
       top["report_fidelity"] = r.fidelity;
-      top["pass"] = meets(r.summary, b);
+      top["pass"] = calibrate::meets(r.summary, b);
       top["summary"] = summary;
       top["bounds"] = bounds;
       top["rows"] = items;
       out << report_json(top) << "\n";
     } else {
-      out << validation_markdown(r);
+      out << calibrate::validation_markdown(r);
     }
     // A CI gate: 1 when the report's fidelity misses a bound (the report says which).
-    return meets(r.summary, AccuracyBounds{}) ? 0 : 1;
+    return calibrate::meets(r.summary, calibrate::AccuracyBounds{}) ? 0 : 1;
   });
 }
 
@@ -609,8 +585,9 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   }
   const std::string command = argv[0];
   const Args rest(argv.begin() + 1, argv.end());
-  // `megascale COMMAND --help`: the usage, on stdout, exit 0 (net has its own).
-  if (command != "net" && (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
+  // `megascale COMMAND --help`: the usage, on stdout, exit 0 (net and calibrate
+  // have their own).
+  if (command != "net" && command != "calibrate" && (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
                            std::find(rest.begin(), rest.end(), "-h") != rest.end())) {
     out << usage();
     return 0;
@@ -622,6 +599,7 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   if (command == "net") return cmd_net(rest, out, err);
   if (command == "train") return cmd_train(rest, out, err);
   if (command == "plan") return cmd_plan(rest, out, err);
+  if (command == "calibrate") return cmd_calibrate(rest, out, err);
   err << "megascale: unknown command '" << command << "'\n\n" << usage();
   return 2;
 }

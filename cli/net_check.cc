@@ -18,7 +18,7 @@
 #include "cli/report.h"
 #include "cli/text_file.h"
 #include "cli/commands.h"
-#include "cli/fabric_config.h"
+#include "sim/fabric_config.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -153,10 +153,10 @@ RunResult predict(const Machine& m, const Restriction& only) {
     r.skipped = std::to_string(per_node) + " ranks per node do not divide an 8-GPU server";
     return r;
   }
-  const network::FabricSpec spec = default_fabric_spec(gpu, r.nodes * gpus_per_server);
+  const network::FabricSpec spec = sim::default_fabric_spec(gpu, r.nodes * gpus_per_server);
   const network::Topology topology = network::Topology::build(spec);
-  const network::Router router(topology, ecmp_config(model::NetworkConfig{}));
-  network::CollectiveSimulator sim(topology, router, collective_options(gpu, m.nic_gbps, model::NetworkConfig{}));
+  const network::Router router(topology, sim::ecmp_config(model::NetworkConfig{}));
+  network::CollectiveSimulator sim(topology, router, sim::collective_options(gpu, m.nic_gbps, model::NetworkConfig{}));
   network::CollectiveRequest req;
   req.op = *op;
   req.groups = network::strided_groups(gpus_per_server, 1, r.ranks, per_node);

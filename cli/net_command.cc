@@ -2,7 +2,7 @@
 // without a training job (issue 3, "Command"). Parse -> call network/ -> print.
 //
 //   collective: network/collectives.h on the MegaScale fabric sized for the job
-//               (cli/fabric_config.h), or on a scenario's fabric (--scenario);
+//               (sim/fabric_config.h), or on a scenario's fabric (--scenario);
 //   ecmp:       network/ecmp_stats.h (Monte Carlo through the router + theory);
 //   incast:     network/congestion.h's incast_report (+ incast_svg for --plot).
 // Exit codes as every command (cli/commands.h): 0 ok, 2 bad input - usage errors
@@ -24,7 +24,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/fabric_config.h"
+#include "sim/fabric_config.h"
 #include "base/json.h"
 #include "cli/report.h"
 #include "model/hardware.h"
@@ -270,14 +270,14 @@ int net_collective(const Args& args, std::ostream& out) {
                        std::to_string(ranks_per_server) + " per server need " + std::to_string(needed) +
                        " GPUs; the scenario's cluster has " + std::to_string(scenario->cluster.gpus));
     }
-    spec = fabric_spec(net, scenario->hardware, gpu, scenario->cluster.gpus);
+    spec = sim::fabric_spec(net, scenario->hardware, gpu, scenario->cluster.gpus);
   } else {
-    spec = default_fabric_spec(gpu, static_cast<int>(needed));
+    spec = sim::default_fabric_spec(gpu, static_cast<int>(needed));
   }
-  network::EcmpConfig ecmp = ecmp_config(net);
+  network::EcmpConfig ecmp = sim::ecmp_config(net);
   ecmp.qps_per_connection =
       static_cast<int>(integer(p, "--qps", ecmp.qps_per_connection, 1, network::kMaxQpsPerConnection));
-  network::CollectiveOptions options = collective_options(gpu, nic_gbps, net);
+  network::CollectiveOptions options = sim::collective_options(gpu, nic_gbps, net);
   if (p.has("--cc")) {
     const auto cc = network::parse_cc_algorithm(p.values.at("--cc"));
     if (!cc) throw UsageError("--cc must be hybrid, dcqcn, swift or none, got '" + p.values.at("--cc") + "'");

@@ -6,10 +6,8 @@
 // MTBF), and the assumptions behind the recovery figures with their sources.
 //
 // The per-iteration time: [run] iteration_time_s when the scenario gives it
-// ("scenario"); else the event-level simulator's healthy iteration when the
-// binary has one (cli::event_estimator(), registered by the `megascale`
-// executable, which links sim/: "event"); else model::estimate ("analytical";
-// megascale_cli_lib alone links no SimGrid).
+// ("scenario"); else the event-level simulator's healthy iteration
+// (sim::event_estimate: "event").
 //
 // --sweep gpus scales the cluster: the layout's TP and PP are kept, DP = GPUs /
 // (TP x PP), the global batch is kept (strong scaling, as MegaScale Table 2), and
@@ -29,7 +27,7 @@
 #include "cli/commands.h"
 #include "base/json.h"
 #include "cli/report.h"
-#include "cli/simulate_event.h"
+#include "sim/event_run.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -91,14 +89,12 @@ SweepSpec parse_sweep(const std::string& spec) {
 
 struct IterationTime {
   double s = 0;
-  std::string source;  // "scenario" | "event" | "analytical"
+  std::string source;  // "scenario" | "event"
 };
 
-// One healthy iteration of `s`: the event-level simulator when this binary has
-// it, else the analytical estimator.
+// One healthy iteration of `s` at event level (sim/event_run.h).
 IterationTime simulated_iteration_time(const model::Scenario& s) {
-  if (const EventEstimator event = event_estimator()) return {event(s).iteration_time_s, "event"};
-  return {model::estimate(s).iteration_time_s, "analytical"};
+  return {sim::event_estimate(s).iteration_time_s, "event"};
 }
 
 IterationTime iteration_time(const model::Scenario& s) {
@@ -108,8 +104,7 @@ IterationTime iteration_time(const model::Scenario& s) {
 
 const char* source_words(const std::string& source) {
   if (source == "scenario") return "[run] iteration_time_s";
-  if (source == "event") return "event-level simulator, sim/";
-  return "analytical estimator, model::estimate";
+  return "event-level simulator, sim/";
 }
 
 // `s` on `gpus` GPUs: TP and PP kept, DP derived, global batch kept.

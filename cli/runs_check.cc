@@ -18,7 +18,7 @@
 #include "cli/args.h"
 #include "cli/report.h"
 #include "cli/text_file.h"
-#include "cli/simulate_event.h"
+#include "sim/event_run.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 
@@ -59,11 +59,6 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
   const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--write"});
   if (!p.positional.empty()) throw UsageError("runs-check takes --runs FILE.csv, not '" + p.positional[0] + "'");
   if (!p.has("--runs")) throw UsageError("runs-check needs --runs FILE.csv (e.g. calibrate/runs/published.csv)");
-  const EventEstimator event = event_estimator();
-  if (event == nullptr) {
-    err << "megascale calibrate runs-check: this binary has no event-level simulator\n";
-    return 1;
-  }
   std::vector<calibrate::MeasuredRun> runs;
   try {
     runs = calibrate::read_measured_runs(p.values.at("--runs"));
@@ -81,7 +76,7 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
     const model::Estimate a = model::estimate(s);
     row.analytical_s = a.iteration_time_s;
     row.fits_memory = a.memory.fits();
-    row.event_s = event(s).iteration_time_s;
+    row.event_s = sim::event_estimate(s).iteration_time_s;
     rows.push_back(std::move(row));
   }
   std::vector<double> errors, analytical;

@@ -1,6 +1,5 @@
 // cli/simulate_event.cc: `megascale simulate --fidelity event`: scenario ->
-// sim::simulate_job -> report, trace and heat-map files. Compiled into the
-// `megascale` executable only (see simulate_event.h).
+// sim::simulate_job (sim/event_run.h) -> report, trace and heat-map files.
 #include "cli/simulate_event.h"
 
 #include <algorithm>
@@ -9,11 +8,11 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "cli/fabric_config.h"
 #include "base/json.h"
 #include "cli/report.h"
 #include "model/hardware.h"
 #include "model/profile.h"
+#include "sim/event_run.h"
 #include "sim/failure_sim.h"
 #include "sim/heatmap.h"
 #include "sim/job_sim.h"
@@ -30,35 +29,6 @@ std::string line(const char* fmt, double a, double b = 0, double c = 0, double d
   return buf;
 }
 
-sim::SimOptions sim_options(const model::Scenario& s, const EventRequest& r) {
-  sim::SimOptions o;
-  o.steps = r.steps;
-  const std::optional<sim::CommModel> comm = sim::parse_comm_model(r.comm);
-  if (!comm) throw std::invalid_argument("--comm must be network, analytical or zero, got '" + r.comm + "'");
-  o.comm = *comm;
-  // The CPU engine runs on one machine: no fabric; its collectives are the
-  // profile's measured MPI times, which the analytical links carry.
-  if (o.comm == sim::CommModel::kNetwork && model::hardware_profile(s).is_cpu()) o.comm = sim::CommModel::kAnalytical;
-  if (o.comm == sim::CommModel::kNetwork) {
-    const model::GpuProfile& gpu = model::hardware_profile(s);
-    sim::FabricInputs f;
-    f.spec = fabric_spec(s.network, s.hardware, gpu, s.cluster.gpus);
-    f.ecmp = ecmp_config(s.network);
-    f.collectives = collective_options(gpu, s.hardware.nic_gbps, s.network);
-    o.fabric = f;
-  }
-  o.variability.seed = r.seed;
-  o.variability.jitter_sigma = r.jitter_sigma ? *r.jitter_sigma : (r.steps > 1 ? sim::kDefaultJitterSigma : 0.0);
-  o.variability.stragglers.gpus = r.straggler_gpus;
-  o.variability.stragglers.machine_fraction = r.straggler_fraction;
-  o.variability.stragglers.factor = r.straggler_factor;
-  o.variability.stragglers.per_step = r.straggler_per_step;
-  o.variability.gpu_sigma = s.hardware.gpu_speed_sigma;
-  o.max_replicas = r.max_replicas;
-  o.trace_step = r.trace.empty() ? -1 : 0;
-  o.trace_layers = r.trace_layers;
-  return o;
-}
 
 // estimate_json with "fidelity": "event" and the event-level fields appended.
 Json event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
@@ -294,8 +264,10 @@ int simulate_failure_report(const model::Scenario& s, const EventRequest& r, con
   return 0;
 }
 
+}  // namespace
+
 int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream& out, std::ostream& err) {
-  sim::SimOptions o = sim_options(s, r);
+  sim::SimOptions o = sim::sim_options(s, r);
   if (o.steps > 1) {  // several iterations can take minutes: say where it is
     o.progress = [&err](int done, int total) {
       err << "\rsimulate: step " << done << " / " << total << (done == total ? "\n" : "") << std::flush;
@@ -360,35 +332,4 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
   return 0;
 }
 
-model::Estimate estimate_event(const model::Scenario& s) {
-  EventRequest r;  // defaults: network communication, one step, no variability
-  return sim::simulate_job(s, sim_options(s, r)).estimate;
-}
-
-double straggler_cost_event(const model::Scenario& s, double machine_fraction, double forward_slowdown, int seeds) {
-  const model::Estimate e = model::estimate(s);
-  const sim::OpCosts costs(s, e, sim::comm_times(s, e, sim::CommModel::kZero, nullptr));
-  double forward = 0, total = 0;
-  for (int r = 0; r < s.parallel.pp; ++r) {
-    forward += costs.forward_busy_s(r);
-    total += costs.forward_busy_s(r) + costs.backward_busy_s(r);
-  }
-  EventRequest r;  // defaults: network communication, one step, no jitter
-  double lost = 0;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    sim::SimOptions o = sim_options(s, r);
-    o.trace_step = -1;
-    o.variability.seed = static_cast<uint64_t>(seed);
-    const double clean = sim::simulate_job(s, o).estimate.mfu;
-    o.variability.stragglers.machine_fraction = machine_fraction;
-    o.variability.stragglers.factor = 1.0 + forward_slowdown * forward / total;
-    lost += clean - sim::simulate_job(s, o).estimate.mfu;
-  }
-  return lost / seeds;
-}
-
-const bool registered = (register_event_simulator(&simulate_event), register_event_estimator(&estimate_event),
-                         register_straggler_cost(&straggler_cost_event), true);
-
-}  // namespace
 }  // namespace megascale::cli

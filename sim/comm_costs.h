@@ -59,7 +59,7 @@ const char* to_string(CommModel m);  // "network", "analytical", "zero"
 std::optional<CommModel> parse_comm_model(std::string_view name);
 
 // network/'s plain parameters for the scenario's fabric (filled from the
-// scenario by cli/fabric_config.h, which lives above model/ and network/).
+// scenario by sim/fabric_config.h, which lives above model/ and network/).
 struct FabricInputs {
   network::FabricSpec spec;
   network::EcmpConfig ecmp;

@@ -260,7 +260,7 @@ TEST_F(CliTest, SearchTopThreeRankedByMfu) {
 
 TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   const RunResult r = run_megascale({"validate", "--json"});
-  // 0 when issue 12's bounds are met, 1 when not (cli/validate.h AccuracyBounds).
+  // 0 when issue 12's bounds are met, 1 when not (calibrate/validation.h AccuracyBounds).
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
   // One object: versions, the verdict agreeing with the exit code, the summary,
   // then the rows, each {"case": ..., "table": T, "metric": M, ...}.

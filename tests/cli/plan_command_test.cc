@@ -1,6 +1,5 @@
 // tests/cli/plan_command_test.cc: `megascale plan` end to end: the JSON keys of
-// issue 5, the iteration-time source (event in the `megascale` binary,
-// analytical in megascale_cli_lib alone, scenario from [run]), the checkpoint
+// issue 5, the iteration-time source (event, or scenario from [run]), the checkpoint
 // and GPU sweeps and their SVG plots, the labelled assumptions, and usage errors
 // (exit 2).
 #include <gtest/gtest.h>
@@ -98,11 +97,11 @@ TEST(PlanCommandTest, IterationTimeFromTheEventSimulatorInTheBinary) {
   EXPECT_NE(text.out.find("(event: event-level simulator"), std::string::npos) << text.out;
 }
 
-TEST(PlanCommandTest, AnalyticalWithoutTheSimulatorAndScenarioWhenGiven) {
-  // In-process: megascale_cli_lib alone has no event estimator registered.
+TEST(PlanCommandTest, InProcessLibraryHasTheSimulatorAndScenarioWhenGiven) {
+  // In-process: megascale_cli_lib links sim/ itself (no hook to register).
   std::ostringstream out, err;
   ASSERT_EQ(megascale::cli::cmd_plan({kMegaScale, "--json", "--runs", "20"}, out, err), 0) << err.str();
-  EXPECT_EQ(parsed(out.str())["iteration_time_source"], "analytical") << out.str();
+  EXPECT_EQ(parsed(out.str())["iteration_time_source"], "event") << out.str();
 
   const std::string file = (std::filesystem::temp_directory_path() / "megascale-plan-fixed.toml").string();
   {

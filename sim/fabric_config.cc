@@ -1,7 +1,7 @@
-// cli/fabric_config.cc: see fabric_config.h.
-#include "cli/fabric_config.h"
+// sim/fabric_config.cc: see fabric_config.h.
+#include "sim/fabric_config.h"
 
-namespace megascale::cli {
+namespace megascale::sim {
 namespace {
 
 // GpuProfile::nvlink_gbs is bidirectional GB/s; FabricSpec wants Gb/s per direction.
@@ -69,4 +69,4 @@ network::CollectiveOptions collective_options(const model::GpuProfile& gpu, doub
   return o;
 }
 
-}  // namespace megascale::cli
+}  // namespace megascale::sim

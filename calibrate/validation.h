@@ -1,4 +1,4 @@
-// cli/validate.h: predicted vs published figures for the MegaScale paper's runs.
+// calibrate/validation.h: predicted vs published figures for the MegaScale paper's runs.
 //
 // The published figures (../shared/REFERENCE.md, MegaScale NSDI'24 Tables 2 and 3,
 // Figure 9) are paired here with the scenario files in scenarios/paper/ that
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace megascale::cli {
+namespace megascale::calibrate {
 
 struct PaperCase {
   std::string file;          // under scenarios/paper/
@@ -64,15 +64,14 @@ struct AccuracyBounds {
 };
 bool meets(const ValidationSummary& s, const AccuracyBounds& b);
 
-// Runs every paper case from `scenario_dir` at the given fidelity ("event"
-// needs the event estimator of cli/simulate_event.h, registered by the
-// `megascale` binary) and always at the analytical one. Throws
+// Runs every paper case from `scenario_dir` at the given fidelity ("event":
+// sim/event_run.h) and always at the analytical one. Throws
 // model::ScenarioError for a broken scenario file, std::invalid_argument for
-// an unknown fidelity or an event fidelity this binary lacks.
+// an unknown fidelity.
 ValidationReport run_validation(const std::string& scenario_dir, const std::string& fidelity,
                                 const std::vector<std::string>& overrides = {});
 
 // results/validation.md contents: tables, summary, and the known causes of error.
 std::string validation_markdown(const ValidationReport& r);
 
-}  // namespace megascale::cli
+}  // namespace megascale::calibrate

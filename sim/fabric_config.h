@@ -1,4 +1,4 @@
-// cli/fabric_config.h: a scenario's [hardware] / [cluster] / [network] tables, or
+// sim/fabric_config.h: a scenario's [hardware] / [cluster] / [network] tables, or
 // a GPU profile alone, -> network/'s plain parameters.
 //
 // network/ depends on nothing of ours (DESIGN.md), so the translation from
@@ -26,7 +26,7 @@
 #include "network/routing.h"
 #include "network/topology.h"
 
-namespace megascale::cli {
+namespace megascale::sim {
 
 // The scenario's fabric with `gpus` GPUs (normally cluster.gpus).
 network::FabricSpec fabric_spec(const model::NetworkConfig& net, const model::HardwareConfig& hw,
@@ -41,4 +41,4 @@ network::EcmpConfig ecmp_config(const model::NetworkConfig& net);
 network::CollectiveOptions collective_options(const model::GpuProfile& gpu, double nic_gbps,
                                               const model::NetworkConfig& net);
 
-}  // namespace megascale::cli
+}  // namespace megascale::sim

@@ -1,5 +1,5 @@
-// cli/validate.cc: run the paper's scenarios and compare with published figures.
-#include "cli/validate.h"
+// calibrate/validation.cc: run the paper's scenarios and compare with published figures.
+#include "calibrate/validation.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,11 +8,11 @@
 
 #include <stdexcept>
 
-#include "cli/simulate_event.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
+#include "sim/event_run.h"
 
-namespace megascale::cli {
+namespace megascale::calibrate {
 namespace {
 
 // MegaScale (Jiang et al., NSDI'24, arXiv 2402.15627), via ../shared/REFERENCE.md.
@@ -179,9 +179,6 @@ ValidationReport run_validation(const std::string& scenario_dir, const std::stri
                                 const std::vector<std::string>& overrides) {
   if (fidelity != "event" && fidelity != "analytical")
     throw std::invalid_argument("validate: fidelity must be 'event' or 'analytical', got '" + fidelity + "'");
-  const EventEstimator event = event_estimator();
-  if (fidelity == "event" && event == nullptr)
-    throw std::invalid_argument("validate: this binary has no event-level simulator (use the megascale executable)");
   ValidationReport r;
   r.fidelity = fidelity;
   r.overrides = overrides;
@@ -192,7 +189,7 @@ ValidationReport run_validation(const std::string& scenario_dir, const std::stri
   for (const PaperCase& pc : paper_cases()) {
     const model::Scenario s = model::load_scenario(scenario_dir + "/" + pc.file, overrides);
     const model::Estimate a = model::estimate(s);
-    const model::Estimate e = fidelity == "event" ? event(s) : a;
+    const model::Estimate e = fidelity == "event" ? sim::event_estimate(s) : a;
     r.rows.push_back({stem(pc.file), pc.table, pc.label, "mfu", pc.published_mfu, e.mfu,
                       e.mfu - pc.published_mfu, a.mfu});
     if (pc.published_iteration_s > 0) {
@@ -223,10 +220,10 @@ ValidationReport run_validation(const std::string& scenario_dir, const std::stri
   // closed form has no stragglers. Mean over 4 seeds of the GPU speed spread and
   // of which machines are slow.
   if (fidelity == "event") {
-    if (const StragglerCost cost = straggler_cost()) {
+    {
       const std::string file = "table2-megascale-12288.toml";
       const model::Scenario s = model::load_scenario(scenario_dir + "/" + file, overrides);
-      const double lost = cost(s, 0.005, 0.10, 4);
+      const double lost = sim::straggler_cost(s, 0.005, 0.10, 4);
       ValidationRow row{"stragglers-" + stem(file), "stragglers",
                         "MegaScale 12288 GPUs: MFU that 0.5% of machines ~10% slower forward cost", "mfu",
                         0.007, lost, lost - 0.007, 0};
@@ -406,4 +403,4 @@ std::string validation_markdown(const ValidationReport& r) {
   return out;
 }
 
-}  // namespace megascale::cli
+}  // namespace megascale::calibrate
