@@ -18,7 +18,9 @@
 #include "cli/json.h"
 #include "cli/report.h"
 #include "cli/simulate_event.h"
+#include "cli/text_file.h"
 #include "cli/validate.h"
+#include "model/breakdown_chart.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 #include "model/search.h"
@@ -142,13 +144,15 @@ model::Scenario one_scenario(const ParsedArgs& p, const char* command) {
 std::string usage() {
   return "usage: megascale <command> [options]\n"
          "\n"
-         "  compare [FILE] [--json] [--fidelity event|analytical]\n"
+         "  compare [FILE] [--json] [--fidelity event|analytical] [--chart FILE.svg]\n"
          "                                 Megatron-LM vs MegaScale side by side (default:\n"
-         "                                 built-in 175B on 12,288 A100s; event fidelity)\n"
-         "  simulate FILE [--json] [--fidelity event|analytical]\n"
+         "                                 built-in 175B on 12,288 A100s; event fidelity);\n"
+         "                                 --chart: both breakdowns as bars on one axis\n"
+         "  simulate FILE [--json] [--fidelity event|analytical] [--chart FILE.svg]\n"
          "                                 predict MFU, iteration time, bubble, memory and\n"
          "                                 where the time goes (default: event, the\n"
-         "                                 SimGrid simulation; analytical: closed form)\n"
+         "                                 SimGrid simulation; analytical: closed form);\n"
+         "                                 --chart: that breakdown as a stacked bar\n"
          "      event-level options (sim/, SimGrid):\n"
          "        --trace FILE             Chrome trace FILE(.json) + FILE.csv of one step\n"
          "        --trace-layers           add each chunk's layers to the trace: operators\n"
@@ -235,6 +239,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
     valued.insert("--set");
+    valued.insert("--chart");
     const ParsedArgs p =
         parse_args(args, {"--json", "--straggler-per-step", "--trace-layers", "--simgrid-check"}, valued);
     const EventSimulator simulate = event_simulator();
@@ -263,6 +268,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       r.trace_layers = p.on("--trace-layers");
       if (r.trace_layers && r.trace.empty()) throw UsageError("--trace-layers needs --trace FILE");
       if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
+      if (p.has("--chart")) r.chart = p.values.at("--chart");
       r.steps = positive_int(p, "--steps", 1);
       // Each step is a whole event-level iteration (up to seconds at 12,288 GPUs):
       // 100,000 ran for many minutes in silence.
@@ -292,8 +298,10 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
         throw UsageError("--simgrid-check checks one healthy step; drop --fail-gpu / --steps");
       if (p.has("--fail-gpu") != p.has("--fail-at")) throw UsageError("--fail-gpu G and --fail-at T go together");
       if (p.has("--fail-gpu")) {
-        if (p.has("--steps") || p.has("--heatmap"))
-          throw UsageError("--fail-gpu simulates one step and writes no heat-map; drop --steps / --heatmap");
+        if (p.has("--steps") || p.has("--heatmap") || p.has("--chart")) {
+          throw UsageError(
+              "--fail-gpu simulates one step and writes no heat-map or chart; drop --steps / --heatmap / --chart");
+        }
         const std::vector<int> gpu = int_list(p, "--fail-gpu");
         if (gpu.size() != 1) throw UsageError("--fail-gpu takes one GPU rank");
         r.fail_gpu = gpu[0];
@@ -304,6 +312,13 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     const auto t0 = std::chrono::steady_clock::now();
     const model::Estimate e = model::estimate(s);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (p.has("--chart")) {
+      const std::string& path = p.values.at("--chart");
+      if (!write_text_atomically(path, model::breakdown_svg(s.name + " (analytical)",
+                                                            {{"analytical", e.breakdown, e.iteration_time_s}})))
+        throw std::invalid_argument("--chart: cannot write " + path);
+      err << "wrote " << path << "\n";
+    }
     if (p.switches.count("--json")) {
       out << estimate_json(s, e).add("wall_time_s", wall_s).str() << "\n";
     } else {
@@ -315,7 +330,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "compare", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity", "--set"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity", "--set", "--chart"});
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
     if (p.positional.empty() && p.has("--set")) throw UsageError("--set needs a scenario FILE");
     const EventEstimator event = event_estimator();
@@ -331,6 +346,15 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
     }
     const model::Estimate eb = fidelity == "event" ? event(base) : model::estimate(base);
     const model::Estimate ef = fidelity == "event" ? event(fast) : model::estimate(fast);
+    if (p.has("--chart")) {
+      const std::string& path = p.values.at("--chart");
+      const std::string title = base.model.name + " on " + std::to_string(base.parallel.gpus()) + " x " +
+                                base.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
+      if (!write_text_atomically(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
+                                                                    {"MegaScale", ef.breakdown, ef.iteration_time_s}})))
+        throw std::invalid_argument("--chart: cannot write " + path);
+      err << "wrote " << path << "\n";
+    }
     if (p.switches.count("--json")) {
       JsonObject j;
       j.add("megatron", estimate_json(base, eb, fidelity)).add("megascale", estimate_json(fast, ef, fidelity));

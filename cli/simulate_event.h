@@ -28,6 +28,7 @@ struct EventRequest {
   std::string trace;    // --trace FILE ("" = none): FILE(.json) + .csv
   bool trace_layers = false;  // --trace-layers: per-layer operators and TP collectives
   std::string heatmap;  // --heatmap FILE.svg ("" = none)
+  std::string chart;    // --chart FILE.svg ("" = none): the breakdown (model/breakdown_chart.h)
   int steps = 1;
   std::optional<double> jitter_sigma;  // --jitter; default: 0 for 1 step, else the sim default
   uint64_t seed = 1;
