@@ -15,15 +15,18 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/number_text.h"
 #include "cli/json.h"
 #include "cli/report.h"
 #include "cli/simulate_event.h"
 #include "cli/text_file.h"
 #include "cli/validate.h"
+#include "model/accuracy.h"
 #include "model/breakdown_chart.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 #include "model/search.h"
+#include "model/search_plot.h"
 #include "model/system_preset.h"
 
 namespace megascale::cli {
@@ -175,10 +178,16 @@ std::string usage() {
          "        --fail-gpu G --fail-at T  GPU G's host fails T s into the step: which\n"
          "                                 ranks stop, when, on what, and where the wait\n"
          "                                 chains lead (one step; sim/failure_sim.h)\n"
-         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...] [--headroom F] [--json]\n"
+         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...]\n"
+         "         [--min-headroom 10%] [--csv FILE] [--plot FILE.svg] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
          "                                 (analytical); --refine N re-simulates the best N\n"
-         "                                 at event level and re-ranks them by it\n"
+         "                                 at event level and re-ranks them by it (a line\n"
+         "                                 per layout on stderr); --min-headroom (or\n"
+         "                                 --headroom 0.1): memory each GPU keeps free;\n"
+         "                                 --csv: the ranking, then every valid layout;\n"
+         "                                 --plot: MFU against memory per GPU; * marks the\n"
+         "                                 layouts within the model's error of #1\n"
          "  validate [--json] [--write] [--dir DIR] [--fidelity event|analytical]\n"
          "                                 predicted vs published MegaScale figures; --write\n"
          "                                 regenerates results/validation.md\n"
@@ -369,7 +378,9 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set", "--fix", "--headroom"});
+    const ParsedArgs p = parse_args(args, {"--json"},
+                                    {"--gpus", "--top", "--refine", "--set", "--fix", "--headroom", "--min-headroom",
+                                     "--csv", "--plot"});
     const model::Scenario s = one_scenario(p, "search");
     if (s.parallel.cp > 1) {
       throw UsageError("search does not enumerate context parallelism yet; " + s.source +
@@ -410,13 +421,26 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
         *slot = value;
       }
     }
-    if (p.has("--headroom")) {
-      o.memory_headroom = number(p, "--headroom", 0.0);
-      if (o.memory_headroom < 0 || o.memory_headroom > 0.9) {
-        throw UsageError("--headroom expects the fraction of GPU memory to keep free, 0..0.9, got '" +
-                         p.values.at("--headroom") + "'");
+    // --min-headroom 10% (issue 13's spelling) or --headroom 0.1: one option.
+    if (p.has("--headroom") && p.has("--min-headroom")) throw UsageError("give one of --headroom and --min-headroom");
+    for (const std::string name : {"--headroom", "--min-headroom"}) {
+      if (!p.has(name)) continue;
+      const std::optional<double> headroom = base::fraction_or_percent(p.values.at(name));
+      if (!headroom || *headroom < 0 || *headroom > 0.9) {
+        throw UsageError(name + " expects the share of GPU memory to keep free, 0..0.9 or 0%..90%, got '" +
+                         p.values.at(name) + "'");
       }
+      o.memory_headroom = *headroom;
     }
+    // Files written after the search: a missing directory is reported before it.
+    for (const std::string name : {"--csv", "--plot"}) {
+      if (!p.has(name)) continue;
+      const std::filesystem::path parent = std::filesystem::path(p.values.at(name)).parent_path();
+      std::error_code ec;
+      if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+        throw UsageError(name + ": no directory '" + parent.string() + "' to write " + p.values.at(name) + " in");
+    }
+    o.keep_points = p.has("--csv") || p.has("--plot");
     const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;
     // --refine re-times the best N of the ranking, so the ranking keeps at least
     // N; an explicit --top below it would silently refine fewer.
@@ -452,10 +476,15 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       std::vector<size_t> order(refined);
       for (size_t i = 0; i < refined; ++i) {
         order[i] = i;
-        if (!json) err << "\rsearch: refining " << i + 1 << " / " << refined << " at event level" << std::flush;
+        const auto started = std::chrono::steady_clock::now();
         event_estimate[i] = event(scenario_of(r.top[i].parallel));
+        const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "refine %zu/%zu: %s: event MFU %.1f%% (analytical %.1f%%; %.1f s)\n", i + 1,
+                      refined, model::layout_text(r.top[i].parallel).c_str(), 100 * event_estimate[i].mfu,
+                      100 * r.top[i].estimate.mfu, took_s);
+        err << buf << std::flush;
       }
-      if (!json) err << "\n";
       std::stable_sort(order.begin(), order.end(),
                        [&](size_t a, size_t b) { return event_estimate[a].mfu > event_estimate[b].mfu; });
       std::vector<model::Candidate> top(r.top);
@@ -468,6 +497,20 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       event_estimate = std::move(ev);
     }
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // How far apart the ranking is against the model's own error: the refined
+    // layouts by their event MFU, else the ranking by the analytical one.
+    std::vector<double> ranked_mfu;
+    for (size_t i = 0; i < (refined > 0 ? refined : r.top.size()); ++i)
+      ranked_mfu.push_back(refined > 0 ? event_estimate[i].mfu : r.top[i].estimate.mfu);
+    const model::RankingSpread spread = model::ranking_spread(
+        ranked_mfu, refined > 0 ? model::kEventMfuErrorPoints : model::kAnalyticalMfuErrorPoints);
+    if (p.has("--csv") && !write_text_atomically(p.values.at("--csv"), model::search_csv(r, event_estimate)))
+      throw std::invalid_argument("--csv: cannot write " + p.values.at("--csv"));
+    if (p.has("--plot")) {
+      const std::string title = s.model.name + " on " + std::to_string(o.gpus) + " x " + s.hardware.gpu;
+      if (!write_text_atomically(p.values.at("--plot"), model::search_scatter_svg(title, r, o.memory_headroom)))
+        throw std::invalid_argument("--plot: cannot write " + p.values.at("--plot"));
+    }
     // Why a layout ranks where it does: refined ones against the event-level
     // #1 with their event breakdowns, the others against the closed form's #1.
     auto why = [&](size_t i) {
@@ -511,11 +554,12 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                       refined);
         out << buf;
       }
-      out << " #   MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
+      out << " #    MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
           << "  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
       for (size_t i = 0; i < r.top.size(); ++i) {
         const model::ParallelConfig& c = r.top[i].parallel;
-        std::snprintf(buf, sizeof buf, "%2zu %6.2f %8.3f", i + 1, 100 * r.top[i].estimate.mfu,
+        const bool within = i < spread.within.size() && spread.within[i];
+        std::snprintf(buf, sizeof buf, "%2zu%c %6.2f %8.3f", i + 1, within ? '*' : ' ', 100 * r.top[i].estimate.mfu,
                       r.top[i].estimate.iteration_time_s);
         out << buf;
         if (refined > 0) {
@@ -532,6 +576,16 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                       model::to_string(c.recompute));
         out << buf << why(i) << "\n";
       }
+      if (!ranked_mfu.empty()) {
+        std::snprintf(buf, sizeof buf, "lie within %.2f MFU points of each other, %d of them within %.2f points of #1,",
+                      spread.spread_points, spread.within_error, spread.error_points);
+        out << "* within error of the best: the " << ranked_mfu.size() << " "
+            << (refined > 0 ? "refined layouts (event MFU) " : "ranked layouts ") << buf << "\n  the "
+            << (refined > 0 ? "event-level" : "analytical") << " model's measured error (" << model::kMfuErrorSource
+            << "):\n  the model cannot rank those apart\n";
+      }
+      for (const std::string name : {"--csv", "--plot"})
+        if (p.has(name)) out << "wrote " << p.values.at(name) << "\n";
     }
     if (r.top.empty()) {
       err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x "
