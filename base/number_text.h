@@ -1,6 +1,7 @@
 // base/number_text.h: the field helpers the text readers of users'
 // measurements share (calibrate/nccl_tests.cc, calibrate/gemm_sweep.cc,
-// calibrate/fit.cc): trim, lower case, and a strict finite number.
+// calibrate/fit.cc): trim, lower case, a strict finite number, and a fraction
+// written as a fraction or a percentage (the CLI's options).
 // Header-only, below every layer (see splitmix64.h).
 //
 // Thread-safety: pure functions.
@@ -37,6 +38,17 @@ inline std::optional<double> finite_number(const std::string& s) {
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
+}
+
+// A fraction written either way: "10%" -> 0.1, "0.1" -> 0.1 (`search
+// --min-headroom 10%`); nullopt when not a finite number (with at most one
+// trailing '%').
+inline std::optional<double> fraction_or_percent(std::string s) {
+  const bool percent = !s.empty() && s.back() == '%';
+  if (percent) s.pop_back();
+  const std::optional<double> v = finite_number(s);
+  if (!v) return std::nullopt;
+  return percent ? *v / 100 : *v;
 }
 
 }  // namespace megascale::base

@@ -1,6 +1,6 @@
 // base/xml_text.h: text as XML / SVG character data or attribute value (&, <,
-// >, " escaped), for every SVG the project writes (heat-maps, calibration
-// timelines). Header-only, below every layer (see splitmix64.h).
+// >, " escaped), for every SVG the project writes (all through base/svg.h).
+// Header-only, below every layer (see splitmix64.h).
 //
 // Thread-safety: pure function.
 #pragma once

@@ -4,13 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
-#include "base/xml_text.h"
+#include "base/svg.h"
 
 namespace megascale::calibrate {
 namespace {
-
 
 const char* colour(const std::string& kind, bool predicted) {
   if (kind == "forward") return predicted ? "#9ecae1" : "#3182bd";
@@ -19,22 +17,6 @@ const char* colour(const std::string& kind, bool predicted) {
   if (kind.rfind("dp_", 0) == 0) return predicted ? "#dadaeb" : "#756bb1";
   if (kind.rfind("recv_", 0) == 0) return predicted ? "#e0e0e0" : "#969696";
   return nullptr;  // sends (posted, not waited), data load: not drawn
-}
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-// A round tick step covering `span` in about 8 ticks.
-double tick_step(double span) {
-  const double raw = span / 8;
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (raw <= m * p) return m * p;
-  }
-  return 10 * p;
 }
 
 }  // namespace
@@ -55,62 +37,46 @@ std::string timeline_svg(const std::string& title, const std::vector<TimelineLan
     }
   }
   if (span_ms <= 0) span_ms = 1;
-  const double plot_w = kWidth - kLeft - kRight;
-  auto x = [&](double ms) { return kLeft + ms / span_ms * plot_w; };
-  const double height = kTop + lanes.size() * (kLane + kGap) + 76;
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << num(height)
-    << "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"14\">" << base::xml_escape(title) << "</text>\n";
+  const base::LinearScale x{0.0, span_ms, kLeft, kWidth - kRight};
+  const double height = kTop + lanes.size() * (kLane + kGap) + 88;
+  base::Svg svg(kWidth, height, 11);
+  svg.text(kLeft, 20, title, {{"font-size", "14"}});
   for (size_t i = 0; i < lanes.size(); ++i) {
     const double y = kTop + i * (kLane + kGap);
-    o << "<text x=\"" << kLeft - 6 << "\" y=\"" << num(y + kLane * 0.65) << "\" text-anchor=\"end\">"
-      << base::xml_escape(lanes[i].label) << "</text>\n";
+    svg.text(kLeft - 6, y + kLane * 0.65, lanes[i].label, {{"text-anchor", "end"}});
     for (const model::TraceEvent& e : lanes[i].events) {
       const char* fill = colour(e.kind, lanes[i].predicted);
       if (fill == nullptr) continue;
       const double x0 = x((e.start_us - origin[i]) / 1e3), x1 = x((e.end_us - origin[i]) / 1e3);
       const double w = std::max(0.5, x1 - x0);
-      o << "<rect x=\"" << num(x0) << "\" y=\"" << num(y) << "\" width=\"" << num(w) << "\" height=\"" << kLane
-        << "\" fill=\"" << fill << "\" stroke=\"white\" stroke-width=\"0.5\"><title>"
-        << base::xml_escape(e.kind + " mb " + std::to_string(e.microbatch) + " chunk " + std::to_string(e.chunk) + ": " +
-                  num(e.duration_us() / 1e3) + " ms")
-        << "</title></rect>\n";
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.1f", e.duration_us() / 1e3);
+      svg.rect(x0, y, w, kLane, fill, {{"stroke", "white"}, {"stroke-width", "0.5"}},
+               e.kind + " mb " + std::to_string(e.microbatch) + " chunk " + std::to_string(e.chunk) + ": " + ms +
+                   " ms");
       if ((e.kind == "forward" || e.kind == "backward") && w > 22) {
-        o << "<text x=\"" << num(x0 + w / 2) << "\" y=\"" << num(y + kLane * 0.65)
-          << "\" text-anchor=\"middle\" fill=\"black\" font-size=\"9\">" << e.microbatch << "." << e.chunk
-          << "</text>\n";
+        svg.text(x0 + w / 2, y + kLane * 0.65, std::to_string(e.microbatch) + "." + std::to_string(e.chunk),
+                 {{"text-anchor", "middle"}, {"fill", "black"}, {"font-size", "9"}});
       }
     }
   }
   // Axis from zero.
   const double axis_y = kTop + lanes.size() * (kLane + kGap) + 4;
-  o << "<line x1=\"" << kLeft << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(x(span_ms)) << "\" y2=\""
-    << num(axis_y) << "\" stroke=\"black\"/>\n";
-  const double step = tick_step(span_ms);
-  for (double t = 0; t <= span_ms + 1e-9; t += step) {
-    o << "<line x1=\"" << num(x(t)) << "\" y1=\"" << num(axis_y) << "\" x2=\"" << num(x(t)) << "\" y2=\""
-      << num(axis_y + 4) << "\" stroke=\"black\"/><text x=\"" << num(x(t)) << "\" y=\"" << num(axis_y + 16)
-      << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
-  }
-  o << "<text x=\"" << num(x(span_ms / 2)) << "\" y=\"" << num(axis_y + 30)
-    << "\" text-anchor=\"middle\">ms from the lane's first op</text>\n";
-  // Legend.
+  base::draw_axis(svg, x, base::AxisSide::kBottom, axis_y, "ms from the lane's first op",
+                  [](double v) { return base::svg_number(v); }, 8);
+  // Legend: each kind's measured (dark) and predicted (light) colour.
   double lx = kLeft;
-  const double ly = axis_y + 44;
+  const double ly = axis_y + 56;  // under the axis label
   for (const auto& [kind, name] : std::vector<std::pair<std::string, std::string>>{
            {"forward", "forward"}, {"backward", "backward"}, {"optimizer_step", "optimizer"},
            {"dp_reduce_scatter", "DP collective"}, {"recv_activation", "blocking receive"}}) {
-    o << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly - 9) << "\" width=\"10\" height=\"10\" fill=\""
-      << colour(kind, false) << "\"/><rect x=\"" << num(lx + 11) << "\" y=\"" << num(ly - 9)
-      << "\" width=\"10\" height=\"10\" fill=\"" << colour(kind, true) << "\"/><text x=\"" << num(lx + 25)
-      << "\" y=\"" << num(ly) << "\">" << name << "</text>\n";
+    svg.rect(lx, ly - 9, 10, 10, colour(kind, false));
+    svg.rect(lx + 11, ly - 9, 10, 10, colour(kind, true));
+    svg.text(lx + 25, ly, name);
     lx += 118;
   }
-  o << "<text x=\"" << num(kLeft) << "\" y=\"" << num(ly + 16) << "\">dark: measured, light: predicted</text>\n";
-  o << "</svg>\n";
-  return o.str();
+  svg.text(kLeft, ly + 16, "dark: measured, light: predicted");
+  return svg.str();
 }
 
 }  // namespace megascale::calibrate

@@ -8,8 +8,8 @@
 // axis (milliseconds from each lane's first op): Forward (blue) and Backward
 // (green) of every (micro-batch, chunk) labelled "m.c", the optimizer step
 // (orange), DP collectives (purple), blocking receives (grey); gaps are time
-// spent waiting. Text is escaped; the picture has a title, an axis from zero,
-// and a legend.
+// spent waiting. Drawn through base/svg.h (text escaped); the picture has a
+// title, an axis from zero, and a legend.
 //
 // Thread-safety: pure function.
 #pragma once

@@ -21,9 +21,14 @@
 #include "cli/simulate_event.h"
 #include "sim/event_run.h"
 #include "calibrate/validation.h"
+#include "base/number_text.h"
+#include "cli/text_file.h"
+#include "model/accuracy.h"
+#include "model/breakdown_chart.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 #include "model/search.h"
+#include "model/search_plot.h"
 #include "model/system_preset.h"
 
 namespace megascale::cli {
@@ -130,18 +135,21 @@ model::Scenario one_scenario(const ParsedArgs& p, const char* command) {
 std::string usage() {
   return "usage: megascale <command> [options]\n"
          "\n"
-         "  compare [FILE] [--json] [--fidelity event|analytical]\n"
+         "  compare [FILE] [--json] [--fidelity event|analytical] [--chart FILE.svg]\n"
          "                                 Megatron-LM vs MegaScale side by side (default:\n"
-         "                                 built-in 175B on 12,288 A100s; event fidelity)\n"
-         "  simulate FILE [--json] [--fidelity event|analytical]\n"
+         "                                 built-in 175B on 12,288 A100s; event fidelity);\n"
+         "                                 --chart: both breakdowns as bars on one axis\n"
+         "  simulate FILE [--json] [--fidelity event|analytical] [--chart FILE.svg]\n"
          "                                 predict MFU, iteration time, bubble, memory and\n"
          "                                 where the time goes (default: event, the\n"
-         "                                 SimGrid simulation; analytical: closed form)\n"
+         "                                 SimGrid simulation; analytical: closed form);\n"
+         "                                 --chart: that breakdown as a stacked bar\n"
          "      event-level options (sim/, SimGrid):\n"
          "        --trace FILE             Chrome trace FILE(.json) + FILE.csv of one step\n"
          "        --trace-layers           add each chunk's layers to the trace: operators\n"
          "                                 (compute) and TP collectives (tp_comm)\n"
-         "        --heatmap FILE.svg       per-rank x step forward/backward time heat-map\n"
+         "        --heatmap FILE.svg       TP group (stage, DP replica) x step forward /\n"
+         "                                 backward time heat-map, step times from 0 s\n"
          "        --steps N                simulate N iterations (default 1)\n"
          "        --jitter SIGMA           lognormal per-step compute jitter per machine\n"
          "                                 (default 0 for one step, 0.01 with --steps > 1)\n"
@@ -158,10 +166,16 @@ std::string usage() {
          "        --fail-gpu G --fail-at T  GPU G's host fails T s into the step: which\n"
          "                                 ranks stop, when, on what, and where the wait\n"
          "                                 chains lead (one step; sim/failure_sim.h)\n"
-         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...] [--headroom F] [--json]\n"
+         "  search FILE [--gpus N] [--top K] [--refine N] [--fix tp=8,pp=4,...]\n"
+         "         [--min-headroom 10%] [--csv FILE] [--plot FILE.svg] [--json]\n"
          "                                 rank every valid parallel layout by predicted MFU\n"
          "                                 (analytical); --refine N re-simulates the best N\n"
-         "                                 at event level and re-ranks them by it\n"
+         "                                 at event level and re-ranks them by it (a line\n"
+         "                                 per layout on stderr); --min-headroom (or\n"
+         "                                 --headroom 0.1): memory each GPU keeps free;\n"
+         "                                 --csv: the ranking, then every valid layout;\n"
+         "                                 --plot: MFU against memory per GPU; * marks the\n"
+         "                                 layouts within the model's error of #1\n"
          "  validate [--json] [--write] [--dir DIR] [--fidelity event|analytical]\n"
          "                                 predicted vs published MegaScale figures; --write\n"
          "                                 regenerates results/validation.md\n"
@@ -215,6 +229,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     std::set<std::string> valued = event_only;
     valued.insert("--fidelity");
     valued.insert("--set");
+    valued.insert("--chart");
     const ParsedArgs p =
         parse_args(args, {"--json", "--straggler-per-step", "--trace-layers", "--simgrid-check"}, valued);
     const std::string fidelity = chosen_fidelity(p);
@@ -242,6 +257,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       r.trace_layers = p.on("--trace-layers");
       if (r.trace_layers && r.trace.empty()) throw UsageError("--trace-layers needs --trace FILE");
       if (p.has("--heatmap")) r.heatmap = p.values.at("--heatmap");
+      if (p.has("--chart")) r.chart = p.values.at("--chart");
       r.steps = positive_int(p, "--steps", 1);
       // Each step is a whole event-level iteration (up to seconds at 12,288 GPUs):
       // 100,000 ran for many minutes in silence.
@@ -271,8 +287,10 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
         throw UsageError("--simgrid-check checks one healthy step; drop --fail-gpu / --steps");
       if (p.has("--fail-gpu") != p.has("--fail-at")) throw UsageError("--fail-gpu G and --fail-at T go together");
       if (p.has("--fail-gpu")) {
-        if (p.has("--steps") || p.has("--heatmap"))
-          throw UsageError("--fail-gpu simulates one step and writes no heat-map; drop --steps / --heatmap");
+        if (p.has("--steps") || p.has("--heatmap") || p.has("--chart")) {
+          throw UsageError(
+              "--fail-gpu simulates one step and writes no heat-map or chart; drop --steps / --heatmap / --chart");
+        }
         const std::vector<int> gpu = int_list(p, "--fail-gpu");
         if (gpu.size() != 1) throw UsageError("--fail-gpu takes one GPU rank");
         r.fail_gpu = gpu[0];
@@ -283,6 +301,13 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     const auto t0 = std::chrono::steady_clock::now();
     const model::Estimate e = model::estimate(s);
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (p.has("--chart")) {
+      const std::string& path = p.values.at("--chart");
+      if (!write_text_atomically(path, model::breakdown_svg(s.name + " (analytical)",
+                                                            {{"analytical", e.breakdown, e.iteration_time_s}})))
+        throw std::invalid_argument("--chart: cannot write " + path);
+      err << "wrote " << path << "\n";
+    }
     if (p.switches.count("--json")) {
       Json j = estimate_json(s, e);
       j["wall_time_s"] = wall_s;
@@ -296,7 +321,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "compare", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity", "--set"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--fidelity", "--set", "--chart"});
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
     if (p.positional.empty() && p.has("--set")) throw UsageError("--set needs a scenario FILE");
     const std::string fidelity = chosen_fidelity(p);
@@ -311,6 +336,15 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
     }
     const model::Estimate eb = fidelity == "event" ? sim::event_estimate(base) : model::estimate(base);
     const model::Estimate ef = fidelity == "event" ? sim::event_estimate(fast) : model::estimate(fast);
+    if (p.has("--chart")) {
+      const std::string& path = p.values.at("--chart");
+      const std::string title = base.model.name + " on " + std::to_string(base.parallel.gpus()) + " x " +
+                                base.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
+      if (!write_text_atomically(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
+                                                                    {"MegaScale", ef.breakdown, ef.iteration_time_s}})))
+        throw std::invalid_argument("--chart: cannot write " + path);
+      err << "wrote " << path << "\n";
+    }
     if (p.switches.count("--json")) {
       Json j;
       j["megatron"] = estimate_json(base, eb, fidelity);
@@ -327,7 +361,9 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
 
 int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
   return guarded(err, "search", [&] {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--gpus", "--top", "--refine", "--set", "--fix", "--headroom"});
+    const ParsedArgs p = parse_args(args, {"--json"},
+                                    {"--gpus", "--top", "--refine", "--set", "--fix", "--headroom", "--min-headroom",
+                                     "--csv", "--plot"});
     const model::Scenario s = one_scenario(p, "search");
     if (s.parallel.cp > 1) {
       throw UsageError("search does not enumerate context parallelism yet; " + s.source +
@@ -368,13 +404,26 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
         *slot = value;
       }
     }
-    if (p.has("--headroom")) {
-      o.memory_headroom = number(p, "--headroom", 0.0);
-      if (o.memory_headroom < 0 || o.memory_headroom > 0.9) {
-        throw UsageError("--headroom expects the fraction of GPU memory to keep free, 0..0.9, got '" +
-                         p.values.at("--headroom") + "'");
+    // --min-headroom 10% (issue 13's spelling) or --headroom 0.1: one option.
+    if (p.has("--headroom") && p.has("--min-headroom")) throw UsageError("give one of --headroom and --min-headroom");
+    for (const std::string name : {"--headroom", "--min-headroom"}) {
+      if (!p.has(name)) continue;
+      const std::optional<double> headroom = base::fraction_or_percent(p.values.at(name));
+      if (!headroom || *headroom < 0 || *headroom > 0.9) {
+        throw UsageError(name + " expects the share of GPU memory to keep free, 0..0.9 or 0%..90%, got '" +
+                         p.values.at(name) + "'");
       }
+      o.memory_headroom = *headroom;
     }
+    // Files written after the search: a missing directory is reported before it.
+    for (const std::string name : {"--csv", "--plot"}) {
+      if (!p.has(name)) continue;
+      const std::filesystem::path parent = std::filesystem::path(p.values.at(name)).parent_path();
+      std::error_code ec;
+      if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+        throw UsageError(name + ": no directory '" + parent.string() + "' to write " + p.values.at(name) + " in");
+    }
+    o.keep_points = p.has("--csv") || p.has("--plot");
     const int refine = p.has("--refine") ? positive_int(p, "--refine", 1) : 0;
     // --refine re-times the best N of the ranking, so the ranking keeps at least
     // N; an explicit --top below it would silently refine fewer.
@@ -407,10 +456,15 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       std::vector<size_t> order(refined);
       for (size_t i = 0; i < refined; ++i) {
         order[i] = i;
-        if (!json) err << "\rsearch: refining " << i + 1 << " / " << refined << " at event level" << std::flush;
+        const auto started = std::chrono::steady_clock::now();
         event_estimate[i] = sim::event_estimate(scenario_of(r.top[i].parallel));
+        const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "refine %zu/%zu: %s: event MFU %.1f%% (analytical %.1f%%; %.1f s)\n", i + 1,
+                      refined, model::layout_text(r.top[i].parallel).c_str(), 100 * event_estimate[i].mfu,
+                      100 * r.top[i].estimate.mfu, took_s);
+        err << buf << std::flush;
       }
-      if (!json) err << "\n";
       std::stable_sort(order.begin(), order.end(),
                        [&](size_t a, size_t b) { return event_estimate[a].mfu > event_estimate[b].mfu; });
       std::vector<model::Candidate> top(r.top);
@@ -423,6 +477,20 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       event_estimate = std::move(ev);
     }
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // How far apart the ranking is against the model's own error: the refined
+    // layouts by their event MFU, else the ranking by the analytical one.
+    std::vector<double> ranked_mfu;
+    for (size_t i = 0; i < (refined > 0 ? refined : r.top.size()); ++i)
+      ranked_mfu.push_back(refined > 0 ? event_estimate[i].mfu : r.top[i].estimate.mfu);
+    const model::RankingSpread spread = model::ranking_spread(
+        ranked_mfu, refined > 0 ? model::kEventMfuErrorPoints : model::kAnalyticalMfuErrorPoints);
+    if (p.has("--csv") && !write_text_atomically(p.values.at("--csv"), model::search_csv(r, event_estimate)))
+      throw std::invalid_argument("--csv: cannot write " + p.values.at("--csv"));
+    if (p.has("--plot")) {
+      const std::string title = s.model.name + " on " + std::to_string(o.gpus) + " x " + s.hardware.gpu;
+      if (!write_text_atomically(p.values.at("--plot"), model::search_scatter_svg(title, r, o.memory_headroom)))
+        throw std::invalid_argument("--plot: cannot write " + p.values.at("--plot"));
+    }
     // Why a layout ranks where it does: refined ones against the event-level
     // #1 with their event breakdowns, the others against the closed form's #1.
     auto why = [&](size_t i) {
@@ -472,11 +540,12 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                       refined);
         out << buf;
       }
-      out << " #   MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
+      out << " #    MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
           << "  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
       for (size_t i = 0; i < r.top.size(); ++i) {
         const model::ParallelConfig& c = r.top[i].parallel;
-        std::snprintf(buf, sizeof buf, "%2zu %6.2f %8.3f", i + 1, 100 * r.top[i].estimate.mfu,
+        const bool within = i < spread.within.size() && spread.within[i];
+        std::snprintf(buf, sizeof buf, "%2zu%c %6.2f %8.3f", i + 1, within ? '*' : ' ', 100 * r.top[i].estimate.mfu,
                       r.top[i].estimate.iteration_time_s);
         out << buf;
         if (refined > 0) {
@@ -493,6 +562,16 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                       model::to_string(c.recompute));
         out << buf << why(i) << "\n";
       }
+      if (!ranked_mfu.empty()) {
+        std::snprintf(buf, sizeof buf, "lie within %.2f MFU points of each other, %d of them within %.2f points of #1,",
+                      spread.spread_points, spread.within_error, spread.error_points);
+        out << "* within error of the best: the " << ranked_mfu.size() << " "
+            << (refined > 0 ? "refined layouts (event MFU) " : "ranked layouts ") << buf << "\n  the "
+            << (refined > 0 ? "event-level" : "analytical") << " model's measured error (" << model::kMfuErrorSource
+            << "):\n  the model cannot rank those apart\n";
+      }
+      for (const std::string name : {"--csv", "--plot"})
+        if (p.has(name)) out << "wrote " << p.values.at(name) << "\n";
     }
     if (r.top.empty()) {
       err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x "

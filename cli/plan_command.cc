@@ -22,16 +22,17 @@
 #include <string>
 #include <vector>
 
-#include "base/xml_text.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "base/json.h"
 #include "cli/report.h"
 #include "sim/event_run.h"
+#include "cli/text_file.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "reliability/ettr_plot.h"
 #include "reliability/recovery_model.h"
 #include "reliability/run_model.h"
 
@@ -213,64 +214,6 @@ struct GpuPoint {
   reliability::PlanResult plan;
 };
 
-// A point of the plot: x value, its tick label, ETTR.
-struct PlotPoint {
-  double x = 0;
-  std::string label;
-  double ettr_mean = 0;
-};
-
-// ETTR against the swept value, a hand-written SVG line plot.
-std::string sweep_svg(const std::vector<PlotPoint>& points, const std::string& title,
-                      const std::string& x_label) {
-  const double W = 640, H = 400, left = 70, right = 20, top = 40, bottom = 60;
-  double lo = points.front().ettr_mean, hi = lo;
-  double xmin = points.front().x, xmax = xmin;
-  for (const PlotPoint& p : points) {
-    lo = std::min(lo, p.ettr_mean);
-    hi = std::max(hi, p.ettr_mean);
-    xmin = std::min(xmin, p.x);
-    xmax = std::max(xmax, p.x);
-  }
-  if (hi - lo < 1e-3) { lo -= 0.005; hi += 0.005; }
-  const bool logx = xmax / xmin > 1.0001;
-  auto X = [&](double v) {
-    if (!logx) return left + (W - left - right) / 2;
-    return left + (W - left - right) * std::log(v / xmin) / std::log(xmax / xmin);
-  };
-  auto Y = [&](double v) { return top + (H - top - bottom) * (hi - v) / (hi - lo); };
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">"
-    << base::xml_escape(title) << "</text>\n"
-    << "<line x1=\"" << left << "\" y1=\"" << H - bottom << "\" x2=\"" << W - right << "\" y2=\""
-    << H - bottom << "\" stroke=\"black\"/>\n"
-    << "<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << H - bottom
-    << "\" stroke=\"black\"/>\n"
-    << "<text x=\"" << W / 2 << "\" y=\"" << H - 15
-    << "\" text-anchor=\"middle\">" << base::xml_escape(x_label) << " (log scale)</text>\n"
-    << "<text x=\"18\" y=\"" << H / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 "
-    << H / 2 << ")\">ETTR (mean)</text>\n";
-  for (int i = 0; i <= 4; ++i) {
-    const double v = lo + (hi - lo) * i / 4;
-    o << "<text x=\"" << left - 6 << "\" y=\"" << Y(v) + 4 << "\" text-anchor=\"end\">"
-      << fmt(v, 3) << "</text>\n";
-  }
-  o << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"";
-  for (const PlotPoint& p : points) o << fmt(X(p.x), 1) << "," << fmt(Y(p.ettr_mean), 1) << " ";
-  o << "\"/>\n";
-  for (const PlotPoint& p : points) {
-    o << "<circle cx=\"" << fmt(X(p.x), 1) << "\" cy=\"" << fmt(Y(p.ettr_mean), 1)
-      << "\" r=\"3\" fill=\"#1f77b4\"/>\n"
-      << "<text x=\"" << fmt(X(p.x), 1) << "\" y=\"" << H - bottom + 16
-      << "\" text-anchor=\"middle\">" << base::xml_escape(p.label) << "</text>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
-}
-
 }  // namespace
 
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
@@ -343,16 +286,24 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     }
 
     if (p.has("--plot")) {
-      std::vector<PlotPoint> plot;
+      reliability::EttrPlot plot;
+      plot.runs = runs;
       if (gpu_sweep) {
-        for (const GpuPoint& g : gpu_points) plot.push_back({double(g.gpus), std::to_string(g.gpus), g.plan.ettr_mean});
+        plot.title = s.name + ": ETTR vs GPUs";
+        plot.x_label = "GPUs";
+        for (const GpuPoint& g : gpu_points) {
+          plot.points.push_back({double(g.gpus), std::to_string(g.gpus), g.plan.ettr_mean, g.plan.ettr_p5,
+                                 g.plan.ettr_p95});
+        }
       } else {
-        for (const SweepPoint& q : sweep) plot.push_back({q.interval_s, duration_label(q.interval_s), q.ettr_mean});
+        plot.title = s.name + ": ETTR vs checkpoint interval";
+        plot.x_label = "checkpoint interval";
+        for (const SweepPoint& q : sweep) {
+          plot.points.push_back({q.interval_s, duration_label(q.interval_s), q.ettr_mean, q.ettr_p5, q.ettr_p95});
+        }
       }
-      std::ofstream f(p.values.at("--plot"));
-      if (!f) throw UsageError("cannot write " + p.values.at("--plot"));
-      f << (gpu_sweep ? sweep_svg(plot, s.name + ": ETTR vs GPUs", "GPUs")
-                      : sweep_svg(plot, s.name + ": ETTR vs checkpoint interval", "checkpoint interval"));
+      if (!write_text_atomically(p.values.at("--plot"), reliability::ettr_sweep_svg(plot)))
+        throw UsageError("--plot: cannot write " + p.values.at("--plot"));
     }
     const std::vector<Assumption> assumptions = assumptions_of(s);
 

@@ -10,6 +10,8 @@
 
 #include "base/json.h"
 #include "cli/report.h"
+#include "cli/text_file.h"
+#include "model/breakdown_chart.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "sim/event_run.h"
@@ -284,6 +286,13 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
     if (!r.heatmap.empty()) {
       sim::write_heatmap_svg(r.heatmap, res);
       files.push_back(r.heatmap);
+    }
+    if (!r.chart.empty()) {
+      const model::Estimate& e = res.estimate;
+      if (!write_text_atomically(r.chart, model::breakdown_svg(s.name + " (event-level)",
+                                                               {{"event-level", e.breakdown, e.iteration_time_s}})))
+        throw std::runtime_error("--chart: cannot write " + r.chart);
+      files.push_back(r.chart);
     }
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument(e.what());  // a path that cannot be written: bad input

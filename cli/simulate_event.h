@@ -13,6 +13,7 @@ namespace megascale::cli {
 // The event-level options of `megascale simulate` (see usage()).
 struct EventRequest : sim::RunRequest {
   bool json = false;
+  std::string chart;  // --chart FILE.svg ("" = none): the breakdown (model/breakdown_chart.h)
 };
 
 // Runs the simulation and prints the report; returns the exit code. Throws

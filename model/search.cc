@@ -86,10 +86,16 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     ++r.valid;
     // Memory first: it is cheaper than the time estimate and prunes most layouts.
     const MemoryBreakdown mem = memory_per_gpu(s.model, p, s.optimizations, gpu);
-    if (mem.total_bytes > (1.0 - options.memory_headroom) * mem.capacity_bytes) continue;
-    ++r.fit;
+    r.memory_capacity_bytes = mem.capacity_bytes;
+    const bool fits = mem.total_bytes <= (1.0 - options.memory_headroom) * mem.capacity_bytes;
+    if (!fits && !options.keep_points) continue;
     trial.parallel = p;
     Candidate c{p, estimate(trial)};
+    if (options.keep_points) {
+      r.points.push_back({p, c.estimate.mfu, c.estimate.iteration_time_s, mem.total_bytes, fits});
+    }
+    if (!fits) continue;
+    ++r.fit;
     if (r.top.size() < keep || better(c, r.top.back())) {
       r.top.insert(std::upper_bound(r.top.begin(), r.top.end(), c, better), c);
       if (r.top.size() > keep) r.top.pop_back();
@@ -97,6 +103,67 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
   }
   if (options.progress) options.progress(r.enumerated, r.enumerated);
   return r;
+}
+
+std::string layout_text(const ParallelConfig& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "TP %d PP %d VPP %d DP %d mb %d%s ZeRO %d recompute %s", p.tp, p.pp, p.vpp, p.dp,
+                p.micro_batch, p.sequence_parallel ? " SP" : "", p.zero_stage, to_string(p.recompute));
+  return buf;
+}
+
+RankingSpread ranking_spread(const std::vector<double>& mfus, double error_points) {
+  RankingSpread out;
+  out.error_points = error_points;
+  if (mfus.empty()) return out;
+  const double best = *std::max_element(mfus.begin(), mfus.end());
+  const double worst = *std::min_element(mfus.begin(), mfus.end());
+  out.spread_points = 100.0 * (best - worst);
+  for (double m : mfus) {
+    const bool within = 100.0 * (best - m) <= error_points + 1e-9;  // 100 x (0.55 - 0.50) is 5.000000000000004
+    out.within.push_back(within);
+    out.within_error += within;
+  }
+  return out;
+}
+
+std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event) {
+  std::string out =
+      "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
+      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s\n";
+  char buf[320];
+  auto row = [&](const std::string& rank, const ParallelConfig& p, double mfu, double iteration_s, double memory_bytes,
+                 bool fits, const Estimate* ev) {
+    std::snprintf(buf, sizeof buf, "%s,%d,%d,%d,%d,%d,%d,%s,%d,%.6f,%.6g,%.0f,%d,", rank.c_str(), p.tp, p.pp, p.vpp,
+                  p.dp, p.micro_batch, p.zero_stage, to_string(p.recompute), p.sequence_parallel ? 1 : 0, mfu,
+                  iteration_s, memory_bytes, fits ? 1 : 0);
+    out += buf;
+    if (ev != nullptr) {
+      std::snprintf(buf, sizeof buf, "%.6f,%.6g", ev->mfu, ev->iteration_time_s);
+      out += buf;
+    } else {
+      out += ",";
+    }
+    out += "\n";
+  };
+  auto same = [](const ParallelConfig& a, const ParallelConfig& b) {
+    return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp && a.micro_batch == b.micro_batch &&
+           a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage && a.recompute == b.recompute;
+  };
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const Candidate& c = r.top[i];
+    row(std::to_string(i + 1), c.parallel, c.estimate.mfu, c.estimate.iteration_time_s, c.estimate.memory.total_bytes,
+        true, i < event.size() ? &event[i] : nullptr);
+  }
+  std::vector<const LayoutPoint*> rest;
+  for (const LayoutPoint& q : r.points) {
+    bool ranked = false;
+    for (const Candidate& c : r.top) ranked = ranked || (q.fits && same(q.parallel, c.parallel));
+    if (!ranked) rest.push_back(&q);
+  }
+  std::stable_sort(rest.begin(), rest.end(), [](const LayoutPoint* a, const LayoutPoint* b) { return a->mfu > b->mfu; });
+  for (const LayoutPoint* q : rest) row("", q->parallel, q->mfu, q->iteration_time_s, q->memory_per_gpu_bytes, q->fits, nullptr);
+  return out;
 }
 
 std::string explain(const Candidate& c, const Candidate& best) {

@@ -39,6 +39,10 @@ struct SearchOptions {
   // Fraction of each GPU's memory a layout must leave free (fragmentation,
   // the framework's own buffers): 0 = it may fill the memory model's capacity.
   double memory_headroom = 0;
+  // Also record every valid layout in SearchResult::points (`search --csv`,
+  // `search --plot`), estimating those that do not fit too: more work than
+  // the ranking alone, which estimates only the layouts that fit.
+  bool keep_points = false;
   // Called every `progress_every` evaluated configurations with (done, total).
   std::function<void(int64_t, int64_t)> progress;
   int64_t progress_every = 100000;
@@ -49,17 +53,51 @@ struct Candidate {
   Estimate estimate;
 };
 
+// One evaluated layout, as the CSV and the scatter of `megascale search` show it.
+struct LayoutPoint {
+  ParallelConfig parallel;
+  double mfu = 0;                   // fraction of peak, analytical
+  double iteration_time_s = 0;      // analytical
+  double memory_per_gpu_bytes = 0;  // most loaded stage (model/memory.h)
+  bool fits = false;                // within capacity x (1 - memory_headroom)
+};
+
 struct SearchResult {
   int64_t enumerated = 0;        // layouts generated
   int64_t valid = 0;             // passed check_layout
   int64_t fit = 0;               // also fit in memory
   std::vector<Candidate> top;    // best first, at most top_k
+  // Every valid layout, in enumeration order, when SearchOptions::keep_points.
+  std::vector<LayoutPoint> points;
+  double memory_capacity_bytes = 0;  // per GPU, the memory model's capacity
 };
 
 // Every layout the search would evaluate, before the memory filter.
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus);
 
 SearchResult search(const Scenario& s, const SearchOptions& options);
+
+// "TP 8 PP 4 VPP 2 DP 96 mb 1 SP ZeRO 1 recompute selective": a layout in
+// one line (progress and labels; SP only when sequence parallelism is on).
+std::string layout_text(const ParallelConfig& p);
+
+// How far apart a ranking's MFUs lie, against the model's measured error
+// (model/accuracy.h): which layouts the model cannot tell from the best.
+struct RankingSpread {
+  double spread_points = 0;       // best - worst MFU of the ranking, percentage points
+  double error_points = 0;        // the model's error it is held against
+  int within_error = 0;           // layouts (the best included) within error_points of the best
+  std::vector<bool> within;       // per layout, in ranking order
+};
+// `mfus`: fractions, best first.
+RankingSpread ranking_spread(const std::vector<double>& mfus, double error_points);
+
+// The ranking and every recorded layout of `r` as CSV with a header: the
+// ranked layouts first (rank 1..K, in ranking order), then the other
+// recorded valid layouts by analytical MFU (rank empty). `event[i]` (i <
+// event.size()) is the event-level estimate of r.top[i], written in the
+// event_mfu and event_iteration_time_s columns (empty otherwise).
+std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event);
 
 // One line on why `c` ranks where it does relative to the best candidate: its
 // largest time categories and the difference to the best in percentage points.

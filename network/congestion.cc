@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/svg.h"
+
 namespace megascale::network {
 namespace {
 
@@ -517,38 +519,25 @@ struct Panel {
   std::string ref_label;
 };
 
-void draw_panel(std::ostringstream& o, const Panel& p, const std::vector<double>& t, double x0,
-                double y0, double w, double h) {
+void draw_panel(base::Svg& svg, const Panel& p, const std::vector<double>& t, double x0, double y0, double w,
+                double h) {
   double ymax = 0;
   for (double v : p.y) ymax = std::max(ymax, v);
   if (p.ref > 0) ymax = std::max(ymax, p.ref);
-  if (ymax <= 0) ymax = 1;
-  ymax *= 1.1;
-  const double tmax = t.empty() ? 1.0 : std::max(t.back(), 1e-9);
-  auto X = [&](double tv) { return x0 + w * tv / tmax; };
-  auto Y = [&](double v) { return y0 + h - h * v / ymax; };
-  o << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
-    << "' fill='none' stroke='#888'/>\n";
-  o << "<text x='" << x0 << "' y='" << y0 - 6 << "' font-size='13'>" << p.title << " (" << p.unit
-    << ")</text>\n";
-  for (int i = 0; i <= 2; ++i) {
-    const double v = ymax * i / 2;
-    o << "<text x='" << x0 - 6 << "' y='" << Y(v) + 4 << "' font-size='10' text-anchor='end'>"
-      << fmt(v) << "</text>\n";
-    const double tv = tmax * i / 2;
-    o << "<text x='" << X(tv) << "' y='" << y0 + h + 14 << "' font-size='10' text-anchor='middle'>"
-      << fmt(tv) << "</text>\n";
-  }
+  const base::LinearScale y{0.0, base::nice_ceiling(1.1 * ymax, 4), y0 + h, y0};
+  const base::LinearScale x{0.0, t.empty() ? 1.0 : std::max(t.back(), 1e-9), x0, x0 + w};
+  svg.rect(x0, y0, w, h, "none", {{"stroke", "#888"}});
+  svg.text(x0, y0 - 6, p.title + " (" + p.unit + ")", {{"font-size", "13"}});
+  const auto tick = [](double v) { return fmt(v); };
+  base::draw_axis(svg, y, base::AxisSide::kLeft, x0, "", tick, 4);
+  base::draw_axis(svg, x, base::AxisSide::kBottom, y0 + h, "", tick, 6);
   if (p.ref > 0) {
-    o << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << Y(p.ref) << "' y2='" << Y(p.ref)
-      << "' stroke='#c33' stroke-dasharray='4,3'/>\n";
-    o << "<text x='" << x0 + w - 4 << "' y='" << Y(p.ref) - 4
-      << "' font-size='10' text-anchor='end' fill='#c33'>" << p.ref_label << "</text>\n";
+    svg.line(x0, y(p.ref), x0 + w, y(p.ref), "#c33", {{"stroke-dasharray", "4,3"}});
+    svg.text(x0 + w - 4, y(p.ref) - 4, p.ref_label, {{"font-size", "10"}, {"text-anchor", "end"}, {"fill", "#c33"}});
   }
-  o << "<polyline fill='none' stroke='#1f77b4' stroke-width='1.2' points='";
-  for (std::size_t i = 0; i < t.size() && i < p.y.size(); ++i)
-    o << fmt(X(t[i])) << ',' << fmt(Y(p.y[i])) << ' ';
-  o << "'/>\n";
+  base::Svg::Points line;
+  for (std::size_t i = 0; i < t.size() && i < p.y.size(); ++i) line.emplace_back(x(t[i]), y(p.y[i]));
+  svg.polyline(line, "#1f77b4", {{"stroke-width", "1.2"}});
 }
 
 }  // namespace
@@ -566,23 +555,21 @@ std::string incast_svg(const IncastReport& rep) {
     z.y.push_back(s.paused_senders_fraction);
   }
   const double H = top + 3 * (panel_h + gap);
-  std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
-    << "' font-family='sans-serif'>\n";
-  o << "<rect width='100%' height='100%' fill='white'/>\n";
-  o << "<text x='" << x0 << "' y='24' font-size='15'>" << rep.options.senders << ":1 incast, "
-    << cc_algorithm_name(rep.options.cc) << ", " << fmt(rep.options.capacity_gbps)
-    << " Gb/s, base RTT " << fmt(rep.options.base_rtt_us) << " us, PFC "
-    << (rep.options.pfc ? "on" : "off") << "</text>\n";
-  o << "<text x='" << x0 << "' y='42' font-size='11'>steady mean queue "
-    << fmt(rep.steady_mean_queue_bytes / 1e3) << " KB, max " << fmt(rep.max_queue_bytes / 1e3)
-    << " KB, paused " << fmt(100 * rep.pause_fraction) << "% of sender time, throughput "
-    << fmt(100 * rep.throughput_fraction) << "% of C; time axis in us</text>\n";
-  draw_panel(o, q, t, x0, top + 10, w, panel_h);
-  draw_panel(o, r, t, x0, top + 10 + panel_h + gap, w, panel_h);
-  draw_panel(o, z, t, x0, top + 10 + 2 * (panel_h + gap), w, panel_h);
-  o << "</svg>\n";
-  return o.str();
+  base::Svg svg(W, H);
+  svg.text(x0, 24,
+           std::to_string(rep.options.senders) + ":1 incast, " + std::string(cc_algorithm_name(rep.options.cc)) + ", " +
+               fmt(rep.options.capacity_gbps) + " Gb/s, base RTT " + fmt(rep.options.base_rtt_us) + " us, PFC " +
+               (rep.options.pfc ? "on" : "off"),
+           {{"font-size", "15"}});
+  svg.text(x0, 42,
+           "steady mean queue " + fmt(rep.steady_mean_queue_bytes / 1e3) + " KB, max " +
+               fmt(rep.max_queue_bytes / 1e3) + " KB, paused " + fmt(100 * rep.pause_fraction) +
+               "% of sender time, throughput " + fmt(100 * rep.throughput_fraction) + "% of C; time axis in us",
+           {{"font-size", "11"}});
+  draw_panel(svg, q, t, x0, top + 10, w, panel_h);
+  draw_panel(svg, r, t, x0, top + 10 + panel_h + gap, w, panel_h);
+  draw_panel(svg, z, t, x0, top + 10 + 2 * (panel_h + gap), w, panel_h);
+  return svg.str();
 }
 
 base::Json incast_report_json(const IncastReport& rep) {

@@ -440,7 +440,8 @@ std::vector<SweepPoint> sweep_checkpoint_interval(const RunModel& m,
   for (double interval : intervals_s) {
     RunModel x = m;
     x.recovery.checkpoint_interval_s = interval;
-    out.push_back({interval, monte_carlo(x, runs, seed).ettr_mean});
+    const PlanResult r = monte_carlo(x, runs, seed);
+    out.push_back({interval, r.ettr_mean, r.ettr_p5, r.ettr_p95});
   }
   return out;
 }

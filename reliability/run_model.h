@@ -129,6 +129,7 @@ double young_daly_interval_s(double checkpoint_cost_s, double mtbf_s);
 struct SweepPoint {
   double interval_s = 0;
   double ettr_mean = 0;
+  double ettr_p5 = 0, ettr_p95 = 0;  // over the runs, as PlanResult's
 };
 // ETTR per checkpoint interval (common random numbers across the values).
 std::vector<SweepPoint> sweep_checkpoint_interval(const RunModel& m,

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "base/xml_text.h"
+#include "base/svg.h"
 
 namespace megascale::sim {
 namespace {
@@ -17,7 +17,6 @@ std::string fmt(const char* f, double v) {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -60,33 +59,51 @@ std::string colour(double ratio, const Scale& s) {
   return buf;
 }
 
+std::string range(const char* one, const char* many, int first, int last) {
+  return first == last ? std::string(one) + " " + std::to_string(first)
+                       : std::string(many) + " " + std::to_string(first) + "-" + std::to_string(last);
+}
+
 }  // namespace
 
 HeatmapInput heatmap_input(const JobResult& r) {
   const model::ParallelConfig& p = r.scenario.parallel;
   HeatmapInput in;
-  in.title = r.scenario.name + ": forward / backward time per rank and step (" +
+  in.title = r.scenario.name + ": forward / backward time per TP group and step (" +
              std::to_string(r.steps.size()) + " steps)";
-  // Groups in global-rank order: pipeline rank major, then replica.
-  std::vector<int> order;
-  for (int pr = 0; pr < p.pp; ++pr)
-    for (int d = 0; d < p.dp; ++d) order.push_back(d * p.pp + pr);
-  const int groups = static_cast<int>(order.size());
-  const int row_merge = (groups + kMaxHeatmapRows - 1) / kMaxHeatmapRows;
-  const int steps = static_cast<int>(r.steps.size());
-  const int col_merge = (steps + kMaxHeatmapColumns - 1) / kMaxHeatmapColumns;
-  auto rank_of = [&](int g) { return group_rank(p, g / p.pp, g % p.pp); };
-  for (int i = 0; i < groups; i += row_merge) {
-    const int last = std::min(groups, i + row_merge) - 1;
-    const int g = order[i];
-    if (row_merge == 1) {
-      in.rows.push_back("rank " + std::to_string(rank_of(g)) + " (dp " + std::to_string(g / p.pp) +
-                        ", pp " + std::to_string(g % p.pp) + ")");
-    } else {
-      in.rows.push_back("ranks " + std::to_string(rank_of(g)) + "-" + std::to_string(rank_of(order[last])) +
-                        " (max)");
+  // Rows: stages in order, the replicas of each in order; neighbouring replicas
+  // of a stage share a row when there are more groups than rows.
+  const int stages_per_row = (p.pp + kMaxHeatmapRows - 1) / kMaxHeatmapRows;
+  const int rows_per_stage = std::max(1, kMaxHeatmapRows / p.pp);
+  const int replicas_per_row = stages_per_row > 1 ? p.dp : (p.dp + rows_per_stage - 1) / rows_per_stage;
+  std::vector<std::vector<int>> row_groups;  // group index d * pp + stage
+  for (int s0 = 0; s0 < p.pp; s0 += stages_per_row) {
+    const int s1 = std::min(p.pp, s0 + stages_per_row) - 1;
+    for (int d0 = 0; d0 < p.dp; d0 += replicas_per_row) {
+      const int d1 = std::min(p.dp, d0 + replicas_per_row) - 1;
+      std::vector<int> groups;
+      for (int pr = s0; pr <= s1; ++pr)
+        for (int d = d0; d <= d1; ++d) groups.push_back(d * p.pp + pr);
+      row_groups.push_back(groups);
+      std::string label = range("stage", "stages", s0, s1) + ", " + range("DP replica", "DP replicas", d0, d1);
+      if (groups.size() == 1) {
+        const int first = group_rank(p, d0, s0);
+        label += p.tp == 1 ? " (GPU " + std::to_string(first) + ")"
+                           : " (GPUs " + std::to_string(first) + "-" + std::to_string(first + p.tp - 1) + ")";
+      } else {
+        label += " (slowest)";
+      }
+      in.rows.push_back(label);
     }
   }
+  in.rows_note = "row: one TP group (" + std::to_string(p.tp) + (p.tp == 1 ? " GPU" : " GPUs") +
+                 "), one pipeline stage of one DP replica";
+  if (replicas_per_row > 1 || stages_per_row > 1) {
+    in.rows_note += "; " + std::to_string(p.pp * p.dp) + " groups in " + std::to_string(row_groups.size()) +
+                    " rows, each showing its slowest group";
+  }
+  const int steps = static_cast<int>(r.steps.size());
+  const int col_merge = (steps + kMaxHeatmapColumns - 1) / kMaxHeatmapColumns;
   // Median per pipeline rank over replicas and steps, forward and backward.
   std::vector<double> fwd_median(p.pp), bwd_median(p.pp);
   for (int pr = 0; pr < p.pp; ++pr) {
@@ -101,11 +118,11 @@ HeatmapInput heatmap_input(const JobResult& r) {
     bwd_median[pr] = median(std::move(b));
   }
   // The slowest (by ratio) of the groups and steps merged into one cell.
-  auto cell = [&](const std::vector<std::vector<double>>& v, const std::vector<double>& med, int i0, int k0) {
+  auto cell = [&](const std::vector<std::vector<double>>& v, const std::vector<double>& med,
+                  const std::vector<int>& groups, int k0) {
     HeatmapCell c{0, -1};
     for (int k = k0; k < std::min(steps, k0 + col_merge); ++k) {
-      for (int j = i0; j < std::min(groups, i0 + row_merge); ++j) {
-        const int g = order[j];
+      for (int g : groups) {
         const double ref = med[g % p.pp] > 0 ? med[g % p.pp] : 1.0;
         const double ratio = v[k][g] / ref;
         if (ratio > c.ratio) c = HeatmapCell{v[k][g], ratio};
@@ -115,9 +132,9 @@ HeatmapInput heatmap_input(const JobResult& r) {
   };
   for (int k = 0; k < steps; k += col_merge) {
     std::vector<HeatmapCell> fwd, bwd;
-    for (int i = 0; i < groups; i += row_merge) {
-      fwd.push_back(cell(r.forward_s, fwd_median, i, k));
-      bwd.push_back(cell(r.backward_s, bwd_median, i, k));
+    for (const std::vector<int>& groups : row_groups) {
+      fwd.push_back(cell(r.forward_s, fwd_median, groups, k));
+      bwd.push_back(cell(r.backward_s, bwd_median, groups, k));
     }
     in.forward.push_back(std::move(fwd));
     in.backward.push_back(std::move(bwd));
@@ -134,81 +151,69 @@ std::string heatmap_svg(const HeatmapInput& in) {
   if (cols == 0 || rows == 0) throw std::invalid_argument("heatmap_svg: no data");
   const double cw = std::clamp(360.0 / cols, 3.0, 24.0);
   const double ch = std::clamp(480.0 / rows, 2.0, 14.0);
-  const double left = 190, top = 64, gap = 40;
+  const double left = 250, top = 80, gap = 40;
   const double pw = cw * cols, ph = ch * rows;
-  const double chart_h = 90, chart_top = top + ph + 36;
+  const double chart_h = 120, chart_top = top + ph + 60;
   const double legend_x = left + 2 * pw + gap + 30;
-  const double width = legend_x + 150, height = chart_top + chart_h + 40;
+  const double width = legend_x + 190, height = std::max(chart_top + chart_h + 60, top + 330);
   const bool titles = static_cast<int64_t>(rows) * cols <= 20000;
   const int label_every = std::max(1, static_cast<int>(std::ceil(9.0 / ch)));
 
-  std::string o;
-  o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", width) + "\" height=\"" +
-       fmt("%.0f", height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o += "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" + base::xml_escape(in.title) + "</text>\n";
-  o += "<text x=\"" + fmt("%.1f", left) + "\" y=\"" + fmt("%.1f", top - 28) +
-       "\" font-size=\"11\">each cell: time vs its pipeline rank's median (red = slower)</text>\n";
+  base::Svg svg(width, height, 11);
+  svg.text(10, 20, in.title, {{"font-size", "14"}, {"font-weight", "bold"}});
+  svg.text(10, 38, in.rows_note);
+  svg.text(left, top - 28, "each cell: the step's time vs the median of its stage (red = slower)");
+  const std::string label_size = fmt("%.0f", std::min(11.0, std::max(7.0, ch)));
   for (int i = 0; i < rows; i += label_every) {
-    o += "<text x=\"" + fmt("%.1f", left - 6) + "\" y=\"" + fmt("%.1f", top + (i + 0.5) * ch + 4) +
-         "\" text-anchor=\"end\" font-size=\"" + fmt("%.0f", std::min(11.0, std::max(7.0, ch))) + "\">" +
-         base::xml_escape(in.rows[i]) + "</text>\n";
+    svg.text(left - 6, top + (i + 0.5) * ch + 4, in.rows[i], {{"text-anchor", "end"}, {"font-size", label_size}});
   }
   const char* names[2] = {"forward", "backward"};
   const std::vector<std::vector<HeatmapCell>>* data[2] = {&in.forward, &in.backward};
   for (int panel = 0; panel < 2; ++panel) {
     const double x0 = left + panel * (pw + gap);
     const Scale sc = scale_of(*data[panel]);
-    o += "<text x=\"" + fmt("%.1f", x0) + "\" y=\"" + fmt("%.1f", top - 10) + "\" font-weight=\"bold\">" +
-         names[panel] + "</text>\n";
+    svg.text(x0, top - 10, names[panel], {{"font-weight", "bold"}});
     for (int c = 0; c < cols; ++c) {
       for (int i = 0; i < rows; ++i) {
         const HeatmapCell& v = (*data[panel])[c][i];
-        o += "<rect x=\"" + fmt("%.2f", x0 + c * cw) + "\" y=\"" + fmt("%.2f", top + i * ch) + "\" width=\"" +
-             fmt("%.2f", cw) + "\" height=\"" + fmt("%.2f", ch) + "\" fill=\"" + colour(v.ratio, sc) + "\"";
-        if (titles) {
-          o += "><title>" + base::xml_escape(in.rows[i]) + ", step " + std::to_string(c) + ": " +
-               fmt("%.3f", v.seconds * 1e3) + " ms (" + fmt("%+.1f", 100 * (v.ratio - 1)) + "%)</title></rect>\n";
-        } else {
-          o += "/>\n";
-        }
+        const std::string tip = titles ? in.rows[i] + ", step " + std::to_string(c) + ": " +
+                                             fmt("%.3f", v.seconds * 1e3) + " ms (" +
+                                             fmt("%+.1f", 100 * (v.ratio - 1)) + "% vs the stage median)"
+                                       : "";
+        svg.rect(x0 + c * cw, top + i * ch, cw, ch, colour(v.ratio, sc), {}, tip);
       }
     }
-    o += "<rect x=\"" + fmt("%.1f", x0) + "\" y=\"" + fmt("%.1f", top) + "\" width=\"" + fmt("%.1f", pw) +
-         "\" height=\"" + fmt("%.1f", ph) + "\" fill=\"none\" stroke=\"#444\"/>\n";
-    o += "<text x=\"" + fmt("%.1f", x0 + pw / 2) + "\" y=\"" + fmt("%.1f", top + ph + 14) +
-         "\" text-anchor=\"middle\">step</text>\n";
-    // Legend of this panel's scale.
+    svg.rect(x0, top, pw, ph, "none", {{"stroke", "#444"}});
+    svg.text(x0 + pw / 2, top + ph + 14, "step", {{"text-anchor", "middle"}});
+    // This panel's colour scale, in percent of the stage median.
     const double ly = top + panel * 150;
-    o += "<text x=\"" + fmt("%.1f", legend_x) + "\" y=\"" + fmt("%.1f", ly) + "\">" + names[panel] + "</text>\n";
+    svg.text(legend_x, ly, std::string(names[panel]) + " time,", {{"font-weight", "bold"}});
+    svg.text(legend_x, ly + 13, "% vs its stage's median");
     const double ratios[5] = {1 - sc.down, 1 - sc.down / 2, 1, 1 + sc.up / 2, 1 + sc.up};
     for (int k = 4; k >= 0; --k) {
-      const double y = ly + 8 + (4 - k) * 20;
-      o += "<rect x=\"" + fmt("%.1f", legend_x) + "\" y=\"" + fmt("%.1f", y) + "\" width=\"16\" height=\"16\" fill=\"" +
-           colour(ratios[k], sc) + "\" stroke=\"#999\"/>";
-      o += "<text x=\"" + fmt("%.1f", legend_x + 22) + "\" y=\"" + fmt("%.1f", y + 12) + "\">" +
-           fmt("%+.1f%%", 100 * (ratios[k] - 1)) + "</text>\n";
+      const double y = ly + 20 + (4 - k) * 20;
+      svg.rect(legend_x, y, 16, 16, colour(ratios[k], sc), {{"stroke", "#999"}});
+      svg.text(legend_x + 22, y + 12, fmt("%+.1f%%", 100 * (ratios[k] - 1)));
     }
   }
-  // Step-time series under the forward panel; bars start a little below the
-  // fastest step so that differences of a few percent are visible.
+  // Step times under the forward panel: bars on an axis from 0 s.
   const auto [tmin_it, tmax_it] = std::minmax_element(in.step_time_s.begin(), in.step_time_s.end());
-  const double tmax = *tmax_it > 0 ? *tmax_it : 1.0;
-  const double base = *tmax_it > *tmin_it ? std::max(0.0, *tmin_it - 0.25 * (*tmax_it - *tmin_it)) : 0.0;
-  o += "<text x=\"" + fmt("%.1f", left) + "\" y=\"" + fmt("%.1f", chart_top - 6) +
-       "\" font-weight=\"bold\">step time: " + fmt("%.4f", *tmin_it) + " .. " + fmt("%.4f", tmax) +
-       " s (bars from " + fmt("%.4f", base) + " s)</text>\n";
+  const double axis_top_s = base::nice_ceiling(*tmax_it, 4);
+  const base::LinearScale y{0.0, axis_top_s, chart_top + chart_h, chart_top};
+  svg.text(left, chart_top - 14,
+           "step time: " + fmt("%.4f", *tmin_it) + " .. " + fmt("%.4f", *tmax_it) + " s (max - min " +
+               fmt("%.2f", *tmin_it > 0 ? 100 * (*tmax_it / *tmin_it - 1) : 0.0) + "% of min)",
+           {{"font-weight", "bold"}});
+  base::draw_axis(svg, y, base::AxisSide::kLeft, left, "step time (s)",
+                  [](double v) { return base::svg_number(v); }, 4, left + pw);
   for (int c = 0; c < cols; ++c) {
-    const double h = chart_h * (in.step_time_s[c] - base) / (tmax - base);
-    o += "<rect x=\"" + fmt("%.2f", left + c * cw) + "\" y=\"" + fmt("%.2f", chart_top + chart_h - h) +
-         "\" width=\"" + fmt("%.2f", std::max(1.0, cw - 1)) + "\" height=\"" + fmt("%.2f", h) +
-         "\" fill=\"#4a6fa5\"><title>step " + std::to_string(c) + ": " + fmt("%.4f", in.step_time_s[c]) +
-         " s</title></rect>\n";
+    const double t = in.step_time_s[c];
+    svg.rect(left + c * cw, y(t), std::max(1.0, cw - 1), y(0.0) - y(t), "#4a6fa5", {{"class", "step-time"}},
+             "step " + std::to_string(c) + ": " + fmt("%.4f", t) + " s");
   }
-  o += "<line x1=\"" + fmt("%.1f", left) + "\" y1=\"" + fmt("%.1f", chart_top + chart_h) + "\" x2=\"" +
-       fmt("%.1f", left + pw) + "\" y2=\"" + fmt("%.1f", chart_top + chart_h) + "\" stroke=\"#444\"/>\n";
-  o += "</svg>\n";
-  return o;
+  svg.line(left, y(0.0), left + pw, y(0.0), "#444");
+  svg.text(left + pw / 2, y(0.0) + 16, "step", {{"text-anchor", "middle"}});
+  return svg.str();
 }
 
 void write_heatmap_svg(const std::string& path, const JobResult& r) {

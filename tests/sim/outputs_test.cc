@@ -2,6 +2,7 @@
 // the heat-map (SVG) of an event-level run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "sim/heatmap.h"
 #include "sim/job_sim.h"
 #include "sim/trace_writer.h"
+#include "tests/svg_reader.h"
 
 namespace megascale::sim {
 namespace {
@@ -200,9 +202,13 @@ TEST_F(SimOutputs, HeatmapShowsTheStraggler) {
   const HeatmapInput in = heatmap_input(r);
   ASSERT_EQ(in.rows.size(), 16u);  // DP x PP groups, no merging
   ASSERT_EQ(in.forward.size(), 5u);
-  // Rows in global-rank order: stage 1, replica 3 is row 1*4 + 3.
+  // Rows by stage, then replica: stage 1, replica 3 is row 1*4 + 3, named by what it is.
   const int row = 1 * 4 + 3;
-  EXPECT_EQ(in.rows[row], "rank " + std::to_string(gpu_of(s.parallel, 0, 3, 1)) + " (dp 3, pp 1)");
+  const int first_gpu = gpu_of(s.parallel, 0, 3, 1);
+  const std::string label = "stage 1, DP replica 3 (GPUs " + std::to_string(first_gpu) + "-" +
+                            std::to_string(first_gpu + s.parallel.tp - 1) + ")";
+  EXPECT_EQ(in.rows[row], label);
+  EXPECT_EQ(in.rows[0].rfind("stage 0, DP replica 0 (GPUs 0-", 0), 0u) << in.rows[0];
   for (int k = 0; k < 5; ++k) {
     for (int i = 0; i < 16; ++i) {
       if (i == row) {
@@ -218,9 +224,28 @@ TEST_F(SimOutputs, HeatmapShowsTheStraggler) {
   const std::string text = read(svg);
   EXPECT_EQ(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_NE(text.find("fill=\"#a50000\""), std::string::npos) << "no dark-red (slowest) cell";
-  EXPECT_NE(text.find("rank " + std::to_string(gpu_of(s.parallel, 0, 3, 1)) + " (dp 3, pp 1)"), std::string::npos);
-  EXPECT_NE(text.find("step time"), std::string::npos);
   EXPECT_EQ(text.substr(text.size() - 7), "</svg>\n");
+  std::string error;
+  const std::vector<svg_testing::SvgElement> all = svg_testing::read_svg(text, &error);
+  ASSERT_EQ(error, "");
+  const std::vector<std::string> texts = svg_testing::texts_of(all);
+  auto has_text = [&](const std::string& t) { return std::find(texts.begin(), texts.end(), t) != texts.end(); };
+  EXPECT_TRUE(has_text(label));
+  EXPECT_TRUE(has_text("% vs its stage's median"));  // the colour scale's unit
+  EXPECT_TRUE(has_text("step time (s)"));
+  // The step-time bars stand on an axis from 0 s: each bar ends at the "0" tick.
+  double zero_y = -1;
+  for (const svg_testing::SvgElement& e : all)
+    if (e.name == "text" && e.text == "0" && e.has("text-anchor") && e.attrs.at("text-anchor") == "end") zero_y = e.number("y") - 4;
+  ASSERT_GT(zero_y, 0) << "no 0 s tick";
+  int bars = 0;
+  for (const svg_testing::SvgElement& e : svg_testing::elements_named(all, "rect")) {
+    if (!e.has("class") || e.attrs.at("class") != "step-time") continue;
+    ++bars;
+    EXPECT_NEAR(e.number("y") + e.number("height"), zero_y, 0.02);
+    EXPECT_GT(e.number("height"), 0.5 * 120);  // 5 similar steps: each bar over half the axis
+  }
+  EXPECT_EQ(bars, 5);
 }
 
 TEST_F(SimOutputs, HeatmapMergesRowsKeepingTheSlowest) {
@@ -237,6 +262,11 @@ TEST_F(SimOutputs, HeatmapMergesRowsKeepingTheSlowest) {
   int slow_rows = 0;
   for (size_t i = 0; i < in.rows.size(); ++i) slow_rows += in.forward[0][i].ratio > 1.25;
   EXPECT_EQ(slow_rows, 1);
+  // Rows merge neighbouring replicas of one stage, never stages: 8 stages x 32 rows.
+  EXPECT_EQ(in.rows.size(), 256u);
+  EXPECT_EQ(in.rows[5 * 32 + 16], "stage 5, DP replicas 96-101 (slowest)");
+  EXPECT_GT(in.forward[0][5 * 32 + 16].ratio, 1.25);  // replica 100's row
+  EXPECT_NE(in.rows_note.find("1536 groups in 256 rows"), std::string::npos) << in.rows_note;
   EXPECT_NO_THROW(heatmap_svg(in));
 }
 

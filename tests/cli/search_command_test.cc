@@ -1,0 +1,162 @@
+// tests/cli/search_command_test.cc: a search users can act on (issue 13):
+// `--csv FILE`, a line per layout on stderr during `--refine`, `--min-headroom
+// 10%` beside `--headroom 0.1`, the ranking's spread held against the model's
+// measured error, and `--plot FILE.svg` (MFU against memory per GPU).
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "run_megascale.h"
+#include "tests/svg_reader.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace megascale::cli_testing;
+
+const std::string kSmall = kSourceDir + "/scenarios/example-small.toml";
+const std::string kPaper1024 = kSourceDir + "/scenarios/paper/table2-megascale-1024.toml";
+
+class SearchCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("megascale-search-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  static std::string read(const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(SearchCommand, CsvHoldsTheRankingThenEveryValidLayout) {
+  const std::string csv = path("layouts.csv");
+  const RunResult r = run_megascale({"search", kSmall, "--top", "4", "--refine", "2", "--csv", csv});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("wrote " + csv), std::string::npos) << r.out;
+  const std::vector<std::string> rows = lines(read(csv));
+  ASSERT_GT(rows.size(), 5u) << read(csv);
+  EXPECT_EQ(rows[0],
+            "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
+            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s");
+  for (int rank = 1; rank <= 4; ++rank) EXPECT_EQ(rows[rank].rfind(std::to_string(rank) + ",", 0), 0u) << rows[rank];
+  // The refined two carry their event MFU; the others leave it empty.
+  EXPECT_NE(rows[1].back(), ',') << rows[1];
+  EXPECT_NE(rows[2].back(), ',') << rows[2];
+  EXPECT_EQ(rows[3].substr(rows[3].size() - 2), ",,") << rows[3];
+  EXPECT_EQ(rows[5].rfind(",", 0), 0u) << rows[5];  // beyond the ranking: no rank
+  // The JSON report does not change with --csv.
+  const RunResult j = run_megascale({"search", kSmall, "--top", "4", "--json", "--csv", path("j.csv")});
+  ASSERT_EQ(j.exit_code, 0) << dump(j);
+  EXPECT_EQ(j.out.find("wrote"), std::string::npos);
+  EXPECT_TRUE(fs::exists(path("j.csv")));
+}
+
+TEST_F(SearchCommand, CsvToAMissingDirectoryIsRefusedBeforeTheSearch) {
+  const RunResult r = run_megascale({"search", kSmall, "--csv", path("no/such/dir/x.csv")});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--csv: no directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(SearchCommand, RefinePrintsOneLinePerLayoutOnStderr) {
+  const RunResult r = run_megascale({"search", kSmall, "--top", "3", "--refine", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  for (int i = 1; i <= 3; ++i) {
+    const std::string head = "refine " + std::to_string(i) + "/3: TP ";
+    const size_t at = r.err.find(head);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    EXPECT_NE(line.find(" PP "), std::string::npos) << line;
+    EXPECT_NE(line.find("event MFU "), std::string::npos) << line;
+    EXPECT_NE(line.find(" s)"), std::string::npos) << line;
+  }
+  EXPECT_EQ(r.out.find("refine 1/3"), std::string::npos);  // stdout stays JSON
+}
+
+TEST_F(SearchCommand, MinHeadroomTakesAPercentOrAFraction) {
+  const RunResult percent = run_megascale({"search", kPaper1024, "--min-headroom", "25%", "--top", "5", "--json"});
+  const RunResult fraction = run_megascale({"search", kPaper1024, "--min-headroom", "0.25", "--top", "5", "--json"});
+  const RunResult old = run_megascale({"search", kPaper1024, "--headroom", "0.25", "--top", "5", "--json"});
+  const RunResult none = run_megascale({"search", kPaper1024, "--top", "5", "--json"});
+  ASSERT_EQ(percent.exit_code, 0) << dump(percent);
+  ASSERT_EQ(fraction.exit_code, 0) << dump(fraction);
+  ASSERT_EQ(old.exit_code, 0) << dump(old);
+  // The same ranking each way (the wall time aside), and not the one without headroom.
+  auto ranking = [](const std::string& json) {
+    const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+    return j.is_discarded() ? std::string("not JSON") : j["top"].dump();
+  };
+  EXPECT_EQ(ranking(percent.out), ranking(fraction.out));
+  EXPECT_EQ(ranking(percent.out), ranking(old.out));
+  EXPECT_NE(ranking(percent.out), ranking(none.out));
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--min-headroom", "95%"}, {"--min-headroom", "10"}, {"--min-headroom", "x%"},
+        {"--min-headroom", "10%", "--headroom", "0.1"}}) {
+    std::vector<std::string> args = {"search", kSmall};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const RunResult r = run_megascale(args);
+    EXPECT_EQ(r.exit_code, 2) << bad[1] << "\n" << dump(r);
+    EXPECT_NE(r.err.find("headroom"), std::string::npos) << dump(r);
+  }
+}
+
+TEST_F(SearchCommand, RankingSaysWhichLayoutsLieWithinTheModelsError) {
+  const RunResult r = run_megascale({"search", kSmall, "--top", "10"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find(" 1* "), std::string::npos) << r.out;  // the best is always within
+  const size_t at = r.out.find("* within error of the best: the 10 ranked layouts lie within ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("within 8.46 points of #1", at), std::string::npos) << r.out.substr(at);
+  EXPECT_NE(r.out.find("results/validation.md", at), std::string::npos) << r.out.substr(at);
+  const RunResult refined = run_megascale({"search", kSmall, "--top", "4", "--refine", "2"});
+  ASSERT_EQ(refined.exit_code, 0) << dump(refined);
+  EXPECT_NE(refined.out.find("the 2 refined layouts (event MFU) lie within"), std::string::npos) << refined.out;
+  EXPECT_NE(refined.out.find("within 5.20 points of #1"), std::string::npos) << refined.out;
+}
+
+TEST_F(SearchCommand, PlotShowsEveryLayoutAgainstTheMemoryCapacity) {
+  const std::string svg = path("search.svg");
+  const RunResult r = run_megascale({"search", kPaper1024, "--top", "5", "--min-headroom", "10%", "--plot", svg});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  std::string error;
+  const auto all = megascale::svg_testing::read_svg(read(svg), &error);
+  ASSERT_EQ(error, "");
+  int capacity = 0, limit = 0, ranked = 0, others = 0;
+  for (const auto& e : all) {
+    const std::string c = e.has("class") ? e.attrs.at("class") : "";
+    capacity += c == "capacity";
+    limit += c == "headroom-limit";
+    ranked += c == "ranked";
+    others += c == "fits" || c == "does-not-fit";
+  }
+  EXPECT_EQ(capacity, 1);
+  EXPECT_EQ(limit, 1);
+  EXPECT_EQ(ranked, 5);
+  EXPECT_GT(others, 5);
+  const RunResult bad = run_megascale({"search", kSmall, "--plot", "/nonexistent-dir/x.svg"});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("--plot: no directory '/nonexistent-dir'"), std::string::npos) << bad.err;
+}
+
+}  // namespace
