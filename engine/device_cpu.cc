@@ -433,8 +433,11 @@ void CpuDevice::sum_squares(double* sums_host, const float* x, const ShardPiece*
   }
 }
 
+// The constants are copied to locals: read through `k` they could alias the
+// arrays written in the loop, and the compiler would reload them every element.
 void CpuDevice::adamw_step(float* p, float* m, float* v, const float* grad,
-                           const ShardPiece* pieces, int count, const AdamConstants& k) {
+                           const ShardPiece* pieces, int count, const AdamConstants& constants) {
+  const AdamConstants k = constants;
   for (int i = 0; i < count; ++i) {
     const size_t at = pieces[i].begin;
     float* pp = p + at;
@@ -453,8 +456,9 @@ void CpuDevice::adamw_step(float* p, float* m, float* v, const float* grad,
 }
 
 void CpuDevice::lamb_direction(float* u, float* m, float* v, const float* p, const float* grad,
-                               const ShardPiece* pieces, int count, const AdamConstants& k,
+                               const ShardPiece* pieces, int count, const AdamConstants& constants,
                                double* sums_host) {
+  const AdamConstants k = constants;
   for (int i = 0; i < count; ++i) {
     const size_t at = pieces[i].begin;
     const float* pp = p + at;
