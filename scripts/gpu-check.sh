@@ -65,8 +65,8 @@ note "megascale gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit 
 
 # ---- 1. device ----------------------------------------------------------------------
 device_info() {
-  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv | tee "$out/device.csv"
   nvcc --version || /usr/local/cuda/bin/nvcc --version
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv | tee "$out/device.csv"
 }
 step device device_info || note "      (no GPU visible: the GPU tests will skip and the training will be refused)"
 
@@ -100,7 +100,8 @@ fi
 
 # ---- 3. build ------------------------------------------------------------------------
 generator=()
-command -v ninja > /dev/null && generator=(-G Ninja)
+# Ninja for a fresh build directory; an existing one keeps its generator.
+if command -v ninja > /dev/null && [ ! -f "$build/CMakeCache.txt" ]; then generator=(-G Ninja); fi
 built=0
 build_all() {
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
@@ -118,14 +119,16 @@ if [ $built = 1 ]; then
     "$build/tests/engine_gpu_tests" --gtest_output="xml:$out/gpu-tests.xml" --gtest_color=no
   }
   step gpu-tests gpu_tests
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) \]" "$out/gpu-tests.log" | sed 's/^/      /' | tee -a "$out/summary.txt"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test" "$out/gpu-tests.log" | sed 's/^/      /' | tee -a "$out/summary.txt"
 else
   note "skip  gpu-tests (no build)"
 fi
 
 # ---- 5. calibrate micro --device cuda ---------------------------------------------------
 if [ $built = 1 ]; then
-  step micro "$build/megascale" calibrate micro --device cuda --out "$out/profile-cuda.toml"
+  # What `megascale calibrate micro --device cuda` runs under `mpirun -np 1`;
+  # called directly, so that a machine without mpirun still measures.
+  step micro "$build/megascale-micro" --device cuda --out "$out/profile-cuda.toml"
 else
   note "skip  micro (no build)"
 fi
