@@ -75,9 +75,18 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
   const ParsedArgs p = parse_args(args, {"--quick", "--single"}, {"--device", "--ranks", "--out"});
   const std::string device = p.has("--device") ? p.values.at("--device") : "cpu";
   if (device == "cuda") {
-    err << "megascale calibrate micro: --device cuda: the engine has no CUDA device in this build yet "
-           "(engine/ on CUDA + NCCL is a later issue); use --device cpu\n";
-    return 2;
+    // One process on the GPU (engine/microbench_cuda.h); megascale-micro says
+    // why when there is none (exit 2).
+    const std::string micro = sibling("megascale-micro");
+    if (!fs::exists(micro)) {
+      err << "megascale calibrate micro: " << micro << " is missing (build the megascale-micro target)\n";
+      return 1;
+    }
+    std::vector<std::string> mpi_args = {"--oversubscribe", "-np", "1", micro, "--device", "cuda",
+                                         "--out", p.has("--out") ? p.values.at("--out") : "cuda-micro.toml"};
+    if (p.on("--quick")) mpi_args.push_back("--quick");
+    out.flush();
+    return run_mpirun(mpi_args, err, "megascale calibrate micro");
   }
   if (device != "cpu") throw UsageError(std::string("--device must be cpu or cuda, got '").append(device).append("'"));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -328,11 +337,13 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 std::string calibrate_usage() {
-  return "megascale calibrate micro [--device cpu] [--ranks N] [--out FILE] [--quick] [--single] [SCENARIO...]\n"
+  return "megascale calibrate micro [--device cpu|cuda] [--ranks N] [--out FILE] [--quick] [--single] [SCENARIO...]\n"
          "    Times the engine's own kernels and MPI collectives (engine/microbench.h) and writes\n"
          "    a cpu profile (calibrate/profiles/README.md): GEMMs by (m, n, k, layout), attention,\n"
          "    every element-wise and optimizer kernel, collectives by size; with every rank alone\n"
          "    and all at once. SCENARIOs add their exact shapes. --quick: a coarser sweep.\n"
+         "    --device cuda: the CUDA device's kernels on one GPU, timed with CUDA events\n"
+         "    (engine/microbench_cuda.h), written to --out (default cuda-micro.toml); exit 2 without a GPU.\n"
          "megascale calibrate import --out FILE [--profile BASE] [--nccl-tests FILE]... [--gemm-csv FILE]...\n"
          "                           [--scope intra|inter] [--name NAME]\n"
          "    A profile from measurements users already have: nccl-tests output (all_reduce_perf,\n"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -19,7 +20,9 @@
 
 #include "engine/comm_mpi.h"
 #include "engine/device_cpu.h"
+#include "engine/device_factory.h"
 #include "engine/microbench.h"
+#include "engine/microbench_cuda.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 
@@ -38,11 +41,53 @@ std::string hostname() {
   return buf;
 }
 
+// --device cuda: one process, no MPI; the kernels timed with CUDA events
+// (engine/microbench_cuda.h); the report to --out (or stdout). Exit 2 without
+// a GPU, naming why.
+int cuda_micro(const std::string& out_path, bool quick) {
+  using namespace megascale;
+  const std::string why = engine::cuda_unavailable_reason();
+  if (!why.empty()) {
+    std::cerr << "megascale calibrate micro: --device cuda: no CUDA device: " << why << "\n";
+    return 2;
+  }
+  try {
+    const engine::CudaMicroResult r = engine::run_cuda_microbenchmarks(quick);
+    // The bf16 dense peak of the shipped profile for this GPU when one matches
+    // (H200 / H100: 989 TFLOP/s; A100: 312), else 0 (no fraction written).
+    double peak = 0;
+    if (r.device.find("H200") != std::string::npos || r.device.find("H100") != std::string::npos) peak = 989.0;
+    if (r.device.find("A100") != std::string::npos) peak = 312.0;
+    const std::string text = engine::write_cuda_micro_report(r, hostname(), today(), peak);
+    if (out_path.empty() || out_path == "-") {
+      std::cout << text;
+    } else {
+      std::ofstream f(out_path);
+      f << text;
+      if (!f) {
+        std::cerr << "megascale calibrate micro: cannot write " << out_path << "\n";
+        return 1;
+      }
+    }
+    for (const engine::CudaMicroPoint& p : r.points) {
+      std::fprintf(stderr, "  %-18s %-28s %10.3f ms  %8.1f TFLOP/s  %8.1f GB/s\n", p.op.c_str(), p.shape.c_str(),
+                   1e3 * p.seconds, p.flops > 0 ? p.flops / p.seconds / 1e12 : 0.0,
+                   p.bytes > 0 ? p.bytes / p.seconds / 1e9 : 0.0);
+    }
+    std::cerr << "megascale calibrate micro: " << r.points.size() << " CUDA points on " << r.device
+              << (out_path.empty() || out_path == "-" ? "" : "; wrote " + out_path) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "megascale calibrate micro: --device cuda: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace megascale;
-  std::string out_path;
+  std::string out_path, device = "cpu";
   bool quick = false, single = false;
   std::vector<std::string> scenarios;
   for (int i = 1; i < argc; ++i) {
@@ -53,12 +98,19 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--single") {
       single = true;
+    } else if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
     } else if (a.rfind("--", 0) == 0) {
       std::cerr << "megascale-micro: unknown option '" << a << "'\n";
       return 2;
     } else {
       scenarios.push_back(a);
     }
+  }
+  if (device == "cuda") return cuda_micro(out_path, quick);
+  if (device != "cpu") {
+    std::cerr << "megascale-micro: --device must be cpu or cuda, got '" << device << "'\n";
+    return 2;
   }
   engine::MicroPlan plan = engine::default_micro_plan(quick);
   plan.concurrent = !single;

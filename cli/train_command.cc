@@ -54,10 +54,15 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
   int gpus = 0;
   try {
     const model::Scenario s = model::load_scenario(files[0], overrides);
-    if (s.hardware.gpu != "cpu") {
+    if (s.train.device == "cpu" && s.hardware.gpu != "cpu") {
       throw model::ScenarioError(s.source, 0, 0, "hardware.gpu",
-                                 "the engine runs on CPU in this version: set gpu = \"cpu\" (got \"" +
-                                     s.hardware.gpu + "\")");
+                                 "the CPU engine (train.device = \"cpu\") needs gpu = \"cpu\" (got \"" +
+                                     s.hardware.gpu + "\"); set train.device = \"cuda\" to train on GPUs");
+    }
+    if (s.train.device == "cuda" && s.hardware.gpu == "cpu") {
+      throw model::ScenarioError(s.source, 0, 0, "hardware.gpu",
+                                 "train.device = \"cuda\" needs a GPU profile for its MFU (e.g. gpu = "
+                                 "\"H200-SXM-141GB\"), got \"cpu\"");
     }
     gpus = s.cluster.gpus;
   } catch (const model::ScenarioError& e) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "engine/checkpoint.h"
 #include "engine/comm_mpi.h"
 #include "engine/dataset.h"
+#include "engine/device_factory.h"
 #include "engine/trainer.h"
 #include "model/scenario.h"
 
@@ -40,6 +42,8 @@ engine::TrainOptions train_options(const model::Scenario& s) {
   o.optimizer.weight_decay = t.weight_decay;
   o.optimizer.max_grad_norm = t.max_grad_norm;
   o.watchdog_s = t.watchdog_s;
+  o.device.name = t.device;
+  o.device.precision = t.precision;
   o.job_name = "megascale-" + std::to_string(getppid());
   return o;
 }
@@ -79,8 +83,14 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
 
 int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
                   engine::Comm& node, std::ostream& out) {
-  engine::Comm* world = &world_comm;
-  engine::Trainer trainer(s, train_options(s), *world, node);
+  // train.device = "cuda": one GPU per rank (the node-local rank's), and an
+  // NcclComm over the MPI world for everything the engine moves; the node
+  // communicator stays MPI (the data loader shares host memory through it).
+  const engine::TrainOptions options = train_options(s);
+  const std::unique_ptr<engine::Device> device = engine::make_device(options.device);
+  const std::unique_ptr<engine::Comm> device_world = engine::make_device_comm(*device, world_comm);
+  engine::Comm* world = device_world ? device_world.get() : &world_comm;
+  engine::Trainer trainer(s, options, *world, node, device.get());
   if (world->rank() == 0 && !json) {
     out << s.name << ": " << s.cluster.gpus << " processes, TP " << s.parallel.tp << " PP "
         << s.parallel.pp << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp

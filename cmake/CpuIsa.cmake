@@ -50,7 +50,7 @@ if(MEGASCALE_CPU_ISA_FLAG)
   if(NOT _megascale_isa_ok)
     message(FATAL_ERROR "megascale: MEGASCALE_CPU_ISA=${MEGASCALE_CPU_ISA}: the compiler rejects ${MEGASCALE_CPU_ISA_FLAG}")
   endif()
-  add_compile_options(${MEGASCALE_CPU_ISA_FLAG})
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${MEGASCALE_CPU_ISA_FLAG}>)
   # With FMA available, g++ contracts a*b+c into one fused multiply-add wherever
   # it likes in C++ (-ffp-contract=fast is its default outside ISO C): the same
   # expression could round differently in two places, and the engine's
@@ -58,7 +58,7 @@ if(MEGASCALE_CPU_ISA_FLAG)
   # simulator's golden outputs would depend on inlining. Off: our own arithmetic
   # rounds as in a baseline build; Eigen's kernels still use FMA through
   # explicit intrinsics.
-  add_compile_options(-ffp-contract=off)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
   message(STATUS "megascale: CPU ISA ${MEGASCALE_CPU_ISA} -> ${MEGASCALE_CPU_ISA_FLAG}")
 else()
   message(STATUS "megascale: CPU ISA ${MEGASCALE_CPU_ISA} -> compiler baseline (no -march)")

@@ -35,21 +35,5 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 
-# CUDA Toolkit + NCCL under /usr/local/cuda: optional. Targets that need them are
-# skipped with a message when nvcc is absent.
-set(MEGASCALE_CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit root")
-if(EXISTS "${MEGASCALE_CUDA_ROOT}/bin/nvcc")
-  set(MEGASCALE_HAVE_CUDA ON)
-  message(STATUS "megascale: CUDA toolkit found at ${MEGASCALE_CUDA_ROOT}; GPU targets enabled")
-  if(EXISTS "${MEGASCALE_CUDA_ROOT}/include/nccl.h")
-    set(MEGASCALE_HAVE_NCCL ON)
-    message(STATUS "megascale: NCCL found under ${MEGASCALE_CUDA_ROOT}")
-  else()
-    set(MEGASCALE_HAVE_NCCL OFF)
-    message(STATUS "megascale: NCCL not found under ${MEGASCALE_CUDA_ROOT}; NCCL backend skipped")
-  endif()
-else()
-  set(MEGASCALE_HAVE_CUDA OFF)
-  set(MEGASCALE_HAVE_NCCL OFF)
-  message(STATUS "megascale: nvcc not found under ${MEGASCALE_CUDA_ROOT}; GPU targets skipped")
-endif()
+# CUDA Toolkit, cuBLASLt and NCCL: optional, detected in cmake/Cuda.cmake
+# (MEGASCALE_HAVE_CUDA), which builds the engine's GPU backend when they exist.

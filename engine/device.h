@@ -21,8 +21,11 @@
 //    so micro-batches add up until the gradients are zeroed.
 //  - Token ids are int32 device arrays.
 //
-// Thread-safety: a Device has no mutable state visible to callers (CpuDevice is
-// stateless); one Device may serve several rank threads at once.
+// Host code never dereferences a device pointer: it moves data with
+// copy_to_host / copy_to_device (CudaDevice memory is plain cudaMalloc memory).
+//
+// Thread-safety: CpuDevice is stateless and may serve several rank threads at
+// once; CudaDevice owns a stream and workspaces and serves one rank thread.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +33,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "engine/op_timer.h"
 
 // Throws std::runtime_error("file:line: message") when `cond` is false. The
 // engine reports misuse (shape mismatch, unknown micro-batch, ...) this way.
@@ -61,6 +66,9 @@ class Device {
   virtual void fill_zero(void* ptr, size_t bytes) = 0;
   // Waits for every kernel issued so far (no-op on the CPU).
   virtual void synchronize() = 0;
+  // Markers in this device's queue order for the trace (engine/op_timer.h);
+  // nullptr when the host clock times ops correctly (the CPU: ops are synchronous).
+  virtual std::unique_ptr<OpTimer> make_op_timer() { return nullptr; }
 
   // ---- GEMM ---------------------------------------------------------------
   // c (M, N) = op(a) (M, K) @ op(b) (K, N) + beta * c, where op(a) = a^T when
@@ -109,7 +117,11 @@ class Device {
   // query head h reads key/value head h / (NH / NKV) (GQA; NKV == NH is MHA).
   // Key j is visible to query i iff i - W <= j <= i, W = `window`; window == 0
   // (or >= T - 1) is the full causal mask. Scale 1 / sqrt(HD).
-  // out (T, B, NH * HD); probs (B, NH, T, T) saved for backward (masked = 0).
+  // out (T, B, NH * HD); probs (B, NH, T, T) is the state saved for backward:
+  // CpuDevice stores the probabilities (masked = 0); CudaDevice, a flash-style
+  // kernel, stores only each row's log-sum-exp in its first B * NH * T floats
+  // and recomputes the probabilities in backward. Only attention_backward of
+  // the same device reads it.
   virtual void attention_forward(float* out, float* probs, const float* qkv, int T, int B,
                                  int NH, int NKV, int HD, int window) = 0;
   // dqkv (T, B, (NH + 2*NKV) * HD) overwritten, from dout (T, B, NH * HD).
@@ -153,6 +165,66 @@ class Device {
   // dwpe[t0 + t] (C) += sum over b of dout (T, B, C).
   virtual void position_embedding_backward(float* dwpe, const float* dout, int t0, int T, int B,
                                            int C) = 0;
+
+  // ---- fused epilogues ----------------------------------------------------------
+  // The defaults compose the kernels above (so CpuDevice's results are those of
+  // the separate calls, bit for bit); a GPU backend fuses them (cuBLASLt's bias
+  // epilogue, one elementwise pass).
+  // c (M, N) = op(a) @ op(b) + bias (N) broadcast over rows (matmul with beta 0).
+  virtual void matmul_bias(float* c, const float* a, const float* b, const float* bias, int M,
+                           int N, int K, bool trans_a, bool trans_b) {
+    matmul(c, a, b, M, N, K, trans_a, trans_b, 0.0f);
+    bias_add(c, bias, M, N);
+  }
+  // Megatron-LM's bias-dropout-add with dropout off: out (N, C) = (residual + y)
+  // + bias (C), then + bias2 (C); either bias may be null. out may alias residual or y.
+  virtual void bias_residual_add(float* out, const float* residual, const float* y,
+                                 const float* bias, const float* bias2, int N, int C) {
+    add(out, residual, y, static_cast<size_t>(N) * C);
+    if (bias != nullptr) bias_add(out, bias, N, C);
+    if (bias2 != nullptr) bias_add(out, bias2, N, C);
+  }
+
+  // ---- optimizer: multi-tensor kernels over a ZeRO shard (engine/optimizer.h) ----
+  // A shard holds pieces of several tensors; one call updates all of them (one
+  // launch on a GPU, as apex's multi_tensor_apply). Piece k covers elements
+  // [begin, begin + size) of the shard arrays and carries its tensor's
+  // coefficient `coef` (AdamW: 1 - lr * wd; LAMB direction: wd; LAMB apply:
+  // lr * trust). `pieces` is host memory; count may be 0.
+  struct ShardPiece {
+    size_t begin = 0;
+    size_t size = 0;
+    float coef = 0;
+  };
+  // The per-element constants of one step, each rounded once to fp32 from double.
+  struct AdamConstants {
+    float clip = 1;        // factor on the gradient
+    float beta1 = 0.9f, one_minus_beta1 = 0.1f;
+    float beta2 = 0.999f, one_minus_beta2 = 0.001f;
+    float eps = 1e-8f;
+    float step_size = 0;   // AdamW: lr / (1 - beta1^t)
+    float bc2_sqrt = 1;    // AdamW: sqrt(1 - beta2^t)
+    float bc1 = 1, bc2 = 1;  // LAMB: 1 - beta^t
+  };
+  // x (n) *= coef.
+  virtual void scale(float* x, float coef, size_t n) = 0;
+  // sums_host[k] = sum of x[j]^2 (in double) over piece k. Blocks until done.
+  virtual void sum_squares(double* sums_host, const float* x, const ShardPiece* pieces,
+                           int count) = 0;
+  // AdamW per element of every piece (coef = 1 - lr * wd):
+  //   g = grad * clip;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+  //   p *= coef;  p -= step_size * m / (sqrt(v) / bc2_sqrt + eps)
+  virtual void adamw_step(float* p, float* m, float* v, const float* grad,
+                          const ShardPiece* pieces, int count, const AdamConstants& k) = 0;
+  // LAMB direction (coef = wd): moments as AdamW, then
+  //   u = (m / bc1) / (sqrt(v / bc2) + eps) + coef * p,
+  // and sums_host[2k] = ||p||^2, sums_host[2k + 1] = ||u||^2 of piece k (double).
+  // Blocks until the sums are on the host.
+  virtual void lamb_direction(float* u, float* m, float* v, const float* p, const float* grad,
+                              const ShardPiece* pieces, int count, const AdamConstants& k,
+                              double* sums_host) = 0;
+  // p -= coef * u per piece (coef = lr * trust ratio of the piece's tensor).
+  virtual void lamb_apply(float* p, const float* u, const ShardPiece* pieces, int count) = 0;
 };
 
 // Owns one device allocation; moves, never copies.

@@ -417,4 +417,77 @@ void CpuDevice::position_embedding_backward(float* dwpe, const float* dout, int 
   }
 }
 
+// ---- optimizer (engine/optimizer.h's arithmetic, in its order) ---------------------
+
+void CpuDevice::scale(float* x, float coef, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] *= coef;
+}
+
+void CpuDevice::sum_squares(double* sums_host, const float* x, const ShardPiece* pieces,
+                            int count) {
+  for (int k = 0; k < count; ++k) {
+    const float* g = x + pieces[k].begin;
+    double s = 0;
+    for (size_t j = 0; j < pieces[k].size; ++j) s += static_cast<double>(g[j]) * g[j];
+    sums_host[k] = s;
+  }
+}
+
+// The constants are copied to locals: read through `k` they could alias the
+// arrays written in the loop, and the compiler would reload them every element.
+void CpuDevice::adamw_step(float* p, float* m, float* v, const float* grad,
+                           const ShardPiece* pieces, int count, const AdamConstants& constants) {
+  const AdamConstants k = constants;
+  for (int i = 0; i < count; ++i) {
+    const size_t at = pieces[i].begin;
+    float* pp = p + at;
+    float* mm = m + at;
+    float* vv = v + at;
+    const float* g = grad + at;
+    const float decay = pieces[i].coef;
+    for (size_t j = 0; j < pieces[i].size; ++j) {
+      const float gj = g[j] * k.clip;
+      mm[j] = k.beta1 * mm[j] + k.one_minus_beta1 * gj;
+      vv[j] = k.beta2 * vv[j] + k.one_minus_beta2 * gj * gj;
+      pp[j] *= decay;
+      pp[j] -= k.step_size * mm[j] / (std::sqrt(vv[j]) / k.bc2_sqrt + k.eps);
+    }
+  }
+}
+
+void CpuDevice::lamb_direction(float* u, float* m, float* v, const float* p, const float* grad,
+                               const ShardPiece* pieces, int count, const AdamConstants& constants,
+                               double* sums_host) {
+  const AdamConstants k = constants;
+  for (int i = 0; i < count; ++i) {
+    const size_t at = pieces[i].begin;
+    const float* pp = p + at;
+    float* mm = m + at;
+    float* vv = v + at;
+    float* uu = u + at;
+    const float* g = grad + at;
+    const float wd = pieces[i].coef;
+    double p2 = 0, u2 = 0;
+    for (size_t j = 0; j < pieces[i].size; ++j) {
+      const float gj = g[j] * k.clip;
+      mm[j] = k.beta1 * mm[j] + k.one_minus_beta1 * gj;
+      vv[j] = k.beta2 * vv[j] + k.one_minus_beta2 * gj * gj;
+      uu[j] = (mm[j] / k.bc1) / (std::sqrt(vv[j] / k.bc2) + k.eps) + wd * pp[j];
+      p2 += static_cast<double>(pp[j]) * pp[j];
+      u2 += static_cast<double>(uu[j]) * uu[j];
+    }
+    sums_host[2 * i] = p2;
+    sums_host[2 * i + 1] = u2;
+  }
+}
+
+void CpuDevice::lamb_apply(float* p, const float* u, const ShardPiece* pieces, int count) {
+  for (int i = 0; i < count; ++i) {
+    float* pp = p + pieces[i].begin;
+    const float* uu = u + pieces[i].begin;
+    const float scale = pieces[i].coef;
+    for (size_t j = 0; j < pieces[i].size; ++j) pp[j] -= scale * uu[j];
+  }
+}
+
 }  // namespace megascale::engine

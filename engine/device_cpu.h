@@ -77,6 +77,16 @@ class CpuDevice final : public Device {
                                   int C) override;
   void position_embedding_backward(float* dwpe, const float* dout, int t0, int T, int B,
                                    int C) override;
+
+  void scale(float* x, float coef, size_t n) override;
+  void sum_squares(double* sums_host, const float* x, const ShardPiece* pieces,
+                   int count) override;
+  void adamw_step(float* p, float* m, float* v, const float* grad, const ShardPiece* pieces,
+                  int count, const AdamConstants& k) override;
+  void lamb_direction(float* u, float* m, float* v, const float* p, const float* grad,
+                      const ShardPiece* pieces, int count, const AdamConstants& k,
+                      double* sums_host) override;
+  void lamb_apply(float* p, const float* u, const ShardPiece* pieces, int count) override;
 };
 
 // A process-wide CpuDevice (stateless, so sharing it is safe).

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/comm.h"
+#include "engine/device_cpu.h"
 
 namespace megascale::engine {
 
@@ -25,8 +26,12 @@ ShardRange shard_range(size_t total, int shards, int index) {
 
 ShardedOptimizer::ShardedOptimizer(const OptimizerOptions& options,
                                    std::vector<TensorSegment> segments, ShardRange shard,
-                                   OptimizerComms comms)
-    : options_(options), segments_(std::move(segments)), shard_(shard), comms_(std::move(comms)) {
+                                   OptimizerComms comms, Device* device)
+    : options_(options),
+      segments_(std::move(segments)),
+      shard_(shard),
+      comms_(std::move(comms)),
+      device_(device != nullptr ? device : &cpu_device()) {
   if (shard_.end < shard_.begin) throw std::invalid_argument("ShardedOptimizer: shard end < begin");
   std::vector<int> order(segments_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -46,10 +51,41 @@ ShardedOptimizer::ShardedOptimizer(const OptimizerOptions& options,
     const size_t hi = std::min(s.offset + s.size, shard_.end);
     if (lo < hi) pieces_.push_back(Piece{static_cast<int>(i), lo - shard_.begin, hi - lo});
   }
-  m_.assign(shard_.size(), 0.0f);
-  v_.assign(shard_.size(), 0.0f);
-  if (options_.kind == model::OptimizerKind::kLamb) update_.assign(shard_.size(), 0.0f);
+  const size_t bytes = shard_.size() * sizeof(float);
+  m_ = DeviceBuffer(*device_, bytes);  // zero-filled
+  v_ = DeviceBuffer(*device_, bytes);
+  if (options_.kind == model::OptimizerKind::kLamb) update_ = DeviceBuffer(*device_, bytes);
   trust_.assign(segments_.size(), 1.0);
+}
+
+template <typename Coef>
+std::vector<Device::ShardPiece> ShardedOptimizer::device_pieces(Coef coef) const {
+  std::vector<Device::ShardPiece> out;
+  out.reserve(pieces_.size());
+  for (const Piece& pc : pieces_) out.push_back(Device::ShardPiece{pc.begin, pc.size, coef(pc)});
+  return out;
+}
+
+std::vector<float> ShardedOptimizer::exp_avg() const {
+  std::vector<float> out(shard_.size());
+  if (!out.empty()) device_->copy_to_host(out.data(), m_.get(), out.size() * sizeof(float));
+  return out;
+}
+
+std::vector<float> ShardedOptimizer::exp_avg_sq() const {
+  std::vector<float> out(shard_.size());
+  if (!out.empty()) device_->copy_to_host(out.data(), v_.get(), out.size() * sizeof(float));
+  return out;
+}
+
+void ShardedOptimizer::set_exp_avg(const std::vector<float>& values) {
+  if (values.size() != shard_.size()) throw std::invalid_argument("set_exp_avg: size differs from the shard");
+  if (!values.empty()) device_->copy_to_device(m_.get(), values.data(), values.size() * sizeof(float));
+}
+
+void ShardedOptimizer::set_exp_avg_sq(const std::vector<float>& values) {
+  if (values.size() != shard_.size()) throw std::invalid_argument("set_exp_avg_sq: size differs from the shard");
+  if (!values.empty()) device_->copy_to_device(v_.get(), values.data(), values.size() * sizeof(float));
 }
 
 std::vector<double> ShardedOptimizer::reduce_per_tensor(std::vector<double> partial) {
@@ -83,12 +119,10 @@ double ShardedOptimizer::reduce_global(const std::vector<double>& per_tensor_sq_
 
 double ShardedOptimizer::global_grad_norm(const float* grads) {
   std::vector<double> sq(segments_.size(), 0.0);
-  for (const Piece& pc : pieces_) {
-    double s = 0;
-    const float* g = grads + pc.begin;
-    for (size_t j = 0; j < pc.size; ++j) s += static_cast<double>(g[j]) * g[j];
-    sq[pc.segment] += s;
-  }
+  const std::vector<Device::ShardPiece> pieces = device_pieces([](const Piece&) { return 0.0f; });
+  std::vector<double> per_piece(pieces.size(), 0.0);
+  device_->sum_squares(per_piece.data(), grads, pieces.data(), static_cast<int>(pieces.size()));
+  for (size_t k = 0; k < pieces_.size(); ++k) sq[pieces_[k].segment] += per_piece[k];
   return std::sqrt(reduce_global(sq));
 }
 
@@ -109,58 +143,41 @@ StepStats ShardedOptimizer::step(float* params, const float* grads, double lr) {
   const double bc1 = 1.0 - std::pow(options_.beta1, t);
   const double bc2 = 1.0 - std::pow(options_.beta2, t);
   // fp32 coefficients, each rounded once from double.
-  const float clip = static_cast<float>(st.clip_coef);
-  const float b1 = static_cast<float>(options_.beta1), omb1 = static_cast<float>(1.0 - options_.beta1);
-  const float b2 = static_cast<float>(options_.beta2), omb2 = static_cast<float>(1.0 - options_.beta2);
-  const float eps = static_cast<float>(options_.eps);
-
-  // Moments (identical for both algorithms).
-  for (const Piece& pc : pieces_) {
-    float* m = m_.data() + pc.begin;
-    float* v = v_.data() + pc.begin;
-    const float* g = grads + pc.begin;
-    for (size_t j = 0; j < pc.size; ++j) {
-      const float gj = g[j] * clip;
-      m[j] = b1 * m[j] + omb1 * gj;
-      v[j] = b2 * v[j] + omb2 * gj * gj;
-    }
-  }
+  Device::AdamConstants k;
+  k.clip = static_cast<float>(st.clip_coef);
+  k.beta1 = static_cast<float>(options_.beta1);
+  k.one_minus_beta1 = static_cast<float>(1.0 - options_.beta1);
+  k.beta2 = static_cast<float>(options_.beta2);
+  k.one_minus_beta2 = static_cast<float>(1.0 - options_.beta2);
+  k.eps = static_cast<float>(options_.eps);
+  k.step_size = static_cast<float>(lr / bc1);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  k.bc1 = static_cast<float>(bc1);
+  k.bc2 = static_cast<float>(bc2);
+  float* m = m_.floats();
+  float* v = v_.floats();
 
   if (options_.kind == model::OptimizerKind::kAdam) {
-    const float step_size = static_cast<float>(lr / bc1);
-    const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-    for (const Piece& pc : pieces_) {
+    const std::vector<Device::ShardPiece> pieces = device_pieces([&](const Piece& pc) {
       const double wd = segments_[pc.segment].weight_decay ? options_.weight_decay : 0.0;
-      const float decay = static_cast<float>(1.0 - lr * wd);
-      float* p = params + pc.begin;
-      const float* m = m_.data() + pc.begin;
-      const float* v = v_.data() + pc.begin;
-      for (size_t j = 0; j < pc.size; ++j) {
-        p[j] *= decay;
-        p[j] -= step_size * m[j] / (std::sqrt(v[j]) / bc2_sqrt + eps);
-      }
-    }
+      return static_cast<float>(1.0 - lr * wd);
+    });
+    device_->adamw_step(params, m, v, grads, pieces.data(), static_cast<int>(pieces.size()), k);
     return st;
   }
 
   // LAMB: update direction, then per-tensor trust ratios from reduced norms.
-  const float bc1f = static_cast<float>(bc1), bc2f = static_cast<float>(bc2);
   const size_t nseg = segments_.size();
+  const std::vector<Device::ShardPiece> dir = device_pieces([&](const Piece& pc) {
+    return segments_[pc.segment].weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f;
+  });
+  std::vector<double> per_piece(2 * dir.size(), 0.0);
+  device_->lamb_direction(update_.floats(), m, v, params, grads, dir.data(),
+                          static_cast<int>(dir.size()), k, per_piece.data());
   std::vector<double> sums(2 * nseg, 0.0);  // [||p||^2 ..., ||u||^2 ...]
-  for (const Piece& pc : pieces_) {
-    const float wd = segments_[pc.segment].weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f;
-    const float* p = params + pc.begin;
-    const float* m = m_.data() + pc.begin;
-    const float* v = v_.data() + pc.begin;
-    float* u = update_.data() + pc.begin;
-    double pp = 0, uu = 0;
-    for (size_t j = 0; j < pc.size; ++j) {
-      u[j] = (m[j] / bc1f) / (std::sqrt(v[j] / bc2f) + eps) + wd * p[j];
-      pp += static_cast<double>(p[j]) * p[j];
-      uu += static_cast<double>(u[j]) * u[j];
-    }
-    sums[pc.segment] += pp;
-    sums[nseg + pc.segment] += uu;
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    sums[pieces_[i].segment] += per_piece[2 * i];
+    sums[nseg + pieces_[i].segment] += per_piece[2 * i + 1];
   }
   const std::vector<double> red = reduce_per_tensor(std::move(sums));
   for (size_t i = 0; i < nseg; ++i) {
@@ -169,12 +186,9 @@ StepStats ShardedOptimizer::step(float* params, const float* grads, double lr) {
     const double phi = std::min(std::max(wn, options_.lamb_min), options_.lamb_max);
     trust_[i] = (wn > 0 && un > 0) ? phi / un : 1.0;
   }
-  for (const Piece& pc : pieces_) {
-    const float scale = static_cast<float>(lr * trust_[pc.segment]);
-    float* p = params + pc.begin;
-    const float* u = update_.data() + pc.begin;
-    for (size_t j = 0; j < pc.size; ++j) p[j] -= scale * u[j];
-  }
+  const std::vector<Device::ShardPiece> apply = device_pieces(
+      [&](const Piece& pc) { return static_cast<float>(lr * trust_[pc.segment]); });
+  device_->lamb_apply(params, update_.floats(), apply.data(), static_cast<int>(apply.size()));
   return st;
 }
 

@@ -34,6 +34,13 @@
 // 1. A non-finite norm skips the step (no state changes) and says so.
 // Weight decay applies to segments with weight_decay = true only.
 //
+// Device. The per-element work runs as the Device's multi-tensor kernels
+// (engine/device.h: adamw_step, lamb_direction, lamb_apply, sum_squares), one
+// call per shard; params, grads and the moments are device memory (CpuDevice:
+// host memory, and the same arithmetic in the same order as before the
+// kernels moved there). The norms' partial sums come back to the host for the
+// reductions over the Comms.
+//
 // Thread-safety: one ShardedOptimizer per rank, used by that rank's thread.
 #pragma once
 
@@ -42,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/device.h"
 #include "model/config.h"
 
 namespace megascale::engine {
@@ -117,29 +125,32 @@ class ShardedOptimizer {
   // `segments` describe the whole flat buffer (every rank of the shard group
   // passes the same list); `shard` is this rank's part. Throws
   // std::invalid_argument for overlapping segments or an empty shard range
-  // beyond the buffer.
+  // beyond the buffer. `device` holds the moments and runs the kernels
+  // (nullptr: the process-wide CpuDevice).
   ShardedOptimizer(const OptimizerOptions& options, std::vector<TensorSegment> segments,
-                   ShardRange shard, OptimizerComms comms = {});
+                   ShardRange shard, OptimizerComms comms = {}, Device* device = nullptr);
 
-  // One step over the shard: params[j], grads[j] are flat elements shard.begin + j.
+  // One step over the shard: params[j], grads[j] (device memory) are flat
+  // elements shard.begin + j.
   // Collective over every Comm in `comms` (all ranks must call it together).
   // Only `params` and the optimizer state change.
   StepStats step(float* params, const float* grads, double lr);
 
-  // Global gradient norm alone (collective, like step).
+  // Global gradient norm alone (collective, like step); grads is device memory.
   double global_grad_norm(const float* grads);
 
   const OptimizerOptions& options() const { return options_; }
   const std::vector<TensorSegment>& segments() const { return segments_; }
   ShardRange shard() const { return shard_; }
 
-  // State, for checkpoints: shard-sized moments and the step count.
+  // State, for checkpoints: shard-sized moments (host copies) and the step count.
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t t) { step_count_ = t; }
-  std::vector<float>& exp_avg() { return m_; }
-  std::vector<float>& exp_avg_sq() { return v_; }
-  const std::vector<float>& exp_avg() const { return m_; }
-  const std::vector<float>& exp_avg_sq() const { return v_; }
+  std::vector<float> exp_avg() const;
+  std::vector<float> exp_avg_sq() const;
+  // REQUIRES: values.size() == shard().size().
+  void set_exp_avg(const std::vector<float>& values);
+  void set_exp_avg_sq(const std::vector<float>& values);
 
   // The trust ratios of the last LAMB step, one per segment (1 for AdamW).
   const std::vector<double>& last_trust_ratios() const { return trust_; }
@@ -150,6 +161,9 @@ class ShardedOptimizer {
     size_t begin;       // index into the shard
     size_t size;
   };
+  // The pieces as the Device's kernels take them, with coefficient `coef(piece)`.
+  template <typename Coef>
+  std::vector<Device::ShardPiece> device_pieces(Coef coef) const;
   // Per-segment sums over the shard and, for tp_split tensors, the TP group.
   std::vector<double> reduce_per_tensor(std::vector<double> partial);
   double reduce_global(const std::vector<double>& per_tensor_sq_local);
@@ -159,7 +173,8 @@ class ShardedOptimizer {
   ShardRange shard_;
   OptimizerComms comms_;
   std::vector<Piece> pieces_;
-  std::vector<float> m_, v_, update_;
+  Device* device_;
+  DeviceBuffer m_, v_, update_;  // (shard.size()) each; update_ for LAMB only
   std::vector<double> trust_;
   int64_t step_count_ = 0;
 };

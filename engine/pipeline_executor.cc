@@ -16,24 +16,82 @@ using model::Stream;
 
 // Forwards the chunks' kernel and TP-collective events to the trace. Chunks
 // report their global virtual stage (c*P + r); the trace, like the Schedule IR,
-// uses the rank-local chunk c.
+// uses the rank-local chunk c. With a device OpTimer (GPU), begin and end are
+// markers in the device queue, resolved into times by flush() at the end of
+// the step; otherwise the host clock.
 class TraceObserver final : public OpObserver {
  public:
-  TraceObserver(TraceRecorder* trace, int pp) : trace_(trace), pp_(pp) {}
-  void op_begin(const OpEvent&) override { start_us_ = TraceRecorder::now_us(); }
+  TraceObserver(TraceRecorder* trace, int pp, OpTimer* timer) : trace_(trace), pp_(pp), timer_(timer) {}
+  void op_begin(const OpEvent&) override {
+    if (timer_ != nullptr) begin_stamp_ = timer_->stamp(); else start_us_ = TraceRecorder::now_us();
+  }
   void op_end(const OpEvent& e) override {
     const Stream stream = e.kind == model::LayerStepKind::kCompute ? Stream::kCompute : Stream::kTpComm;
     std::string kind = e.name;
     if (e.backward) kind += ".bwd";
     const int chunk = e.chunk < 0 ? e.chunk : e.chunk / pp_;
+    if (timer_ != nullptr) {
+      add_pending(stream, std::move(kind), e.microbatch, chunk, e.layer, begin_stamp_, timer_->stamp(), e.bytes,
+                  e.flops);
+      return;
+    }
     trace_->record(stream, kind, e.microbatch, chunk, e.layer, start_us_, TraceRecorder::now_us(),
                    e.bytes, e.flops);
   }
+  // A timed op whose begin and end are OpTimer stamps.
+  void add_pending(Stream stream, std::string kind, int microbatch, int chunk, int layer, int begin, int end,
+                   int64_t bytes, double flops) {
+    pending_.push_back(Pending{stream, std::move(kind), microbatch, chunk, layer, begin, end, bytes, flops});
+  }
+  // Resolves the stamps of this step into trace records.
+  void flush() {
+    if (timer_ == nullptr) return;
+    const std::vector<double> at = timer_->resolve();
+    for (const Pending& p : pending_) {
+      trace_->record(p.stream, p.kind, p.microbatch, p.chunk, p.layer, at.at(p.begin), at.at(p.end), p.bytes,
+                     p.flops);
+    }
+    pending_.clear();
+  }
 
  private:
+  struct Pending {
+    Stream stream;
+    std::string kind;
+    int microbatch, chunk, layer, begin, end;
+    int64_t bytes;
+    double flops;
+  };
   TraceRecorder* trace_;
   int pp_;
+  OpTimer* timer_;
   double start_us_ = 0;
+  int begin_stamp_ = 0;
+  std::vector<Pending> pending_;
+};
+
+// A Schedule IR op timed by OpTimer stamps (the GPU counterpart of
+// TraceRecorder::Scope).
+class StampScope {
+ public:
+  StampScope(TraceObserver& observer, OpTimer& timer, Stream stream, std::string kind, int microbatch, int chunk,
+             int64_t bytes)
+      : observer_(observer), timer_(timer), stream_(stream), kind_(std::move(kind)), microbatch_(microbatch),
+        chunk_(chunk), bytes_(bytes), begin_(timer.stamp()) {}
+  ~StampScope() {
+    observer_.add_pending(stream_, std::move(kind_), microbatch_, chunk_, -1, begin_, timer_.stamp(), bytes_, 0);
+  }
+  StampScope(const StampScope&) = delete;
+  StampScope& operator=(const StampScope&) = delete;
+
+ private:
+  TraceObserver& observer_;
+  OpTimer& timer_;
+  Stream stream_;
+  std::string kind_;
+  int microbatch_, chunk_;
+  int64_t bytes_;
+  int begin_;
 };
 
 struct Key {
@@ -47,10 +105,12 @@ struct Key {
 }  // namespace
 
 struct PipelineExecutor::Pending {
+  // Device buffers (zero-filled), so that a GPU Comm can move them directly.
+  // Declared before the requests, which are therefore destroyed first.
+  std::map<Key, DeviceBuffer> activation_in, gradient_in;    // received
+  std::map<Key, DeviceBuffer> activation_out, gradient_out;  // produced, to send
   std::map<int, std::unique_ptr<Request>> recvs;  // by op index
   std::vector<std::unique_ptr<Request>> sends;
-  std::map<Key, std::vector<float>> activation_in, gradient_in;    // received
-  std::map<Key, std::vector<float>> activation_out, gradient_out;  // produced, to send
   std::vector<bool> sp_synced;
   double loss_sum = 0;
 };
@@ -78,7 +138,10 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
   // The same op order the simulator replays (model/job_schedule.h).
   schedule_ = model::build_schedule(model::schedule_options(options_.model, p, options_.optimizations));
 
-  if (trace_ != nullptr) observer_ = std::make_unique<TraceObserver>(trace_, p.pp);
+  if (trace_ != nullptr) {
+    timer_ = device_.make_op_timer();
+    observer_ = std::make_unique<TraceObserver>(trace_, p.pp, timer_.get());
+  }
   options_.optimizer.kind = options_.optimizations.optimizer;
   OptimizerOptions per_chunk = options_.optimizer;
   per_chunk.max_grad_norm = 0;  // clipping is global over all chunks (clip_and_step)
@@ -97,8 +160,8 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
     comms.tensor = tp_comm;
     if (p.pp > 1) comms.model.push_back(&groups_.pp());
     optimizers_.push_back(std::make_unique<ShardedOptimizer>(
-        per_chunk, segments_from(chunk.tensors()), shard, comms));
-    grad_shards_.emplace_back(shard.size(), 0.0f);
+        per_chunk, segments_from(chunk.tensors()), shard, comms, &device_));
+    grad_shards_.emplace_back(device_, shard.size() * sizeof(float));
   }
   params_stale_.assign(p.vpp, false);
 }
@@ -122,7 +185,7 @@ void PipelineExecutor::reduce_gradients(int c, bool all_reduce) {
     dp.all_reduce_sum(chunk.grads(), chunk.buffer_floats());
   } else {
     const size_t per_rank = chunk.buffer_floats() / dp.size();
-    dp.reduce_scatter_sum(chunk.grads(), per_rank, grad_shards_[c].data());
+    dp.reduce_scatter_sum(chunk.grads(), per_rank, grad_shards_[c].floats());
   }
 }
 
@@ -147,7 +210,7 @@ void PipelineExecutor::clip_and_step(double lr, StepResult& result) {
   double sum_sq = 0;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const ShardRange s = optimizers_[c]->shard();
-    grads[c] = sharded ? grad_shards_[c].data() : chunks_[c]->grads() + s.begin;
+    grads[c] = sharded ? grad_shards_[c].floats() : chunks_[c]->grads() + s.begin;
     const double n = optimizers_[c]->global_grad_norm(grads[c]);
     sum_sq += n * n;
   }
@@ -159,10 +222,7 @@ void PipelineExecutor::clip_and_step(double lr, StepResult& result) {
   const double max_norm = options_.optimizer.max_grad_norm;
   if (max_norm > 0 && result.grad_norm > max_norm) {
     const float coef = static_cast<float>(max_norm / (result.grad_norm + 1e-6));
-    for (size_t c = 0; c < chunks_.size(); ++c) {
-      const size_t n = optimizers_[c]->shard().size();
-      for (size_t i = 0; i < n; ++i) grads[c][i] *= coef;
-    }
+    for (size_t c = 0; c < chunks_.size(); ++c) device_.scale(grads[c], coef, optimizers_[c]->shard().size());
   }
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const ShardRange s = optimizers_[c]->shard();
@@ -187,7 +247,11 @@ void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, doubl
     if (it != pending.recvs.end()) it->second->wait();
   }
   std::unique_ptr<TraceRecorder::Scope> scope;
-  if (trace_ != nullptr) {
+  std::unique_ptr<StampScope> stamps;
+  if (trace_ != nullptr && timer_ != nullptr) {
+    stamps = std::make_unique<StampScope>(static_cast<TraceObserver&>(*observer_), *timer_, op.stream,
+                                          model::to_string(op.kind), mb, c, op.bytes);
+  } else if (trace_ != nullptr) {
     scope = std::make_unique<TraceRecorder::Scope>(trace_, op.stream, model::to_string(op.kind), mb, c,
                                                    -1, op.bytes);
   }
@@ -199,10 +263,11 @@ void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, doubl
     case OpKind::kRecvGradient: {
       ModelChunk& chunk = *chunks_[c];
       auto& buffers = op.kind == OpKind::kRecvActivation ? pending.activation_in : pending.gradient_in;
-      std::vector<float>& buf = buffers[Key{mb, c}];
-      buf.assign(chunk.activation_numel(), 0.0f);
+      DeviceBuffer& buf = buffers[Key{mb, c}];
+      buf = DeviceBuffer(device_, chunk.activation_numel() * sizeof(float));
       const int sender_chunk = schedule_.ranks[op.peer].ops[op.match].chunk;
-      auto req = pp.irecv(buf.data(), buf.size(), op.peer, p2p_tag(op.kind, mb, sender_chunk));
+      auto req = pp.irecv(buf.floats(), chunk.activation_numel(), op.peer,
+                          p2p_tag(op.kind, mb, sender_chunk));
       if (op.stream == Stream::kCompute) req->wait();  // Megatron's blocking p2p
       pending.recvs[index] = std::move(req);
       break;
@@ -210,27 +275,28 @@ void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, doubl
     case OpKind::kSendActivation:
     case OpKind::kSendGradient: {
       auto& buffers = op.kind == OpKind::kSendActivation ? pending.activation_out : pending.gradient_out;
-      std::vector<float>& buf = buffers.at(Key{mb, c});
+      DeviceBuffer& buf = buffers.at(Key{mb, c});
       // Never waited here: a blocking send would deadlock two stages that both
       // send before they receive (Megatron batches the pair into one
       // batch_isend_irecv for the same reason). The IR's semantics are eager
       // sends (model/replay.h); all sends complete by the end of the iteration.
-      pending.sends.push_back(pp.isend(buf.data(), buf.size(), op.peer, p2p_tag(op.kind, mb, c)));
+      pending.sends.push_back(pp.isend(buf.floats(), buf.bytes() / sizeof(float), op.peer,
+                                       p2p_tag(op.kind, mb, c)));
       break;
     }
     case OpKind::kForward: {
       ModelChunk& chunk = *chunks_[c];
       const bool first = r == 0 && c == 0;
       const bool last = r == P - 1 && c == V - 1;
-      const float* input = first ? nullptr : pending.activation_in.at(Key{mb, c}).data();
+      const float* input = first ? nullptr : pending.activation_in.at(Key{mb, c}).floats();
       MicroBatchData data;
       data.tokens = batch.tokens.data() + mb * tokens_per_mb;
       data.labels = batch.labels.data() + mb * tokens_per_mb;
       float* output = nullptr;
       if (!last) {
-        std::vector<float>& out = pending.activation_out[Key{mb, c}];
-        out.assign(chunk.activation_numel(), 0.0f);
-        output = out.data();
+        DeviceBuffer& out = pending.activation_out[Key{mb, c}];
+        out = DeviceBuffer(device_, chunk.activation_numel() * sizeof(float));
+        output = out.floats();
       }
       const float loss = chunk.forward(mb, input, data, output);
       if (last) pending.loss_sum += loss;
@@ -241,12 +307,12 @@ void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, doubl
       ModelChunk& chunk = *chunks_[c];
       const bool first = r == 0 && c == 0;
       const bool last = r == P - 1 && c == V - 1;
-      const float* grad_output = last ? nullptr : pending.gradient_in.at(Key{mb, c}).data();
+      const float* grad_output = last ? nullptr : pending.gradient_in.at(Key{mb, c}).floats();
       float* grad_input = nullptr;
       if (!first) {
-        std::vector<float>& out = pending.gradient_out[Key{mb, c}];
-        out.assign(chunk.activation_numel(), 0.0f);
-        grad_input = out.data();
+        DeviceBuffer& out = pending.gradient_out[Key{mb, c}];
+        out = DeviceBuffer(device_, chunk.activation_numel() * sizeof(float));
+        grad_input = out.floats();
       }
       chunk.backward(mb, grad_output, grad_input, loss_scale);
       if (!last) pending.gradient_in.erase(Key{mb, c});
@@ -299,6 +365,9 @@ StepResult PipelineExecutor::step(const Batch& batch, double lr) {
   }
   if (p.pp > 1) groups_.pp().broadcast(&loss, 1, p.pp - 1);
   result.loss = loss;
+  // GPU: the step's markers become trace records (waits for the device once,
+  // after the step, off the critical path).
+  if (timer_ != nullptr && observer_ != nullptr) static_cast<TraceObserver&>(*observer_).flush();
   return result;
 }
 

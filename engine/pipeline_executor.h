@@ -110,8 +110,9 @@ class PipelineExecutor {
   int microbatches_ = 0;
   std::vector<std::unique_ptr<ModelChunk>> chunks_;
   std::vector<std::unique_ptr<ShardedOptimizer>> optimizers_;
-  std::vector<std::vector<float>> grad_shards_;   // per chunk, this rank's reduced shard
+  std::vector<DeviceBuffer> grad_shards_;         // per chunk, this rank's reduced shard (device)
   std::vector<bool> params_stale_;                // per chunk: shards not yet all-gathered
+  std::unique_ptr<OpTimer> timer_;       // device markers for the trace (GPU); null on the CPU
   std::unique_ptr<OpObserver> observer_;
 };
 

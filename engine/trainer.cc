@@ -23,7 +23,7 @@
 #include "engine/checkpoint.h"
 #include "engine/data_loader.h"
 #include "engine/dataset.h"
-#include "engine/device_cpu.h"
+#include "engine/device_factory.h"
 #include "engine/pipeline_executor.h"
 #include "engine/process_groups.h"
 #include "engine/trace.h"
@@ -112,6 +112,16 @@ double peak_flops_of(const model::Scenario& s) {
   return p.peak_tflops * 1e12;
 }
 
+double peak_flops_for(const model::Scenario& s, const std::string& device) {
+  if (device != "cuda") return peak_flops_of(s);
+  const model::GpuProfile& p = model::hardware_profile(s);
+  if (p.is_cpu() || !(p.peak_tflops > 0)) {
+    throw std::invalid_argument("hardware: MFU on device \"cuda\" needs a GPU profile with peak_tflops (got '" +
+                                p.name + "'); set [hardware] gpu, e.g. \"H200-SXM-141GB\"");
+  }
+  return p.peak_tflops * 1e12;
+}
+
 double cpu_gemm_peak_flops() {
   constexpr int n = 512;
   Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
@@ -130,7 +140,8 @@ struct Trainer::Impl {
   Comm& world;
   Comm& node;
   ProcessGroups groups;
-  CpuDevice device;
+  std::unique_ptr<Device> owned_device;  // make_device(options.device) when none is given
+  Device* device;
   std::unique_ptr<TraceRecorder> trace;
   std::unique_ptr<PipelineExecutor> executor;
   std::unique_ptr<NodeDataLoader> loader;
@@ -145,12 +156,14 @@ struct Trainer::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  Impl(const model::Scenario& s, const TrainOptions& o, Comm& w, Comm& n)
+  Impl(const model::Scenario& s, const TrainOptions& o, Comm& w, Comm& n, Device* given)
       : scenario(s),
         options(checked(o, s)),
         world(w),
         node(n),
         groups(w, s.parallel.tp, s.parallel.pp, s.parallel.dp),
+        owned_device(given != nullptr ? nullptr : make_device(options.device)),
+        device(given != nullptr ? given : owned_device.get()),
         layout(make_checkpoint_layout(s.model, s.parallel)) {
     if (!options.trace.empty()) trace = std::make_unique<TraceRecorder>(world.rank());
     ExecutorOptions eo;
@@ -159,7 +172,7 @@ struct Trainer::Impl {
     eo.optimizations = s.optimizations;
     eo.optimizer = options.optimizer;
     eo.seed = options.seed;
-    executor = std::make_unique<PipelineExecutor>(eo, groups, device, trace.get());
+    executor = std::make_unique<PipelineExecutor>(eo, groups, *device, trace.get());
     if (!options.checkpoint_dir.empty()) lock_checkpoint_dir();
     if (options.resume && !options.checkpoint_dir.empty()) resume();
 
@@ -177,7 +190,7 @@ struct Trainer::Impl {
     // The peak a cpu profile measured (megascale calibrate micro: the fastest
     // single-core GEMM of its sweep, with provenance), not a re-measurement at
     // start-up, which a loaded machine drags down (MFU above 100%).
-    peak_flops = peak_flops_of(s);
+    peak_flops = peak_flops_for(s, std::string(device->name()) == "cpu" ? "cpu" : "cuda");
   }
 
   // NodeDataLoader throws DatasetError on the node's reader but a plain
@@ -305,13 +318,13 @@ struct Trainer::Impl {
       const NamedArray* m = state.find_array(name("exp_avg", c));
       const NamedArray* v = state.find_array(name("exp_avg_sq", c));
       if (params == nullptr || m == nullptr || v == nullptr || params->data.size() != chunk.buffer_floats() ||
-          m->data.size() != opt.exp_avg().size() || v->data.size() != opt.exp_avg_sq().size()) {
+          m->data.size() != opt.shard().size() || v->data.size() != opt.shard().size()) {
         throw CheckpointError(shard_path(options.checkpoint_dir, step, world.rank()), world.rank(),
                               "contents", "chunk " + std::to_string(c) + " arrays missing or mis-sized");
       }
-      std::copy(params->data.begin(), params->data.end(), chunk.params());
-      opt.exp_avg() = m->data;
-      opt.exp_avg_sq() = v->data;
+      device->copy_to_device(chunk.params(), params->data.data(), params->data.size() * sizeof(float));
+      opt.set_exp_avg(m->data);
+      opt.set_exp_avg_sq(v->data);
       opt.set_step_count(state.find_value(name("optimizer_step", c)).value_or(step));
     }
   }
@@ -323,8 +336,9 @@ struct Trainer::Impl {
     for (int c = 0; c < executor->num_chunks(); ++c) {
       ModelChunk& chunk = executor->chunk(c);
       ShardedOptimizer& opt = executor->optimizer(c);
-      state.arrays.push_back({name("params", c),
-                              std::vector<float>(chunk.params(), chunk.params() + chunk.buffer_floats())});
+      std::vector<float> params(chunk.buffer_floats());
+      device->copy_to_host(params.data(), chunk.params(), params.size() * sizeof(float));
+      state.arrays.push_back({name("params", c), std::move(params)});
       state.arrays.push_back({name("exp_avg", c), opt.exp_avg()});
       state.arrays.push_back({name("exp_avg_sq", c), opt.exp_avg_sq()});
       state.values.push_back({name("optimizer_step", c), opt.step_count()});
@@ -408,7 +422,9 @@ struct Trainer::Impl {
   void run(const std::function<void(const StepReport&)>& on_step) {
     Watchdog watchdog(options.watchdog_s, world.rank());
     const int cores = std::max(1u, std::thread::hardware_concurrency());
-    const double usable_cores = std::min(world.size(), cores);
+    // On CPU the processes share the machine's cores; on CUDA each has its GPU.
+    const bool on_cpu = std::string(device->name()) == "cpu";
+    const double usable_cores = on_cpu ? std::min(world.size(), cores) : world.size();
     for (int64_t step = start_step; step < options.steps; ++step) {
       const Batch batch = loader->next();
       const auto t0 = std::chrono::steady_clock::now();
@@ -450,8 +466,9 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node)
-    : impl_(std::make_unique<Impl>(scenario, options, world, node)) {}
+Trainer::Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node,
+                 Device* device)
+    : impl_(std::make_unique<Impl>(scenario, options, world, node, device)) {}
 
 Trainer::~Trainer() = default;
 
@@ -464,7 +481,9 @@ std::vector<float> Trainer::parameters() {
   std::vector<float> all;
   for (int c = 0; c < impl_->executor->num_chunks(); ++c) {
     ModelChunk& chunk = impl_->executor->chunk(c);
-    all.insert(all.end(), chunk.params(), chunk.params() + chunk.num_params());
+    const size_t at = all.size();
+    all.resize(at + chunk.num_params());
+    impl_->device->copy_to_host(all.data() + at, chunk.params(), chunk.num_params() * sizeof(float));
   }
   return all;
 }

@@ -24,6 +24,8 @@
 #include <string>
 
 #include "engine/comm.h"
+#include "engine/device.h"
+#include "engine/device_factory.h"
 #include "engine/optimizer.h"
 #include "model/config.h"
 
@@ -52,6 +54,9 @@ struct TrainOptions {
   // rank stopped or hung, so a collective never completes), the rank says so on
   // stderr and exits 1, which makes mpirun stop the job. 0 = off.
   double watchdog_s = 300;
+  // The backend ("cpu" or "cuda") and, on CUDA, the GEMM precision
+  // (engine/device_factory.h). Used when the Trainer is given no Device.
+  DeviceOptions device;
 };
 
 struct StepReport {
@@ -69,6 +74,10 @@ double cpu_gemm_peak_flops();
 // The MFU denominator per core: the scenario's cpu profile's peak_tflops, in
 // FLOP/s. Throws std::invalid_argument when the profile is not a cpu profile.
 double peak_flops_of(const model::Scenario& s);
+// The MFU denominator per process for `device`: peak_flops_of(s) on "cpu"; on
+// "cuda" the scenario's GPU profile's peak_tflops (the dense bf16 peak, e.g.
+// 989 TFLOP/s for H200-SXM-141GB, whatever the GEMM precision), per GPU.
+double peak_flops_for(const model::Scenario& s, const std::string& device);
 
 class Trainer {
  public:
@@ -78,8 +87,11 @@ class Trainer {
   // checked on every rank before any collective) or a layout the engine cannot
   // run, DatasetError / CheckpointError for bad files (on every rank: a
   // dataset only the node's reader opens still fails the others as a
-  // DatasetError naming the file).
-  Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node);
+  // DatasetError naming the file). `device`: the backend to run on (not owned;
+  // on CUDA `world` must then be a Comm that moves its memory, e.g. an
+  // NcclComm over it); nullptr makes one from options.device.
+  Trainer(const model::Scenario& scenario, const TrainOptions& options, Comm& world, Comm& node,
+          Device* device = nullptr);
   ~Trainer();
 
   // Runs steps from the resumed step (or 0) up to options.steps; calls `on_step`

@@ -11,6 +11,10 @@ constexpr int64_t kF32 = 4;
 // Linear forward: out (N, OC) = inp (N, K) @ w^T (w: (OC, K)) [+ bias (OC)].
 void linear_forward(Device& dev, float* out, const float* inp, const float* w, const float* bias,
                     int N, int OC, int K, float beta = 0.0f) {
+  if (bias != nullptr && beta == 0.0f) {
+    dev.matmul_bias(out, inp, w, bias, N, OC, K, /*trans_a=*/false, /*trans_b=*/true);
+    return;
+  }
   dev.matmul(out, inp, w, N, OC, K, /*trans_a=*/false, /*trans_b=*/true, beta);
   if (bias != nullptr) dev.bias_add(out, bias, N, OC);
 }
@@ -207,8 +211,7 @@ void TransformerLayer::forward_sequential(const LayerContext& ctx, const LayerWe
   const float* y = reduce_partial(ctx, d_.sp ? "rs_proj" : "ar_proj", false, sc.full, sc.shard);
   {
     OpScope op(ctx.observer, ctx.event("bias_dropout_add1", layer_, false, 0, 3 * kF32 * shard));
-    dev.add(st.x2, st.x, y, shard);  // (Tl, B, C)
-    dev.bias_add(st.x2, w.proj_b, Nl, C);
+    dev.bias_residual_add(st.x2, st.x, y, w.proj_b, nullptr, Nl, C);  // (Tl, B, C)
   }
 
   // MLP branch: LN2 | AG | fc1, act, fc2 | RS | residual.
@@ -226,8 +229,7 @@ void TransformerLayer::forward_sequential(const LayerContext& ctx, const LayerWe
   const float* m = reduce_partial(ctx, d_.sp ? "rs_fc2" : "ar_fc2", false, sc.full, sc.shard);
   {
     OpScope op(ctx.observer, ctx.event("bias_dropout_add2", layer_, false, 0, 3 * kF32 * shard));
-    dev.add(out, st.x2, m, shard);  // (Tl, B, C)
-    if (w.fc2_b != nullptr) dev.bias_add(out, w.fc2_b, Nl, C);
+    dev.bias_residual_add(out, st.x2, m, w.fc2_b, nullptr, Nl, C);  // (Tl, B, C)
   }
 }
 
@@ -315,9 +317,7 @@ void TransformerLayer::forward_parallel(const LayerContext& ctx, const LayerWeig
       reduce_partial(ctx, d_.sp ? "rs_proj_fc2" : "ar_proj_fc2", false, sc.full, sc.shard);
   {
     OpScope op(ctx.observer, ctx.event("bias_dropout_add", layer_, false, 0, 3 * kF32 * shard));
-    dev.add(out, st.x, y, shard);  // (Tl, B, C)
-    dev.bias_add(out, w.proj_b, Nl, C);
-    if (w.fc2_b != nullptr) dev.bias_add(out, w.fc2_b, Nl, C);
+    dev.bias_residual_add(out, st.x, y, w.proj_b, w.fc2_b, Nl, C);  // (Tl, B, C)
   }
 }
 

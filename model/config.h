@@ -202,6 +202,8 @@ struct TrainConfig {
   double weight_decay = 0.01;        // AdamW / LAMB decoupled weight decay
   double max_grad_norm = 1.0;        // global-norm clipping; 0 = off
   double watchdog_s = 300;           // a rank with no finished step for this long stops the job; 0 = off
+  std::string device = "cpu";        // engine backend: "cpu" (Eigen + MPI) | "cuda" (CUDA + NCCL)
+  std::string precision = "fp32";    // CUDA GEMMs: "fp32" | "bf16" (bf16 inputs, fp32 accumulation)
 };
 
 // One explicit fault at a fixed time ([[failures.faults]]), for reproducible studies.

@@ -450,7 +450,10 @@ RunConfig read_run(const Section& s) {
 constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "seed",
                                            "data",           "work_dir",      "checkpoint_dir",
                                            "checkpoint_every", "trace",       "weight_decay",
-                                           "max_grad_norm",  "watchdog_s"};
+                                           "max_grad_norm",  "watchdog_s",    "device",
+                                           "precision"};
+constexpr std::string_view kTrainDevices[] = {"cpu", "cuda"};
+constexpr std::string_view kTrainPrecisions[] = {"fp32", "bf16"};
 
 TrainConfig read_train(const Section& s) {
   s.reject_unknown_keys(kTrainKeys);
@@ -466,6 +469,8 @@ TrainConfig read_train(const Section& s) {
   t.weight_decay = s.non_negative_number("weight_decay").value_or(t.weight_decay);
   t.max_grad_norm = s.non_negative_number("max_grad_norm").value_or(t.max_grad_norm);
   t.watchdog_s = s.non_negative_number("watchdog_s").value_or(t.watchdog_s);
+  t.device = s.choice("device", kTrainDevices).value_or(t.device);
+  t.precision = s.choice("precision", kTrainPrecisions).value_or(t.precision);
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
     s.fail("checkpoint_every", "needs train.checkpoint_dir");
   }

@@ -18,6 +18,37 @@ packages=(
   libjemalloc-dev             # jemalloc: allocator of `megascale` (event simulation speed)
 )
 
+# The CUDA backend (cmake/Cuda.cmake) is optional and not installed from here:
+# say what this machine has (nvcc, cuBLASLt, NCCL) and carry on either way.
+cuda_report() {
+  local nvcc
+  nvcc="$(command -v nvcc || true)"
+  [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+  if [ -z "$nvcc" ]; then
+    echo "setup: CUDA: nvcc not found: the engine builds for CPU only (GPU tests reported as skipped)"
+    return 0
+  fi
+  local cuda_root
+  cuda_root="$(cd "$(dirname "$nvcc")/.." && pwd)"
+  echo "setup: CUDA: $("$nvcc" --version | grep -o 'release [0-9.]*' || echo 'nvcc (version unknown)') at $nvcc"
+  local found
+  found="$(ls "$cuda_root"/lib64/libcublasLt.so* /usr/lib/x86_64-linux-gnu/libcublasLt.so* 2>/dev/null | head -1)"
+  echo "setup: CUDA: cuBLASLt ${found:-not found (the CUDA backend needs it)}"
+  local nccl_h
+  nccl_h="$(ls "$cuda_root"/include/nccl.h /usr/include/nccl.h 2>/dev/null | head -1)"
+  if [ -n "$nccl_h" ]; then
+    echo "setup: CUDA: NCCL $(awk '/define NCCL_MAJOR/{a=$3}/define NCCL_MINOR/{b=$3}/define NCCL_PATCH/{c=$3}END{print a"."b"."c}' "$nccl_h") ($nccl_h)"
+  else
+    echo "setup: CUDA: NCCL not found (the CUDA backend needs it)"
+  fi
+  if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+    echo "setup: CUDA: GPU $(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader | head -1)"
+  else
+    echo "setup: CUDA: no GPU visible (GPU tests will be skipped)"
+  fi
+}
+cuda_report || true
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

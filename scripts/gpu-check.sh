@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh: everything the CUDA engine claims, checked in one
+# command on a GPU machine (sized for one H200 with 16 cores: under 8 minutes).
+#
+#   scripts/gpu-check.sh [OUT_DIR]
+#
+# Steps, each timed and logged to OUT_DIR/<step>.log (a failed step is
+# recorded and the script goes on; the exit status is 1 if any step failed):
+#   1. device     nvidia-smi's GPU name, driver, memory, compute capability; nvcc
+#   2. deps       scripts/setup.sh when apt can reach its mirrors; else what is
+#                 installed, plus any .deb files carried in $GPU_CHECK_DEBS
+#                 (default .gpu-deps/), unpacked with dpkg -x into a prefix
+#                 CMake searches (the GPU image has CUDA, CMake and ninja, but
+#                 not SimGrid, TOML++, Eigen, Open MPI or GoogleTest)
+#   3. build      Release, CMAKE_CUDA_ARCHITECTURES=90 (CUDA_ARCHS to change),
+#                 only the targets below, into build-gpu/
+#   4. gpu-tests  every GPU test (tests/engine_gpu/: each kernel forward and
+#                 backward against the CPU device, the optimizer, NCCL, the
+#                 2-layer model, the fp32 and bf16 Trainer runs); JUnit XML
+#   5. micro      `megascale calibrate micro --device cuda`: the kernels timed
+#                 with CUDA events -> a measured profile
+#   6. train-1b   scenarios/gpu/gpt-1b-h200.toml (~1.1B parameters, bf16, 20
+#                 steps) with a trace; MFU = model FLOPs / (step time x 989
+#                 TFLOP/s), the mean over steps 4..20 (the first ones warm up
+#                 cuBLASLt plans and the memory pool)
+#   7. report     kernel efficiencies from the trace (achieved TFLOP/s of each
+#                 GEMM / attention op vs 989), summary.json
+#
+# Everything lands in OUT_DIR (default results/gpu/<UTC date>-<GPU name>/):
+# summary.txt, summary.json, device.csv, gpu-tests.xml, profile-cuda.toml,
+# train.jsonl, trace.csv / trace.json, kernel-efficiency.csv and each step's
+# log. No network access is needed.
+set -uo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+jobs="${JOBS:-$(nproc)}"
+archs="${CUDA_ARCHS:-90}"
+build="${GPU_CHECK_BUILD:-$root/build-gpu}"
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n-' '-' | sed 's/-*$//')"
+out="${1:-$root/results/gpu/$(date -u +%Y-%m-%d)-${gpu_name:-no-gpu}}"
+mkdir -p "$out"
+: > "$out/summary.txt"
+failed=0
+t_start=$(date +%s)
+
+note() { echo "$*" | tee -a "$out/summary.txt"; }
+
+# step NAME COMMAND...: runs it with its output in NAME.log, records ok / FAIL.
+step() {
+  local name="$1"; shift
+  local t0=$(date +%s)
+  if "$@" > "$out/$name.log" 2>&1; then
+    note "ok    $name ($(( $(date +%s) - t0 )) s)"
+    return 0
+  else
+    local rc=$?
+    note "FAIL  $name (exit $rc after $(( $(date +%s) - t0 )) s; see $name.log)"
+    failed=1
+    tail -n 15 "$out/$name.log" | sed 's/^/      | /' | tee -a "$out/summary.txt"
+    return $rc
+  fi
+}
+
+note "megascale gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+# ---- 1. device ----------------------------------------------------------------------
+device_info() {
+  nvcc --version || /usr/local/cuda/bin/nvcc --version
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm --format=csv | tee "$out/device.csv"
+}
+step device device_info || note "      (no GPU visible: the GPU tests will skip and the training will be refused)"
+
+# ---- 2. dependencies -----------------------------------------------------------------
+deps() {
+  if command -v apt-get > /dev/null && timeout 60 apt-get update -qq > /dev/null 2>&1; then
+    echo "apt works: scripts/setup.sh"
+    "$root/scripts/setup.sh"
+  else
+    echo "apt cannot reach a mirror: using what is installed"
+  fi
+  local debs="${GPU_CHECK_DEBS:-$root/.gpu-deps}"
+  if compgen -G "$debs/*.deb" > /dev/null; then
+    local prefix="$build/deps"
+    mkdir -p "$prefix"
+    for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
+    echo "unpacked $(ls "$debs"/*.deb | wc -l) carried packages into $prefix"
+  fi
+  command -v cmake && cmake --version | head -1
+}
+step deps deps
+if [ -d "$build/deps/usr" ]; then
+  p="$build/deps/usr"
+  export CMAKE_PREFIX_PATH="$p:${CMAKE_PREFIX_PATH:-}"
+  export CPATH="$p/include:$p/include/eigen3:${CPATH:-}"
+  export LIBRARY_PATH="$p/lib/x86_64-linux-gnu:$p/lib:${LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$p/lib/x86_64-linux-gnu:$p/lib:${LD_LIBRARY_PATH:-}"
+  export PATH="$p/bin:$PATH"
+  export PKG_CONFIG_PATH="$p/lib/x86_64-linux-gnu/pkgconfig:$p/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+fi
+
+# ---- 3. build ------------------------------------------------------------------------
+generator=()
+# Ninja for a fresh build directory; an existing one keeps its generator.
+if command -v ninja > /dev/null && [ ! -f "$build/CMakeCache.txt" ]; then generator=(-G Ninja); fi
+built=0
+build_all() {
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES="$archs" || return 1
+  grep -q "MEGASCALE_HAVE_CUDA:INTERNAL=ON\|CUDA backend ON" "$build/CMakeCache.txt" "$out/build.log" 2>/dev/null ||
+    echo "note: the configure log does not show the CUDA backend ON"
+  cmake --build "$build" -j "$jobs" --target engine_gpu_tests megascale megascale-train megascale-micro
+}
+step build build_all && built=1
+
+# ---- 4. GPU tests --------------------------------------------------------------------
+if [ $built = 1 ]; then
+  gpu_tests() {
+    # Skips are fine only where the machine lacks what a test needs (a second GPU).
+    "$build/tests/engine_gpu_tests" --gtest_output="xml:$out/gpu-tests.xml" --gtest_color=no
+  }
+  step gpu-tests gpu_tests
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test" "$out/gpu-tests.log" | sed 's/^/      /' | tee -a "$out/summary.txt"
+else
+  note "skip  gpu-tests (no build)"
+fi
+
+# ---- 5. calibrate micro --device cuda ---------------------------------------------------
+if [ $built = 1 ]; then
+  # What `megascale calibrate micro --device cuda` runs under `mpirun -np 1`;
+  # called directly, so that a machine without mpirun still measures.
+  step micro "$build/megascale-micro" --device cuda --out "$out/profile-cuda.toml"
+else
+  note "skip  micro (no build)"
+fi
+
+# ---- 6. ~1B GPT, 20 steps ----------------------------------------------------------------
+if [ $built = 1 ]; then
+  train_1b() {
+    # One process: Open MPI's singleton start (no mpirun needed).
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      "$build/megascale-train" "$root/scenarios/gpu/gpt-1b-h200.toml" --json \
+        --set "train.trace=$out/trace" --set "train.work_dir=$build/work" | tee "$out/train.jsonl"
+    return "${PIPESTATUS[0]}"
+  }
+  step train-1b train_1b
+else
+  note "skip  train-1b (no build)"
+fi
+
+# ---- 7. report ---------------------------------------------------------------------------
+report() {
+  python3 - "$out" "$gpu_name" "$failed" <<'PY'
+import csv, json, os, sys, collections
+out, gpu, failed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+PEAK = 989e12  # H200 dense bf16 (calibrate/profiles/H200-SXM-141GB.toml)
+summary = {"gpu": gpu, "peak_tflops": PEAK / 1e12}
+steps = []
+path = os.path.join(out, "train.jsonl")
+if os.path.exists(path):
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            steps.append(json.loads(line))
+if steps:
+    timed = steps[3:] if len(steps) > 4 else steps
+    mfu = sum(s["mfu"] for s in timed) / len(timed)
+    step_s = sum(s["step_time_s"] for s in timed) / len(timed)
+    summary.update(train_steps=len(steps), mfu=mfu, step_time_s=step_s,
+                   tokens_per_s=sum(s["tokens_per_s"] for s in timed) / len(timed),
+                   first_loss=steps[0]["loss"], last_loss=steps[-1]["loss"])
+    print(f"1B GPT: {len(steps)} steps, step {step_s:.3f} s, MFU {100 * mfu:.1f}% of 989 TFLOP/s "
+          f"(mean of steps {len(steps) - len(timed) + 1}..{len(steps)}), loss {steps[0]['loss']:.3f} -> {steps[-1]['loss']:.3f}")
+trace = os.path.join(out, "trace.csv")
+if os.path.exists(trace):
+    flops, secs, count = collections.Counter(), collections.Counter(), collections.Counter()
+    for row in csv.DictReader(open(trace)):
+        if row["stream"] != "compute":
+            continue
+        k = row["kind"]
+        secs[k] += (float(row["end_us"]) - float(row["start_us"])) * 1e-6
+        flops[k] += float(row["flops"])
+        count[k] += 1
+    with open(os.path.join(out, "kernel-efficiency.csv"), "w") as f:
+        w = csv.writer(f)
+        w.writerow(["kind", "events", "seconds", "flops", "achieved_tflops", "fraction_of_peak"])
+        for k in sorted(secs, key=lambda k: -secs[k]):
+            t = flops[k] / secs[k] / 1e12 if secs[k] > 0 and flops[k] > 0 else 0
+            w.writerow([k, count[k], f"{secs[k]:.6f}", f"{flops[k]:.6g}", f"{t:.2f}", f"{t * 1e12 / PEAK:.4f}"])
+    summary["kernel_efficiency"] = "kernel-efficiency.csv"
+    print("kernel efficiencies -> kernel-efficiency.csv")
+summary["failed"] = failed
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
+PY
+}
+step report report
+note "$(cat "$out/report.log" 2>/dev/null)"
+note "total $(( $(date +%s) - t_start )) s; results in $out"
+if [ $failed != 0 ]; then note "gpu-check: FAILED (see above)"; exit 1; fi
+note "gpu-check: all steps passed"
