@@ -176,6 +176,11 @@ std::string usage() {
          "                                 --csv: the ranking, then every valid layout;\n"
          "                                 --plot: MFU against memory per GPU; * marks the\n"
          "                                 layouts within the model's error of #1\n"
+         "  check DIR|FILE... --golden FILE [--tolerance 2%] [--update] [--fidelity event|analytical] [--json]\n"
+         "                                 a CI gate: run each scenario (every *.toml under a\n"
+         "                                 DIR) and compare with the stored results key by key;\n"
+         "                                 exit 1 on a change beyond the tolerance, a new or a\n"
+         "                                 removed scenario; --update records them\n"
          "  validate [--json] [--write] [--dir DIR] [--fidelity event|analytical]\n"
          "                                 predicted vs published MegaScale figures; --write\n"
          "                                 regenerates results/validation.md\n"
@@ -679,6 +684,7 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   if (command == "train") return cmd_train(rest, out, err);
   if (command == "plan") return cmd_plan(rest, out, err);
   if (command == "calibrate") return cmd_calibrate(rest, out, err);
+  if (command == "check") return guarded(err, "check", [&] { return cmd_check(rest, out, err); });
   err << "megascale: unknown command '" << command << "'\n\n" << usage();
   return 2;
 }

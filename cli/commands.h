@@ -24,6 +24,12 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err);
 // (cli/plan_command.cc): failures, recovery and ETTR of a multi-week run.
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err);
 
+// `megascale check DIR|FILE... --golden FILE [--tolerance 2%] [--update]`
+// (cli/check_command.cc): scenarios against stored results, a CI gate. Throws
+// UsageError / std::invalid_argument / model::ScenarioError (run_cli turns them
+// into exit 2).
+int cmd_check(const Args& args, std::ostream& out, std::ostream& err);
+
 // Dispatches argv[1] to a command; prints usage for --help or an unknown command.
 int run_cli(const Args& argv, std::ostream& out, std::ostream& err);
 

@@ -1,0 +1,167 @@
+// calibrate/golden.cc: see golden.h.
+#include "calibrate/golden.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace megascale::calibrate {
+namespace {
+
+// The golden file format (golden.h); bump when a stored key changes meaning.
+constexpr int kGoldenSchemaVersion = 1;
+
+// Headline figures compared relative to their own stored value.
+const char* const kRelative[] = {"mfu", "iteration_time_s", "tokens_per_s", "memory_per_gpu_bytes"};
+
+bool relative_metric(const std::string& m) {
+  return std::find(std::begin(kRelative), std::end(kRelative), m) != std::end(kRelative);
+}
+
+// Flattens {"a": 1, "b": {"c": 2}} into {"a": 1, "b.c": 2} (keys in order).
+void flatten(const base::Json& j, const std::string& prefix, std::vector<std::pair<std::string, base::Json>>* out) {
+  for (const auto& [k, v] : j.items()) {
+    const std::string key = prefix.empty() ? k : prefix + "." + k;
+    if (v.is_object()) {
+      flatten(v, key, out);
+    } else {
+      out->emplace_back(key, v);
+    }
+  }
+}
+
+}  // namespace
+
+base::Json estimate_metrics(const model::Estimate& e) {
+  base::Json j;
+  j["mfu"] = e.mfu;
+  j["iteration_time_s"] = e.iteration_time_s;
+  j["tokens_per_s"] = e.tokens_per_s;
+  j["bubble_fraction"] = e.bubble_fraction;
+  j["memory_per_gpu_bytes"] = e.memory.total_bytes;
+  j["fits_in_memory"] = e.memory.fits();
+  const model::TimeBreakdown& b = e.breakdown;
+  j["breakdown_s"] = {{"data", b.data_s},
+                      {"compute", b.compute_s},
+                      {"recompute", b.recompute_s},
+                      {"tp_exposed", b.tp_exposed_s},
+                      {"bubble", b.bubble_s},
+                      {"pp_exposed", b.pp_exposed_s},
+                      {"dp_exposed", b.dp_exposed_s},
+                      {"embedding_sync", b.embedding_sync_s},
+                      {"grad_norm", b.grad_norm_s},
+                      {"optimizer", b.optimizer_s},
+                      {"host", b.host_s}};
+  return j;
+}
+
+bool GateResult::pass() const {
+  if (!new_scenarios.empty() || !removed.empty()) return false;
+  return std::none_of(changes.begin(), changes.end(), [](const MetricChange& c) { return c.regression; });
+}
+
+base::Json read_golden(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw GoldenError(path + ": cannot open the golden file (create it with --update)");
+  std::stringstream text;
+  text << in.rdbuf();
+  base::Json j = base::Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw GoldenError(path + ": not JSON (a golden file is written by `megascale check --update`)");
+  if (!j.is_object()) throw GoldenError(path + ": the top level must be an object");
+  if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
+    throw GoldenError(path + ": key 'schema_version': missing or not an integer");
+  if (j["schema_version"].get<int>() != kGoldenSchemaVersion) {
+    throw GoldenError(path + ": key 'schema_version': " + j["schema_version"].dump() + ", this build reads " +
+                      std::to_string(kGoldenSchemaVersion) + " (re-record with --update)");
+  }
+  if (!j.contains("fidelity") || !j["fidelity"].is_string() ||
+      (j["fidelity"] != "event" && j["fidelity"] != "analytical"))
+    throw GoldenError(path + ": key 'fidelity': must be \"event\" or \"analytical\"");
+  if (!j.contains("scenarios") || !j["scenarios"].is_object())
+    throw GoldenError(path + ": key 'scenarios': missing or not an object");
+  for (const auto& [name, m] : j["scenarios"].items()) {
+    if (!m.is_object()) throw GoldenError(path + ": key 'scenarios." + name + "': not an object");
+    for (const char* k : {"iteration_time_s", "mfu"}) {
+      if (!m.contains(k) || !m[k].is_number())
+        throw GoldenError(path + ": key 'scenarios." + name + "." + k + "': missing or not a number");
+    }
+    if (!(m["iteration_time_s"].get<double>() > 0))
+      throw GoldenError(path + ": key 'scenarios." + name + ".iteration_time_s': must be > 0");
+  }
+  return j;
+}
+
+GateResult compare_with_golden(const base::Json& golden, const std::string& golden_path,
+                               const std::map<std::string, base::Json>& now, double tolerance,
+                               const std::function<bool(const std::string&)>& exists) {
+  if (!golden.contains("scenarios") || !golden["scenarios"].is_object())
+    throw GoldenError(golden_path + ": key 'scenarios': missing or not an object");
+  const base::Json& stored = golden["scenarios"];
+  GateResult r;
+  for (const auto& [name, metrics] : now) {
+    if (!stored.contains(name)) {
+      r.new_scenarios.push_back(name);
+      continue;
+    }
+    ++r.checked;
+    const base::Json& old = stored[name];
+    const double step_s = old["iteration_time_s"].get<double>();
+    std::vector<std::pair<std::string, base::Json>> a, b;
+    flatten(old, "", &a);
+    flatten(metrics, "", &b);
+    std::map<std::string, std::pair<base::Json, base::Json>> both;  // metric -> (golden, now)
+    std::vector<std::string> order;
+    for (const auto& [k, v] : a) {
+      both[k].first = v;
+      order.push_back(k);
+    }
+    for (const auto& [k, v] : b) {
+      if (!both.count(k)) order.push_back(k);
+      both[k].second = v;
+    }
+    for (const std::string& k : order) {
+      const auto& [g, n] = both[k];
+      MetricChange c{name, k, g, n, 0, false};
+      if (g.is_null() || n.is_null() || g.type() != n.type()) {
+        c.regression = true;  // the report's shape changed
+      } else if (g.is_number() && n.is_number()) {
+        const double gv = g.get<double>(), nv = n.get<double>();
+        if (gv == nv) continue;
+        c.change = relative_metric(k) ? (gv != 0 ? (nv - gv) / std::fabs(gv) : (nv > gv ? 1.0 : -1.0))
+                                      : (nv - gv) / step_s;
+        c.regression = !(std::fabs(c.change) <= tolerance);  // NaN fails too
+      } else {
+        if (g == n) continue;
+        c.regression = true;
+      }
+      r.changes.push_back(c);
+    }
+  }
+  for (const auto& [name, m] : stored.items()) {
+    if (now.count(name)) continue;
+    (exists(name) ? r.not_checked : r.removed).push_back(name);
+  }
+  std::stable_sort(r.changes.begin(), r.changes.end(),
+                   [](const MetricChange& x, const MetricChange& y) { return x.regression > y.regression; });
+  return r;
+}
+
+base::Json updated_golden(const base::Json& old, const std::map<std::string, base::Json>& now,
+                          const std::string& fidelity, const std::function<bool(const std::string&)>& exists) {
+  base::Json j = base::report_header();
+  j["schema_version"] = kGoldenSchemaVersion;
+  j["fidelity"] = fidelity;
+  base::Json scenarios = base::Json::object();
+  std::map<std::string, base::Json> all;
+  if (old.is_object() && old.contains("scenarios") && old["scenarios"].is_object()) {
+    for (const auto& [name, m] : old["scenarios"].items())
+      if (exists(name)) all[name] = m;
+  }
+  for (const auto& [name, m] : now) all[name] = m;
+  for (const auto& [name, m] : all) scenarios[name] = m;  // sorted by key: stable diffs
+  j["scenarios"] = scenarios;
+  return j;
+}
+
+}  // namespace megascale::calibrate

@@ -1,0 +1,69 @@
+// tests/calibrate/golden_test.cc: calibrate/golden.h's comparison rules.
+#include "calibrate/golden.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace megascale::calibrate {
+namespace {
+
+base::Json stored(double step_s, double mfu) {
+  base::Json j;
+  j["schema_version"] = 1;
+  j["fidelity"] = "event";
+  j["scenarios"]["a.toml"] = {{"mfu", mfu}, {"iteration_time_s", step_s}, {"fits_in_memory", true},
+                              {"breakdown_s", {{"compute", 0.5 * step_s}, {"host", 0.0}}}};
+  return j;
+}
+
+auto always = [](const std::string&) { return true; };
+
+TEST(Golden, IdenticalFiguresPassWithNoChange) {
+  const base::Json g = stored(10, 0.5);
+  const GateResult r = compare_with_golden(g, "g.json", {{"a.toml", g["scenarios"]["a.toml"]}}, 0.0, always);
+  EXPECT_TRUE(r.pass());
+  EXPECT_EQ(r.checked, 1);
+  EXPECT_TRUE(r.changes.empty());
+}
+
+TEST(Golden, NonFiniteShapeAndTypeChangesFail) {
+  const base::Json g = stored(10, 0.5);
+  base::Json now = g["scenarios"]["a.toml"];
+  now["mfu"] = std::numeric_limits<double>::quiet_NaN();  // stored as null by nlohmann-json
+  GateResult r = compare_with_golden(g, "g.json", {{"a.toml", now}}, 0.5, always);
+  EXPECT_FALSE(r.pass());
+  now = g["scenarios"]["a.toml"];
+  now["fits_in_memory"] = false;
+  r = compare_with_golden(g, "g.json", {{"a.toml", now}}, 0.5, always);
+  EXPECT_FALSE(r.pass());
+  ASSERT_EQ(r.changes.size(), 1u);
+  EXPECT_EQ(r.changes[0].metric, "fits_in_memory");
+  now = g["scenarios"]["a.toml"];
+  now["breakdown_s"]["optimizer"] = 0.1;  // a key the stored report did not have
+  r = compare_with_golden(g, "g.json", {{"a.toml", now}}, 0.5, always);
+  EXPECT_FALSE(r.pass());
+  EXPECT_EQ(r.changes[0].metric, "breakdown_s.optimizer");
+}
+
+TEST(Golden, HostComponentFromZeroIsJudgedAgainstTheStep) {
+  const base::Json g = stored(10, 0.5);
+  base::Json now = g["scenarios"]["a.toml"];
+  now["breakdown_s"]["host"] = 0.1;  // 1% of the 10 s step, from 0
+  EXPECT_TRUE(compare_with_golden(g, "g.json", {{"a.toml", now}}, 0.02, always).pass());
+  EXPECT_FALSE(compare_with_golden(g, "g.json", {{"a.toml", now}}, 0.005, always).pass());
+}
+
+TEST(Golden, UpdateKeepsStoredScenariosWhoseFilesRemain) {
+  const base::Json g = stored(10, 0.5);
+  const base::Json u = updated_golden(g, {{"b.toml", g["scenarios"]["a.toml"]}}, "event", always);
+  EXPECT_TRUE(u["scenarios"].contains("a.toml"));
+  EXPECT_TRUE(u["scenarios"].contains("b.toml"));
+  const base::Json dropped =
+      updated_golden(g, {{"b.toml", g["scenarios"]["a.toml"]}}, "event", [](const std::string&) { return false; });
+  EXPECT_FALSE(dropped["scenarios"].contains("a.toml"));
+}
+
+}  // namespace
+}  // namespace megascale::calibrate
