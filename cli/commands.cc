@@ -513,6 +513,7 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
         Json item = estimate_json(c, r.top[i].estimate);
         item["rank"] = static_cast<int64_t>(i + 1);
         item["why"] = why(i);
+        item["within_error_of_best"] = i < spread.within.size() && spread.within[i];
         if (i < refined) {
           Json ev;
           ev["mfu"] = event_estimate[i].mfu;
@@ -528,6 +529,16 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       j["fit"] = r.fit;
       j["refined"] = static_cast<int64_t>(refined);
       j["wall_time_s"] = wall_s;
+      // The ranking against the model's measured error (model/accuracy.h).
+      j["error_band"] = {{"fidelity", refined > 0 ? "event" : "analytical"},
+                         {"error_points", spread.error_points},
+                         {"source", "results/validation.md: Table 2 mean absolute MFU error"},
+                         {"spread_points", spread.spread_points},
+                         {"within_error", spread.within_error}};
+      Json files = Json::array();
+      for (const char* opt : {"--csv", "--plot"})
+        if (p.has(opt)) files.push_back(p.values.at(opt));
+      j["files"] = files;
       j["top"] = items;
       out << report_json(j) << "\n";
     } else {

@@ -312,7 +312,10 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       for (const auto& [cause, hours] : r.lost_hours_by_cause) lost[cause] = hours;
       Json points = Json::array();
       for (const SweepPoint& q : sweep) {
-        points.push_back(Json{{"checkpoint_interval_s", q.interval_s}, {"ettr_mean", q.ettr_mean}});
+        points.push_back(Json{{"checkpoint_interval_s", q.interval_s},
+                              {"ettr_mean", q.ettr_mean},
+                              {"ettr_p5", q.ettr_p5},
+                              {"ettr_p95", q.ettr_p95}});
       }
       Json sources;
       for (const Assumption& a : assumptions) sources[a.key] = a.source;
@@ -349,6 +352,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       j["young_daly_interval_s"] = young_daly_s;
       j["sweep"] = points;
       j["assumption_sources"] = sources;
+      j["files"] = p.has("--plot") ? Json::array({p.values.at("--plot")}) : Json::array();
       if (gpu_sweep) {
         Json rows = Json::array();
         for (const GpuPoint& g : gpu_points) {

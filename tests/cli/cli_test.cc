@@ -246,6 +246,10 @@ TEST_F(CliTest, SearchTopThreeRankedByMfu) {
   ASSERT_EQ(r.exit_code, 0) << dump(r);
   const Json j = parsed(r);
   EXPECT_GT(j["enumerated"].get<double>(), 0.0) << dump(r);
+  // The ranking against the model's measured error: #1 is always within it.
+  EXPECT_EQ(j["error_band"]["fidelity"], "analytical") << dump(r);
+  EXPECT_GT(j["error_band"]["error_points"].get<double>(), 0.0) << dump(r);
+  EXPECT_EQ(j["top"][0]["within_error_of_best"], true) << dump(r);
   const Json& top = j["top"];
   ASSERT_EQ(top.size(), 3u) << dump(r);
   double previous_mfu = 1.0;
