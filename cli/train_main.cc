@@ -23,6 +23,8 @@
 #include "engine/dataset.h"
 #include "engine/device_factory.h"
 #include "engine/trainer.h"
+#include "model/hardware.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 
 namespace megascale::cli {
@@ -96,23 +98,50 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
         << s.parallel.pp << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp
         << ", steps " << trainer.start_step() + 1 << ".." << s.train.steps << "\n";
   }
+  // MFU above 100% means the peak it divides by is below what the step did:
+  // the profile's peak_tflops is wrong (measured on a busier machine, or for
+  // another device), not the run. It is reported as such, never as a figure.
+  const model::GpuProfile& profile = model::hardware_profile(s);
+  bool warned = false;
   trainer.run([&](const engine::StepReport& r) {
     if (world->rank() != 0) return;
+    const bool mfu_valid = r.mfu > 0 && r.mfu <= 1;
+    std::string mfu_problem;
+    if (!mfu_valid) {
+      char why[400];
+      std::snprintf(why, sizeof why,
+                    "MFU %.0f%% is outside (0, 100%%]: the peak it is measured against, profile '%s' "
+                    "(%s) peak_tflops = %.4g TFLOP/s per %s, is below what this step achieved; "
+                    "re-measure it with `megascale calibrate micro`",
+                    100 * r.mfu, profile.name.c_str(),
+                    profile.source_file.empty() ? "built in" : profile.source_file.c_str(), profile.peak_tflops,
+                    options.device.name == "cuda" ? "GPU" : "core");
+      mfu_problem = why;
+      if (!warned) std::cerr << "megascale-train: " << mfu_problem << "\n";
+      warned = true;
+    }
     if (json) {
       base::Json j;
       j["step"] = static_cast<int64_t>(r.step);
       j["loss"] = r.loss;
       j["step_time_s"] = r.step_time_s;
       j["tokens_per_s"] = r.tokens_per_s;
-      j["mfu"] = r.mfu;
+      j["mfu"] = mfu_valid ? base::Json(r.mfu) : base::Json(nullptr);
+      if (!mfu_valid) j["mfu_invalid"] = mfu_problem;
       j["grad_norm"] = r.grad_norm;
       out << base::with_header(j).dump() << "\n" << std::flush;
     } else {
       char buf[200];
-      std::snprintf(buf, sizeof buf, "step %4lld  loss %.5f  grad norm %.3f  %.3f s  %.0f tokens/s  MFU %.1f%%\n",
-                    static_cast<long long>(r.step), r.loss, r.grad_norm, r.step_time_s, r.tokens_per_s,
-                    100 * r.mfu);
-      out << buf << std::flush;
+      std::snprintf(buf, sizeof buf, "step %4lld  loss %.5f  grad norm %.3f  %.3f s  %.0f tokens/s  ",
+                    static_cast<long long>(r.step), r.loss, r.grad_norm, r.step_time_s, r.tokens_per_s);
+      out << buf;
+      if (mfu_valid) {
+        std::snprintf(buf, sizeof buf, "MFU %.1f%%\n", 100 * r.mfu);
+        out << buf;
+      } else {
+        out << "MFU n/a (the profile's peak is too low; see stderr)\n";
+      }
+      out << std::flush;
     }
   });
   return 0;

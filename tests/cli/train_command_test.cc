@@ -278,4 +278,30 @@ TEST_F(TrainCommandTest, RefusesACorruptDatasetNamingTheFile) {
   EXPECT_TRUE(nonempty_lines(r.out).empty()) << dump(r);
 }
 
+// A profile whose peak is below what a step achieves gives no MFU figure
+// above 100%: JSON mfu null with the reason naming the profile key, once on
+// stderr (issue 13: "the engine reports MFU > 100% under load").
+TEST_F(TrainCommandTest, MfuAboveOneNamesTheProfilePeakInsteadOfAFigure) {
+  std::ifstream in(kSourceDir + "/calibrate/profiles/cpu.toml");
+  std::stringstream profile;
+  profile << in.rdbuf();
+  std::string text = profile.str();
+  const size_t at = text.find("peak_tflops = { value = ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t begin = at + std::string("peak_tflops = { value = ").size();
+  text.replace(begin, text.find(',', begin) - begin, "1e-06");  // 1 MFLOP/s per core
+  const std::string path = (dir_ / "slow-cpu.toml").string();
+  std::ofstream(path) << text;
+  const RunResult r = run_megascale({"train", write_scenario(), "--json", "--set", "hardware.profile=" + path});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const std::vector<std::string> lines = nonempty_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << dump(r);
+  for (const std::string& line : lines) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j["mfu"].is_null()) << line;
+    EXPECT_NE(j.value("mfu_invalid", "").find("peak_tflops"), std::string::npos) << line;
+  }
+  EXPECT_NE(r.err.find("re-measure it with `megascale calibrate micro`"), std::string::npos) << dump(r);
+}
+
 }  // namespace
