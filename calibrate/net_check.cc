@@ -1,0 +1,149 @@
+// calibrate/net_check.cc: see net_check.h.
+#include "calibrate/net_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "calibrate/nccl_tests.h"
+#include "model/hardware.h"
+#include "model/profile.h"
+#include "model/scenario.h"
+#include "model/toml_section.h"
+#include "network/routing.h"
+#include "network/topology.h"
+#include "sim/fabric_config.h"
+
+namespace megascale::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<network::CollectiveOp> op_of(const std::string& nccl_op) {
+  if (nccl_op == "all_reduce") return network::CollectiveOp::kAllReduce;
+  if (nccl_op == "all_gather") return network::CollectiveOp::kAllGather;
+  if (nccl_op == "reduce_scatter") return network::CollectiveOp::kReduceScatter;
+  if (nccl_op == "sendrecv") return network::CollectiveOp::kSendRecv;
+  return std::nullopt;
+}
+
+model::GpuProfile profile_of(const NetMachine& m) {
+  model::GpuProfile p = fs::is_regular_file(m.gpu) ? model::load_profile(m.gpu) : model::builtin_profile(m.gpu);
+  p.default_nics_per_node = m.nics_per_node;
+  p.default_nic_gbps = m.nic_gbps;
+  return p;
+}
+
+}  // namespace
+
+std::vector<NetMachine> read_net_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const toml::table root = model::parse_toml(ss.str(), path);
+  const model::Section top(root, "", path);
+  static constexpr std::string_view kTop[] = {"run"};
+  top.reject_unknown_keys(kTop);
+  const toml::array* runs = root["run"].as_array();
+  if (runs == nullptr || runs->empty()) top.fail_missing("run", "at least one [[run]] table");
+  std::vector<NetMachine> out;
+  const fs::path dir = fs::path(path).parent_path();
+  for (size_t i = 0; i < runs->size(); ++i) {
+    const toml::table* t = (*runs)[i].as_table();
+    const std::string name = "run[" + std::to_string(i) + "]";
+    if (t == nullptr) top.fail_at((*runs)[i], name, "expected a [[run]] table");
+    const model::Section s(*t, name, path);
+    static constexpr std::string_view kKeys[] = {"file",      "gpu",     "nics_per_node", "nic_gbps",
+                                                 "transport", "exclude", "unscored"};
+    s.reject_unknown_keys(kKeys);
+    NetMachine m;
+    const std::optional<std::string> file = s.string("file");
+    if (!file) s.fail_missing("file");
+    m.file = (dir / *file).string();
+    if (!fs::is_regular_file(m.file)) s.fail("file", "no such file: " + m.file);
+    const std::optional<std::string> gpu = s.string("gpu");
+    if (!gpu) s.fail_missing("gpu");
+    m.gpu = *gpu;
+    const std::optional<int> nics = s.integer("nics_per_node", 1, 64);
+    if (!nics) s.fail_missing("nics_per_node");
+    m.nics_per_node = *nics;
+    const std::optional<double> gbps = s.positive_number("nic_gbps");
+    if (!gbps) s.fail_missing("nic_gbps");
+    m.nic_gbps = *gbps;
+    m.transport = s.string("transport").value_or("");
+    m.exclude = s.string("exclude").value_or("");
+    m.unscored = s.string("unscored").value_or("");
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
+  NetRun r;
+  r.machine = m;
+  const NcclTestsRun run = read_nccl_tests_file(m.file);
+  r.op = run.op;
+  r.ranks = run.ranks;
+  r.nodes = run.nodes > 0 ? run.nodes : std::max(1, run.ranks / 8);
+  if (!m.exclude.empty()) {
+    r.skipped = "excluded: " + m.exclude;
+    return r;
+  }
+  const std::optional<network::CollectiveOp> op = op_of(run.op);
+  if (!op) {
+    r.skipped = "op " + run.op + " is not modelled by net collective";
+    return r;
+  }
+  if (r.ranks < 2 || r.ranks % r.nodes != 0) {
+    r.skipped = "ranks " + std::to_string(r.ranks) + " over " + std::to_string(r.nodes) + " nodes";
+    return r;
+  }
+  const model::GpuProfile gpu = profile_of(m);
+  const int per_node = r.ranks / r.nodes;
+  const int gpus_per_server = 8;
+  if (gpus_per_server % per_node != 0) {
+    r.skipped = std::to_string(per_node) + " ranks per node do not divide an 8-GPU server";
+    return r;
+  }
+  const network::FabricSpec spec = sim::default_fabric_spec(gpu, r.nodes * gpus_per_server);
+  const network::Topology topology = network::Topology::build(spec);
+  const network::Router router(topology, sim::ecmp_config(model::NetworkConfig{}));
+  network::CollectiveSimulator sim(topology, router, sim::collective_options(gpu, m.nic_gbps, model::NetworkConfig{}));
+  network::CollectiveRequest req;
+  req.op = *op;
+  req.groups = network::strided_groups(gpus_per_server, 1, r.ranks, per_node);
+  for (const NcclTestsPoint& pt : run.points) {
+    if (!(pt.time_us > 0) || pt.bytes <= 0) continue;
+    req.bytes = static_cast<double>(pt.bytes);
+    const network::TunedCollective tuned = network::tune_collective(sim, req, only.algorithm, only.protocol);
+    NetPoint p;
+    p.bytes = req.bytes;
+    p.measured_us = pt.time_us;
+    p.predicted_us = tuned.best.time_s * 1e6;
+    p.choice = std::string(network::to_string(tuned.best.algorithm)) + "/" + network::to_string(tuned.best.protocol);
+    r.points.push_back(p);
+  }
+  return r;
+}
+
+std::vector<NetClassStats> score_net_runs(const std::vector<NetRun>& results) {
+  std::vector<NetClassStats> classes = {{"one node, >= 256 MiB", 0.05, 0.10, {}},
+                                        {"one node, <= 1 MiB", 0.20, 0.50, {}},
+                                        {"across nodes, >= 256 MiB", 0.05, 0.10, {}},
+                                        {"across nodes, <= 1 MiB", 0.20, 0.50, {}}};
+  for (const NetRun& r : results) {
+    if (!r.machine.unscored.empty()) continue;
+    for (const NetPoint& pt : r.points) {
+      const int base = r.nodes > 1 ? 2 : 0;
+      if (pt.bytes >= kLargeBytes) classes[base].errors.push_back(std::fabs(pt.error()));
+      if (pt.bytes <= kSmallBytes) classes[base + 1].errors.push_back(std::fabs(pt.error()));
+    }
+  }
+  return classes;
+}
+
+}  // namespace megascale::calibrate

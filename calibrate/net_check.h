@@ -1,0 +1,89 @@
+// calibrate/net_check.h: the fabric model and NCCL tuner (`megascale net
+// collective`, network/collective_tuner.h) against nccl-tests output measured
+// on real machines (`megascale calibrate net-check`, cli/net_check.h).
+//
+// Each run's machine comes from a manifest (TOML) as its source states it
+// (cli/net_check.h shows the format). Every printed size is predicted by the
+// tuner on a MegaScale fabric of that many nodes with those NICs and compared
+// with nccl-tests' out-of-place time. Scored classes: large (>= 256 MiB) and
+// small (<= 1 MiB) messages, in one node and across nodes, against issue 12's
+// bounds (large: median 5%, max 10%; small: median 20%, max 50%).
+//
+// Thread-safety: pure functions (they read files).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "network/collective_tuner.h"
+#include "network/collectives.h"
+
+namespace megascale::calibrate {
+
+// The scored message sizes (issue 12: ">= 256 MB" large, "<= 1 MB" small).
+constexpr double kLargeBytes = 256.0 * (1 << 20);
+constexpr double kSmallBytes = 1.0 * (1 << 20);
+
+struct NetMachine {
+  std::string file;       // path of the nccl-tests output
+  std::string gpu;        // profile name or file
+  int nics_per_node = 0;
+  double nic_gbps = 0;
+  std::string transport;
+  std::string exclude;    // non-empty: listed, not predicted
+  std::string unscored;   // non-empty: predicted and listed, left out of the bounds
+};
+
+struct NetPoint {
+  double bytes = 0;
+  double measured_us = 0;
+  double predicted_us = 0;
+  std::string choice;  // "ring/LL"
+  double error() const { return (predicted_us - measured_us) / measured_us; }
+};
+
+struct NetRun {
+  NetMachine machine;
+  std::string op;
+  int ranks = 0;
+  int nodes = 0;
+  std::string skipped;  // why it was not predicted (exclusion, unsupported op)
+  std::vector<NetPoint> points;
+};
+
+struct NetRestriction {
+  std::optional<network::CollectiveAlgorithm> algorithm;
+  std::optional<network::NcclProtocol> protocol;
+};
+
+struct NetClassStats {
+  std::string name;
+  double median_bound = 0, max_bound = 0;
+  std::vector<double> errors;  // |relative error|
+  double median() const {
+    if (errors.empty()) return 0;
+    std::vector<double> e = errors;
+    std::sort(e.begin(), e.end());
+    const size_t n = e.size();
+    return n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+  }
+  double max() const { return errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end()); }
+  bool pass() const { return errors.empty() || (median() <= median_bound && max() <= max_bound); }
+};
+
+// The manifest's runs; relative file paths resolve against the manifest.
+// Throws std::invalid_argument naming the file, line and key.
+std::vector<NetMachine> read_net_manifest(const std::string& path);
+
+// One run predicted point by point (skipped, with the reason, when excluded or
+// not modellable). `only`: NCCL_ALGO / NCCL_PROTO as a restriction. Throws
+// ImportError for an unreadable nccl-tests file, std::invalid_argument for a
+// restriction no NCCL pair meets on that machine.
+NetRun predict_net_run(const NetMachine& m, const NetRestriction& only);
+
+// The four scored classes (one node / across nodes x large / small) over the
+// scored runs, with issue 12's bounds.
+std::vector<NetClassStats> score_net_runs(const std::vector<NetRun>& runs);
+
+}  // namespace megascale::calibrate
