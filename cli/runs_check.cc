@@ -17,6 +17,7 @@
 #include "calibrate/nccl_tests.h"  // defines: ImportError
 #include "cli/args.h"
 #include "cli/report.h"
+#include "calibrate/runs_check.h"
 #include "cli/text_file.h"
 #include "sim/event_run.h"
 #include "model/estimator.h"
@@ -27,30 +28,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr double kMedianBound = 0.08;  // issue 12: median iteration-time error
-constexpr double kMaxBound = 0.20;     // issue 12: max iteration-time error
-
-struct Row {
-  calibrate::MeasuredRun run;
-  int gpus = 0;
-  std::string gpu;
-  double event_s = 0, analytical_s = 0;
-  bool fits_memory = true;
-  double error() const { return event_s / run.iteration_s - 1.0; }
-  double analytical_error() const { return analytical_s / run.iteration_s - 1.0; }
-};
-
 std::string num(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
   return b;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -66,28 +47,11 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
     err << "megascale calibrate runs-check: " << e.what() << "\n";
     return 2;
   }
-  std::vector<Row> rows;
-  for (const calibrate::MeasuredRun& r : runs) {
-    const model::Scenario s = model::load_scenario(r.scenario_file);
-    Row row;
-    row.run = r;
-    row.gpus = s.cluster.gpus;
-    row.gpu = s.hardware.gpu;
-    const model::Estimate a = model::estimate(s);
-    row.analytical_s = a.iteration_time_s;
-    row.fits_memory = a.memory.fits();
-    row.event_s = sim::event_estimate(s).iteration_time_s;
-    rows.push_back(std::move(row));
-  }
-  std::vector<double> errors, analytical;
-  for (const Row& r : rows) {
-    if (!r.run.unscored.empty()) continue;
-    errors.push_back(std::fabs(r.error()));
-    analytical.push_back(std::fabs(r.analytical_error()));
-  }
-  const double med = median(errors);
-  const double worst = errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end());
-  const bool pass = !errors.empty() && med <= kMedianBound && worst <= kMaxBound;
+  const calibrate::RunsCheck check = calibrate::check_published_runs(runs);
+  const std::vector<calibrate::PublishedRunRow>& rows = check.rows;
+  const double med = check.median_abs_error, worst = check.max_abs_error;
+  const bool pass = check.pass;
+  const double kMedianBound = calibrate::kRunsMedianBound, kMaxBound = calibrate::kRunsMaxBound;
 
   std::ostringstream md;
   md << "# Published training runs: predicted vs published iteration time\n\n"
@@ -98,15 +62,15 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
         "note says which). Error = predicted / published - 1.\n\n"
      << "## Summary\n\n| fidelity | scored runs | median abs error | max abs error | bound (median / max) | met |\n"
      << "|---|---|---|---|---|---|\n"
-     << "| event | " << errors.size() << " | " << num("%.1f%%", 100 * med) << " | " << num("%.1f%%", 100 * worst)
+     << "| event | " << check.scored << " | " << num("%.1f%%", 100 * med) << " | " << num("%.1f%%", 100 * worst)
      << " | " << num("%.0f%%", 100 * kMedianBound) << " / " << num("%.0f%%", 100 * kMaxBound) << " | "
      << (pass ? "yes" : "**no**") << " |\n"
-     << "| analytical | " << analytical.size() << " | " << num("%.1f%%", 100 * median(analytical)) << " | "
-     << num("%.1f%%", 100 * (analytical.empty() ? 0 : *std::max_element(analytical.begin(), analytical.end())))
+     << "| analytical | " << check.scored << " | " << num("%.1f%%", 100 * check.analytical_median_abs_error) << " | "
+     << num("%.1f%%", 100 * check.analytical_max_abs_error)
      << " | | |\n\n## Runs\n\n"
      << "| run | GPUs | GPU profile | published s | event s | error | analytical s | error | source | note |\n"
      << "|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const Row& r : rows) {
+  for (const calibrate::PublishedRunRow& r : rows) {
     std::string note = r.run.note;
     if (!r.fits_memory) note += (note.empty() ? "" : "; ") + std::string("the simulator's memory model says it does not fit");
     if (!r.run.unscored.empty()) note = "NOT SCORED: " + r.run.unscored + (note.empty() ? "" : "; " + note);
@@ -128,8 +92,8 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
     j["pass"] = pass;
     j["median_abs_error"] = med;
     j["max_abs_error"] = worst;
-    j["scored_runs"] = errors.size();
-    for (const Row& r : rows) {
+    j["scored_runs"] = check.scored;
+    for (const calibrate::PublishedRunRow& r : rows) {
       j["runs"].push_back({{"name", r.run.name},
                            {"gpus", r.gpus},
                            {"gpu", r.gpu},
