@@ -28,6 +28,7 @@
 #include "cli/report.h"
 #include "sim/event_run.h"
 #include "cli/text_file.h"
+#include "reliability/plan_inputs.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -108,106 +109,6 @@ const char* source_words(const std::string& source) {
   return "event-level simulator, sim/";
 }
 
-// `s` on `gpus` GPUs: TP and PP kept, DP derived, global batch kept.
-model::Scenario scaled_to(const model::Scenario& s, int gpus) {
-  const int tp_pp = s.parallel.tp * s.parallel.pp;
-  const std::string what = "--sweep gpus: " + std::to_string(gpus) + " GPUs";
-  if (gpus % tp_pp != 0) {
-    throw UsageError(what + " is not a multiple of tp x pp = " + std::to_string(s.parallel.tp) + " x " +
-                     std::to_string(s.parallel.pp) + " = " + std::to_string(tp_pp) +
-                     " (the sweep keeps TP and PP and derives DP)");
-  }
-  model::Scenario x = s;
-  x.parallel.dp = gpus / tp_pp;
-  x.cluster.gpus = gpus;
-  std::string key;
-  if (const std::optional<std::string> why = model::check_layout(x.model, x.parallel, gpus, &key)) {
-    throw UsageError(what + " (dp " + std::to_string(x.parallel.dp) + "): " + key + ": " + *why);
-  }
-  const double ratio = static_cast<double>(gpus) / s.parallel.gpus();
-  if (x.failures.links > 0) x.failures.links = std::max(1, static_cast<int>(std::lround(x.failures.links * ratio)));
-  if (x.failures.switches > 0) {
-    x.failures.switches = std::max(1, static_cast<int>(std::lround(x.failures.switches * ratio)));
-  }
-  return x;
-}
-
-// One input behind the recovery figures, its value as used and where it comes
-// from: a published source, "assumption" (no published figure) or "scenario"
-// (the file sets it).
-struct Assumption {
-  std::string key, value, source;
-};
-
-std::vector<Assumption> assumptions_of(const model::Scenario& s) {
-  const model::RecoveryConfig& r = s.recovery;
-  const model::FailureConfig& f = s.failures;
-  const model::RecoveryConfig d;  // the defaults, whose sources scenarios/README.md gives
-  const model::FailureConfig fd;
-  auto label = [](bool is_default, const std::string& source) {
-    return is_default ? source : std::string("scenario");
-  };
-  const std::string assumed = "assumption";
-  std::vector<Assumption> a;
-  // Without a preset every rate not given is 0 (FailureConfig: < 0 = "from the
-  // preset"): say that no failure is modelled rather than "explicit rates".
-  const bool any_rate = f.gpu_per_hour > 0 || f.node_per_hour > 0 || f.nic_per_hour > 0 || f.link_per_hour > 0 ||
-                        f.switch_per_hour > 0 || f.software_per_hour > 0;
-  std::string rates = f.preset == "llama3" ? "llama3 preset"
-                      : any_rate           ? "explicit rates"
-                                           : "none: no failure is modelled (add [failures] preset = \"llama3\" or rates)";
-  if (f.rate_scale != 1.0 && (f.preset == "llama3" || any_rate)) rates += " x " + fmt(f.rate_scale, 2);
-  a.push_back({"failure_rates", rates,
-               f.preset == "llama3" ? "Llama 3 405B interruptions (REFERENCE.md \"Failures\"); scale: scenario"
-               : any_rate           ? "scenario"
-                                    : "default (no [failures] table or no rate in it)"});
-  a.push_back({"traffic_drop_fraction", fmt(100 * f.traffic_drop_fraction, 0) + "% of NIC/link/switch failures",
-               label(f.traffic_drop_fraction == fd.traffic_drop_fraction, assumed)});
-  a.push_back({"hang_slowdown_fractions",
-               fmt(100 * f.hang_fraction, 0) + "% hang, " + fmt(100 * f.slowdown_fraction, 0) + "% slowdown",
-               label(f.hang_fraction == fd.hang_fraction && f.slowdown_fraction == fd.slowdown_fraction, assumed)});
-  a.push_back({"failures_during_recovery", f.during_recovery ? "on" : "off",
-               label(f.during_recovery == fd.during_recovery, "model choice (reliability/run_model.h)")});
-  a.push_back({"link_flap_tolerance",
-               fmt(reliability::link_flap_tolerance_s(f.nccl_ib_timeout, f.nccl_ib_retry_cnt), 1) + " s",
-               "NCCL IB retransmission 4.096 us x 2^timeout x (retry + 1) (REFERENCE.md)"});
-  a.push_back({"heartbeat", fmt(r.heartbeat_period_s, 0) + " s x " + std::to_string(r.heartbeat_misses) + " misses",
-               label(r.heartbeat_period_s == d.heartbeat_period_s && r.heartbeat_misses == d.heartbeat_misses, assumed)});
-  a.push_back({"error_report_s", fmt(r.error_report_s, 0) + " s", label(r.error_report_s == d.error_report_s, assumed)});
-  a.push_back({"anomaly_detect_s",
-               fmt(r.anomaly_detect_s, 0) + " s" + (r.traffic_anomaly_detection ? "" : " (detection off)"),
-               label(r.anomaly_detect_s == d.anomaly_detect_s, assumed)});
-  a.push_back({"traffic_drop_detect_s",
-               fmt(r.traffic_drop_detect_s, 0) + " s" + (r.traffic_anomaly_detection ? "" : " (detection off)"),
-               label(r.traffic_drop_detect_s == d.traffic_drop_detect_s, assumed)});
-  a.push_back({"nccl_timeout_s", fmt(r.nccl_timeout_s, 0) + " s",
-               label(r.nccl_timeout_s == d.nccl_timeout_s, "PyTorch ProcessGroupNCCL default")});
-  a.push_back({"slowdown_detect_s", fmt(r.slowdown_detect_s, 0) + " s",
-               label(r.slowdown_detect_s == d.slowdown_detect_s, assumed)});
-  a.push_back({"self_check_s", fmt(r.self_check_s, 0) + " s",
-               label(r.self_check_s == d.self_check_s,
-                     "assumption (MegaScale publishes detection + diagnosis < 10 min on average)")});
-  a.push_back({"false_negative_positive", fmt(100 * r.false_negative, 0) + "% / " + fmt(100 * r.false_positive, 0) + "%",
-               label(r.false_negative == d.false_negative && r.false_positive == d.false_positive, assumed)});
-  a.push_back({"manual_handling_s", fmt(r.manual_handling_s, 0) + " s",
-               label(r.manual_handling_s == d.manual_handling_s, assumed)});
-  a.push_back({"spares_replace_repair",
-               std::to_string(r.spare_nodes) + " nodes, " + fmt(r.replacement_s, 0) + " s, " + fmt(r.repair_s / 86400, 1) + " d",
-               label(r.spare_nodes == d.spare_nodes && r.replacement_s == d.replacement_s && r.repair_s == d.repair_s,
-                     assumed)});
-  a.push_back({"process_start_s", fmt(r.process_start_s, 0) + " s", label(r.process_start_s == d.process_start_s, assumed)});
-  a.push_back({"comm_init", r.init, "fitted to MegaScale NSDI'24's one published point per design at 2,048 GPUs"});
-  a.push_back({"storage_read_gbs", fmt(r.storage_read_gbs, 0) + " GB/s",
-               label(r.storage_read_gbs == d.storage_read_gbs, assumed)});
-  a.push_back({"storage_write_gbs", fmt(r.storage_write_gbs, 0) + " GB/s",
-               label(r.storage_write_gbs == d.storage_write_gbs, assumed)});
-  const model::GpuProfile& gpu = model::hardware_profile(s);
-  a.push_back({"pcie_gbs", fmt(r.pcie_gbs, 0) + " GB/s per GPU",
-               label(r.pcie_gbs == d.pcie_gbs, "assumption (spec-sheet PCIe peak of " + gpu.name + ": " +
-                                                    fmt(gpu.pcie_gbps / 8, 1) + " GB/s)")});
-  return a;
-}
-
 struct GpuPoint {
   int gpus = 0, dp = 0;
   IterationTime iteration;
@@ -255,7 +156,11 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     // Scale first: a GPU count that does not fit is reported before any simulation.
     std::vector<model::Scenario> scaled;
     if (gpu_sweep) {
-      for (double g : spec->values) scaled.push_back(scaled_to(s, static_cast<int>(g)));
+      for (double g : spec->values) try {
+          scaled.push_back(reliability::scaled_to_gpus(s, static_cast<int>(g)));
+        } catch (const std::invalid_argument& e) {
+          throw UsageError(std::string("--sweep gpus: ") + e.what());
+        }
     }
     const IterationTime iteration = iteration_time(s);
     const double iteration_s = iteration.s;
@@ -305,7 +210,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       if (!write_text_atomically(p.values.at("--plot"), reliability::ettr_sweep_svg(plot)))
         throw UsageError("--plot: cannot write " + p.values.at("--plot"));
     }
-    const std::vector<Assumption> assumptions = assumptions_of(s);
+    const std::vector<reliability::Assumption> assumptions = reliability::recovery_assumptions(s);
 
     if (p.on("--json")) {
       Json lost;
@@ -318,7 +223,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
                               {"ettr_p95", q.ettr_p95}});
       }
       Json sources;
-      for (const Assumption& a : assumptions) sources[a.key] = a.source;
+      for (const reliability::Assumption& a : assumptions) sources[a.key] = a.source;
       Json j;
       j["scenario"] = s.name;
       j["runs"] = runs;
@@ -428,7 +333,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
         << fmt(100 * best.ettr_mean, 2) << "%); Young/Daly sqrt(2 x " << fmt(m.checkpoint_stall_s, 2)
         << " s x MTBF) = " << fmt(young_daly_s, 0) << " s\n"
         << "  assumptions (value: source):\n";
-    for (const Assumption& a : assumptions) {
+    for (const reliability::Assumption& a : assumptions) {
       out << "    " << a.key << std::string(24 - std::min<size_t>(a.key.size(), 23), ' ') << a.value
           << ": " << a.source << "\n";
     }
