@@ -20,6 +20,7 @@
 #include "cli/report.h"
 #include "cli/simulate_event.h"
 #include "sim/event_run.h"
+#include "sim/search_refine.h"
 #include "calibrate/validation.h"
 #include "base/number_text.h"
 #include "cli/text_file.h"
@@ -448,39 +449,22 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
     };
     model::SearchResult r = model::search(s, o);
     // Two stages: the closed form ranks every layout, the event simulation
-    // re-times the best `refine` and they are re-ranked by it.
+    // re-times the best `refine` and they are re-ranked by it (sim/search_refine.h).
     auto scenario_of = [&](const model::ParallelConfig& par) {
       model::Scenario c = s;
       c.cluster.gpus = o.gpus;
       c.parallel = par;
       return c;
     };
-    const size_t refined = std::min(r.top.size(), static_cast<size_t>(refine));
-    std::vector<model::Estimate> event_estimate(refined);
-    if (refined > 0) {
-      std::vector<size_t> order(refined);
-      for (size_t i = 0; i < refined; ++i) {
-        order[i] = i;
-        const auto started = std::chrono::steady_clock::now();
-        event_estimate[i] = sim::event_estimate(scenario_of(r.top[i].parallel));
-        const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "refine %zu/%zu: %s: event MFU %.1f%% (analytical %.1f%%; %.1f s)\n", i + 1,
-                      refined, model::layout_text(r.top[i].parallel).c_str(), 100 * event_estimate[i].mfu,
-                      100 * r.top[i].estimate.mfu, took_s);
-        err << buf << std::flush;
-      }
-      std::stable_sort(order.begin(), order.end(),
-                       [&](size_t a, size_t b) { return event_estimate[a].mfu > event_estimate[b].mfu; });
-      std::vector<model::Candidate> top(r.top);
-      std::vector<model::Estimate> ev(event_estimate);
-      for (size_t i = 0; i < refined; ++i) {
-        top[i] = r.top[order[i]];
-        ev[i] = event_estimate[order[i]];
-      }
-      r.top = std::move(top);
-      event_estimate = std::move(ev);
-    }
+    const std::vector<model::Estimate> event_estimate = sim::refine_search(
+        s, o.gpus, r, static_cast<size_t>(refine),
+        [&](size_t i, size_t n, const model::Candidate& c, const model::Estimate& e, double took_s) {
+          char buf[256];
+          std::snprintf(buf, sizeof buf, "refine %zu/%zu: %s: event MFU %.1f%% (analytical %.1f%%; %.1f s)\n", i + 1,
+                        n, model::layout_text(c.parallel).c_str(), 100 * e.mfu, 100 * c.estimate.mfu, took_s);
+          err << buf << std::flush;
+        });
+    const size_t refined = event_estimate.size();
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // How far apart the ranking is against the model's own error: the refined
     // layouts by their event MFU, else the ranking by the analytical one.
