@@ -190,7 +190,7 @@ std::string usage() {
          "                                 (`megascale net --help`)\n"
          "  train FILE [--json]            run the real trainer (CPU + MPI) on the scenario;\n"
          "                                 launches mpirun itself\n"
-         "  plan FILE [--json] [--runs N] [--seed S] [--sweep checkpoint_interval=5m,15m,60m]\n"
+         "  plan FILE [--json] [--runs N] [--seed S] [--fidelity event|analytical] [--sweep checkpoint_interval=5m,15m,60m]\n"
          "       [--sweep gpus=1536,3072,6144,12288] [--plot FILE.svg]\n"
          "                                 a multi-week run under failures ([failures],\n"
          "                                 [recovery], [run]): ETTR mean/p5/p95, restarts,\n"

@@ -7,7 +7,8 @@
 //
 // The per-iteration time: [run] iteration_time_s when the scenario gives it
 // ("scenario"); else the event-level simulator's healthy iteration
-// (sim::event_estimate: "event").
+// (sim::event_estimate: "event"), or the closed form's with --fidelity
+// analytical ("analytical").
 //
 // --sweep gpus scales the cluster: the layout's TP and PP are kept, DP = GPUs /
 // (TP x PP), the global batch is kept (strong scaling, as MegaScale Table 2), and
@@ -91,21 +92,24 @@ SweepSpec parse_sweep(const std::string& spec) {
 
 struct IterationTime {
   double s = 0;
-  std::string source;  // "scenario" | "event"
+  std::string source;  // "scenario" | "event" | "analytical"
 };
 
-// One healthy iteration of `s` at event level (sim/event_run.h).
-IterationTime simulated_iteration_time(const model::Scenario& s) {
+// One healthy iteration of `s`: at event level (sim/event_run.h, the default)
+// or in closed form (--fidelity analytical: milliseconds, optimistic).
+IterationTime simulated_iteration_time(const model::Scenario& s, const std::string& fidelity) {
+  if (fidelity == "analytical") return {model::estimate(s).iteration_time_s, "analytical"};
   return {sim::event_estimate(s).iteration_time_s, "event"};
 }
 
-IterationTime iteration_time(const model::Scenario& s) {
+IterationTime iteration_time(const model::Scenario& s, const std::string& fidelity) {
   if (s.run.iteration_time_s > 0) return {s.run.iteration_time_s, "scenario"};
-  return simulated_iteration_time(s);
+  return simulated_iteration_time(s, fidelity);
 }
 
 const char* source_words(const std::string& source) {
   if (source == "scenario") return "[run] iteration_time_s";
+  if (source == "analytical") return "analytical estimator, model::estimate (--fidelity analytical)";
   return "event-level simulator, sim/";
 }
 
@@ -119,7 +123,10 @@ struct GpuPoint {
 
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
   try {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set", "--fidelity"});
+    const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity") : "event";
+    if (fidelity != "event" && fidelity != "analytical")
+      throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
     if (p.positional.size() != 1) throw UsageError("plan expects exactly one scenario FILE");
     if (p.has("--plot") && !p.has("--sweep")) throw UsageError("--plot needs --sweep");
     const model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
@@ -162,7 +169,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
           throw UsageError(std::string("--sweep gpus: ") + e.what());
         }
     }
-    const IterationTime iteration = iteration_time(s);
+    const IterationTime iteration = iteration_time(s, fidelity);
     const double iteration_s = iteration.s;
     const reliability::RunModel m = reliability::build_run_model(s, iteration_s);
     const reliability::PlanResult r = reliability::monte_carlo(m, runs, seed);
@@ -185,7 +192,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       GpuPoint g;
       g.gpus = x.parallel.gpus();
       g.dp = x.parallel.dp;
-      g.iteration = simulated_iteration_time(x);
+      g.iteration = simulated_iteration_time(x, fidelity);
       g.plan = reliability::monte_carlo(reliability::build_run_model(x, g.iteration.s), runs, seed);
       gpu_points.push_back(g);
     }

@@ -19,7 +19,14 @@ pkg_check_modules(SIMGRID REQUIRED IMPORTED_TARGET simgrid>=3.32)
 # event simulation creates and frees one SimGrid activity per op (millions for a
 # 12,288-GPU step); glibc's malloc spent ~15% of that run consolidating free
 # chunks, jemalloc runs it ~17% faster (README, "Measured").
-pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+# Under MEGASCALE_SANITIZE (cmake/Sanitize.cmake) ASan must own malloc: the
+# target PkgConfig::JEMALLOC is then an empty stand-in, so the targets that
+# link it need no change and get the sanitizer's allocator.
+if(MEGASCALE_SANITIZE)
+  add_library(PkgConfig::JEMALLOC INTERFACE IMPORTED)
+else()
+  pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+endif()
 
 # hiredis (libhiredis-dev): Redis client for rendezvous / heartbeats.
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)

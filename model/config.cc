@@ -172,6 +172,8 @@ std::optional<double> parse_duration_s(std::string_view text) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) return std::nullopt;
+  // In seconds it must still be a number: "1e308h" is 3.6e311 s, infinite.
+  if (!std::isfinite(v * unit)) return std::nullopt;
   return v * unit;
 }
 

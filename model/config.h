@@ -288,7 +288,8 @@ struct RunConfig {
   double iteration_time_s = 0;       // 0 = model::estimate
 };
 
-// "90", "90s", "15m", "2h", "21d" -> seconds; nullopt if malformed or < 0.
+// "90", "90s", "15m", "2h", "21d" -> seconds; nullopt if malformed, < 0, or
+// not finite in seconds ("1e308h").
 std::optional<double> parse_duration_s(std::string_view text);
 
 struct Scenario {

@@ -24,6 +24,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/sanitizer.h"
+
 namespace megascale::network {
 namespace {
 
@@ -80,6 +82,8 @@ void run_simgrid(std::span<const double> capacity_gbps, const FlowSet& flows, co
   std::vector<std::string> args = {"megascale-simgrid-check", "--cfg=network/model:CM02",
                                    "--cfg=network/crosstraffic:0",
                                    std::string("--log=root.thres:") + options.log_threshold};
+  // Actors as threads under ASan, which cannot follow raw stack switches (base/sanitizer.h).
+  if (base::kAddressSanitizer) args.push_back("--cfg=contexts/factory:thread");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <queue>
+#include <stdexcept>
 
 #include "reliability/recovery_model.h"
 
@@ -376,7 +378,26 @@ class RunSim {
 
 }  // namespace
 
+double expected_failures_per_run(const RunModel& m) {
+  double rate_per_s = 0;
+  for (double x : m.rate_per_s) rate_per_s += x;
+  return rate_per_s > 0 ? rate_per_s * m.horizon_s : 0.0;  // 0 x an endless run: none
+}
+
 RunOutcome simulate_run(const RunModel& m, uint64_t seed, int run_index) {
+  // Each failure is an event of the loop below: rates or a run length far
+  // beyond any cluster's (failures.rate_scale = 1e6, a per-hour rate of 1e308)
+  // ran for hours, or forever once the rate was infinite and time stopped.
+  const double expected = expected_failures_per_run(m);
+  if (!(expected <= kMaxExpectedFailuresPerRun)) {
+    char what[320];
+    std::snprintf(what, sizeof what,
+                  "the failure rates ([failures], %d GPUs) and the run's length ([run] duration, %.3g s) "
+                  "give %.3g expected failures per run; the Monte Carlo simulates at most %.0f "
+                  "(check failures.rate_scale and the per-hour rates)",
+                  m.gpus, m.horizon_s, expected, kMaxExpectedFailuresPerRun);
+    throw std::invalid_argument(what);
+  }
   return RunSim(m, seed, run_index).run();
 }
 

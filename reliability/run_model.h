@@ -105,6 +105,18 @@ struct RunOutcome {
   std::array<double, kLossKinds> lost_s{};
 };
 
+// Most failures one run may expect (total rate x horizon): each is an event of
+// the simulation (~70 ns: BM_MonteCarlo's 7 us per 3-week run of ~100
+// failures at 12,288 GPUs). A million covers a year on a million GPUs at
+// Llama 3's per-GPU rates (~200k failures); beyond it the inputs are not a
+// cluster's, and a run would take minutes to forever (an infinite rate).
+inline constexpr double kMaxExpectedFailuresPerRun = 1e6;
+
+// Total failure rate x horizon: the mean number of random failures in one run.
+double expected_failures_per_run(const RunModel& m);
+
+// Throws std::invalid_argument when expected_failures_per_run(m) is above
+// kMaxExpectedFailuresPerRun (or not a number).
 RunOutcome simulate_run(const RunModel& m, uint64_t seed, int run_index);
 
 struct PlanResult {
@@ -121,6 +133,7 @@ struct PlanResult {
   std::map<std::string, double> lost_hours_by_cause;  // mean per run
 };
 
+// Throws as simulate_run does.
 PlanResult monte_carlo(const RunModel& m, int runs, uint64_t seed);
 
 // Young (1974) / Daly (2006) first-order optimum: sqrt(2 x cost x MTBF).

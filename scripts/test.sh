@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Command 2: install what is missing, build Release, run the whole test suite.
+# Command 2: install what is missing, build Release, run the whole test suite,
+# then the sanitizer stage (scripts/sanitize.sh: the unit and mpi tests again
+# under AddressSanitizer + UndefinedBehaviorSanitizer, in build-asan/).
+# MEGASCALE_SKIP_SANITIZE=1 stops after the Release suite (a quicker local run;
+# CI runs both).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -7,3 +11,6 @@ build="${BUILD_DIR:-$root/build}"
 "$root/scripts/build.sh"
 cd "$build"
 ctest --output-on-failure -j "${JOBS:-$(nproc)}"
+if [ "${MEGASCALE_SKIP_SANITIZE:-0}" != "1" ]; then
+  "$root/scripts/sanitize.sh"
+fi

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "base/sanitizer.h"
+
 namespace megascale::sim {
 namespace {
 
@@ -208,6 +210,8 @@ std::unique_ptr<sg::Engine> new_engine() {
                                    "--cfg=contexts/stack-size:256",
                                    "--cfg=network/model:CM02",
                                    "--cfg=network/crosstraffic:0"};
+  // Actors as threads under ASan, which cannot follow raw stack switches (base/sanitizer.h).
+  if (base::kAddressSanitizer) args.push_back("--cfg=contexts/factory:thread");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -104,6 +104,24 @@ TEST(ScenarioErrorTest, FailureRecoveryRunTablesRejectBadKeys) {
   expect_error(std::string(kValid) + "[run]\nduration = \"three weeks\"\n", 14, "run.duration",
                "expected a duration");
   expect_error(std::string(kValid) + "[run]\nruns = 0\n", 14, "run.runs", "");
+  // Found by the fuzz test: a finite number of hours that is infinite in seconds
+  // passed, and `plan --sweep checkpoint_interval=1e308h` reported ETTR null.
+  expect_error(std::string(kValid) + "[recovery]\ncheckpoint_interval = \"1e308h\"\n", 14,
+               "recovery.checkpoint_interval", "expected a duration");
+  expect_error(std::string(kValid) + "[run]\nduration = \"1e305d\"\n", 14, "run.duration",
+               "expected a duration");
+}
+
+TEST(ParseDurationTest, UnitsAndOverflow) {
+  EXPECT_EQ(parse_duration_s("90"), 90.0);
+  EXPECT_EQ(parse_duration_s("15m"), 900.0);
+  EXPECT_EQ(parse_duration_s("2h"), 7200.0);
+  EXPECT_EQ(parse_duration_s("21d"), 21 * 86400.0);
+  EXPECT_EQ(parse_duration_s("1e300s"), 1e300);
+  EXPECT_EQ(parse_duration_s("1e308h"), std::nullopt);  // 3.6e311 s: not a double
+  EXPECT_EQ(parse_duration_s("inf"), std::nullopt);
+  EXPECT_EQ(parse_duration_s("-5m"), std::nullopt);
+  EXPECT_EQ(parse_duration_s("h"), std::nullopt);
 }
 
 // [optimizations]: the megatron-core preset and its keys; a fractional or

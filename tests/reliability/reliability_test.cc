@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -243,6 +244,27 @@ TEST(RunModelTest, ExplicitFaultIsReproducible) {
   // 450 s of work lost after the last checkpoint, 100 s restart, eviction of the
   // GPU's node (replacement_s).
   EXPECT_NEAR((1 - o.ettr) * m.horizon_s, 450 + 100 + m.recovery.replacement_s, 1e-6);
+}
+
+// Found by the fuzz test (tests/fuzz/corpus/plan-rate-scale-1e308.toml):
+// failures.rate_scale = 1e6 on the 12,288-GPU run made `plan` run for hours, and
+// 1e308 (an infinite rate: failures at the same instant) forever. A run whose
+// expected failures pass kMaxExpectedFailuresPerRun is refused at once.
+TEST(RunModelTest, RefusesFailureCountsNoRunCouldSimulate) {
+  RunModel m = synthetic(1e-3, 0, 900);  // 21 days at a 1 ms MTBF: 1.8e9 failures
+  EXPECT_GT(expected_failures_per_run(m), kMaxExpectedFailuresPerRun);
+  EXPECT_THROW(simulate_run(m, 1, 0), std::invalid_argument);
+  EXPECT_THROW(monte_carlo(m, 1, 1), std::invalid_argument);
+  m.rate_per_s[static_cast<int>(Cause::kSoftware)] = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(monte_carlo(m, 1, 1), std::invalid_argument);
+  // The bound is far above any real run: a minute's MTBF for three weeks is ~30k.
+  const RunModel busy = synthetic(60, 0, 900);
+  EXPECT_LT(expected_failures_per_run(busy), kMaxExpectedFailuresPerRun);
+  EXPECT_GT(monte_carlo(busy, 1, 1).failures_mean, 20000);
+  // Through the scenario: the error reaches `plan` as bad input.
+  const model::Scenario s = model::load_scenario(kPaper + "megascale-175b-12288-3weeks.toml",
+                                                 {"failures.rate_scale=1e308"});
+  EXPECT_THROW(monte_carlo(build_run_model(s, 5.0), 1, 1), std::invalid_argument);
 }
 
 // Every second of the run is either progress or lost to one category.
