@@ -1,10 +1,11 @@
 // cli/args.h: command-line options of one subcommand.
 //
-// parse_args() splits arguments into positionals, boolean switches (`--json`) and
-// options taking a value (`--gpus 8` or `--gpus=8`; given twice, `values` keeps the
-// last and `repeated` all, e.g. `--set a=1 --set b=2`); anything else starting with
-// `--` is a UsageError naming it. Commands turn a UsageError into exit status 2
-// and the usage text.
+// parse_args() (on CLI11) splits arguments into positionals, boolean switches
+// (`--json`) and options taking a value (`--gpus 8` or `--gpus=8`; given twice,
+// `values` keeps the last and `repeated` all, e.g. `--set a=1 --set b=2`); anything
+// else starting with `-` is a UsageError naming it (a negative number such as
+// `--fail-at -1` is a value). Commands turn a UsageError into exit status 2 and
+// the usage text.
 #pragma once
 
 #include <map>

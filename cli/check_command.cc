@@ -5,9 +5,11 @@
 // Exit codes: 0 every scenario matches its stored figures (or --update wrote
 // them), 1 a regression (or a new / removed scenario), 2 bad input.
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include "calibrate/golden.h"
 #include "cli/args.h"
@@ -69,11 +71,7 @@ std::vector<fs::path> scenario_files(const std::vector<std::string>& inputs) {
   return files;
 }
 
-std::string percent(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.2f%%", 100 * v);
-  return buf;
-}
+std::string percent(double v) { return fmt::format("{:+.2f}%", 100 * v); }
 
 }  // namespace
 
@@ -154,18 +152,13 @@ int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
     out << report_json(j) << "\n";
     return r.pass() ? 0 : 1;
   }
-  char buf[320];
-  std::snprintf(buf, sizeof buf, "check: %d scenario(s) against %s (%s fidelity, tolerance %.2f%%)\n", r.checked,
-                golden_path.c_str(), fidelity.c_str(), 100 * tolerance);
-  out << buf;
+  fmt::print(out, "check: {} scenario(s) against {} ({} fidelity, tolerance {:.2f}%)\n", r.checked, golden_path,
+             fidelity, 100 * tolerance);
   for (const calibrate::MetricChange& c : r.changes) {
     const std::string change = c.golden.is_number() && c.now.is_number() ? percent(c.change) : "changed";
-    std::snprintf(buf, sizeof buf, "  %-10s %s  %s: %s -> %s (%s%s)\n", c.regression ? "REGRESSION" : "moved",
-                  c.scenario.c_str(), c.metric.c_str(), c.golden.dump().c_str(), c.now.dump().c_str(),
-                  change.c_str(), c.metric.rfind("breakdown_s.", 0) == 0 || c.metric == "bubble_fraction"
-                                      ? " of the step"
-                                      : "");
-    out << buf;
+    fmt::print(out, "  {:<10} {}  {}: {} -> {} ({}{})\n", c.regression ? "REGRESSION" : "moved", c.scenario, c.metric,
+               c.golden.dump(), c.now.dump(), change,
+               c.metric.rfind("breakdown_s.", 0) == 0 || c.metric == "bubble_fraction" ? " of the step" : "");
   }
   for (const std::string& n : r.new_scenarios) out << "  NEW        " << n << ": not in the golden file (store it with --update)\n";
   for (const std::string& n : r.removed) out << "  REMOVED    " << n << ": stored, but the file is gone (drop it with --update)\n";

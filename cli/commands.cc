@@ -6,7 +6,6 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +13,9 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include "base/json.h"
 #include "cli/calibrate_command.h"
@@ -442,10 +444,9 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
     const auto t0 = std::chrono::steady_clock::now();
     o.progress = [&](int64_t done, int64_t total) {
       if (total < 2 * o.progress_every) return;  // short searches stay quiet
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "\rsearch: %lld / %lld layouts (%.0f%%)", static_cast<long long>(done),
-                    static_cast<long long>(total), 100.0 * done / total);
-      err << buf << (done == total ? "\n" : "") << std::flush;
+      fmt::print(err, "\rsearch: {} / {} layouts ({:.0f}%){}", done, total, 100.0 * done / total,
+                 done == total ? "\n" : "");
+      err << std::flush;
     };
     model::SearchResult r = model::search(s, o);
     // Two stages: the closed form ranks every layout, the event simulation
@@ -459,10 +460,9 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
     const std::vector<model::Estimate> event_estimate = sim::refine_search(
         s, o.gpus, r, static_cast<size_t>(refine),
         [&](size_t i, size_t n, const model::Candidate& c, const model::Estimate& e, double took_s) {
-          char buf[256];
-          std::snprintf(buf, sizeof buf, "refine %zu/%zu: %s: event MFU %.1f%% (analytical %.1f%%; %.1f s)\n", i + 1,
-                        n, model::layout_text(c.parallel).c_str(), 100 * e.mfu, 100 * c.estimate.mfu, took_s);
-          err << buf << std::flush;
+          fmt::print(err, "refine {}/{}: {}: event MFU {:.1f}% (analytical {:.1f}%; {:.1f} s)\n", i + 1, n,
+                     model::layout_text(c.parallel), 100 * e.mfu, 100 * c.estimate.mfu, took_s);
+          err << std::flush;
         });
     const size_t refined = event_estimate.size();
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -526,47 +526,36 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       j["top"] = items;
       out << report_json(j) << "\n";
     } else {
-      char buf[256];
-      std::snprintf(buf, sizeof buf,
-                    "%s on %d x %s: %lld layouts enumerated, %lld valid, %lld fit in memory (%.2f s)\n",
-                    s.model.name.c_str(), o.gpus, s.hardware.gpu.c_str(),
-                    static_cast<long long>(r.enumerated), static_cast<long long>(r.valid),
-                    static_cast<long long>(r.fit), wall_s);
-      out << buf;
+      fmt::print(out, "{} on {} x {}: {} layouts enumerated, {} valid, {} fit in memory ({:.2f} s)\n", s.model.name,
+                 o.gpus, s.hardware.gpu, r.enumerated, r.valid, r.fit, wall_s);
       if (refined > 0) {
-        std::snprintf(buf, sizeof buf,
-                      "best %zu re-simulated at event level (SimGrid, fabric contention, GPU spread) and "
-                      "re-ranked by it\n",
-                      refined);
-        out << buf;
+        fmt::print(out,
+                   "best {} re-simulated at event level (SimGrid, fabric contention, GPU spread) and re-ranked by it\n",
+                   refined);
       }
       out << " #    MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
           << "  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
       for (size_t i = 0; i < r.top.size(); ++i) {
         const model::ParallelConfig& c = r.top[i].parallel;
         const bool within = i < spread.within.size() && spread.within[i];
-        std::snprintf(buf, sizeof buf, "%2zu%c %6.2f %8.3f", i + 1, within ? '*' : ' ', 100 * r.top[i].estimate.mfu,
-                      r.top[i].estimate.iteration_time_s);
-        out << buf;
+        fmt::print(out, "{:2}{} {:6.2f} {:8.3f}", i + 1, within ? '*' : ' ', 100 * r.top[i].estimate.mfu,
+                   r.top[i].estimate.iteration_time_s);
         if (refined > 0) {
           if (i < refined) {
-            std::snprintf(buf, sizeof buf, " %7.2f %8.3f", 100 * event_estimate[i].mfu,
-                          event_estimate[i].iteration_time_s);
+            fmt::print(out, " {:7.2f} {:8.3f}", 100 * event_estimate[i].mfu, event_estimate[i].iteration_time_s);
           } else {
-            std::snprintf(buf, sizeof buf, " %7s %8s", "-", "-");
+            fmt::print(out, " {:>7} {:>8}", "-", "-");
           }
-          out << buf;
         }
-        std::snprintf(buf, sizeof buf, " %3d %2d %3d %5d %3d %3s %4d %-9s  ", c.tp, c.pp, c.vpp, c.dp,
-                      c.micro_batch, c.sequence_parallel ? "yes" : "no", c.zero_stage,
-                      model::to_string(c.recompute));
-        out << buf << why(i) << "\n";
+        fmt::print(out, " {:3} {:2} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.pp, c.vpp, c.dp, c.micro_batch,
+                   c.sequence_parallel ? "yes" : "no", c.zero_stage, model::to_string(c.recompute), why(i));
       }
       if (!ranked_mfu.empty()) {
-        std::snprintf(buf, sizeof buf, "lie within %.2f MFU points of each other, %d of them within %.2f points of #1,",
-                      spread.spread_points, spread.within_error, spread.error_points);
         out << "* within error of the best: the " << ranked_mfu.size() << " "
-            << (refined > 0 ? "refined layouts (event MFU) " : "ranked layouts ") << buf << "\n  the "
+            << (refined > 0 ? "refined layouts (event MFU) " : "ranked layouts ")
+            << fmt::format("lie within {:.2f} MFU points of each other, {} of them within {:.2f} points of #1,",
+                           spread.spread_points, spread.within_error, spread.error_points)
+            << "\n  the "
             << (refined > 0 ? "event-level" : "analytical") << " model's measured error (" << model::kMfuErrorSource
             << "):\n  the model cannot rank those apart\n";
       }

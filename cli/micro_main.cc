@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "engine/comm_mpi.h"
 #include "engine/device_cpu.h"
 #include "engine/device_factory.h"
@@ -70,9 +72,9 @@ int cuda_micro(const std::string& out_path, bool quick) {
       }
     }
     for (const engine::CudaMicroPoint& p : r.points) {
-      std::fprintf(stderr, "  %-18s %-28s %10.3f ms  %8.1f TFLOP/s  %8.1f GB/s\n", p.op.c_str(), p.shape.c_str(),
-                   1e3 * p.seconds, p.flops > 0 ? p.flops / p.seconds / 1e12 : 0.0,
-                   p.bytes > 0 ? p.bytes / p.seconds / 1e9 : 0.0);
+      fmt::print(stderr, "  {:<18} {:<28} {:10.3f} ms  {:8.1f} TFLOP/s  {:8.1f} GB/s\n", p.op, p.shape,
+                 1e3 * p.seconds, p.flops > 0 ? p.flops / p.seconds / 1e12 : 0.0,
+                 p.bytes > 0 ? p.bytes / p.seconds / 1e9 : 0.0);
     }
     std::cerr << "megascale calibrate micro: " << r.points.size() << " CUDA points on " << r.device
               << (out_path.empty() || out_path == "-" ? "" : "; wrote " + out_path) << "\n";

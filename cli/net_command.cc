@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -21,6 +20,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -147,12 +149,6 @@ double parse_bytes(const std::string& text) {
   return bytes;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -160,13 +156,13 @@ std::string human_bytes(double b) {
     b /= 1024.0;
     ++u;
   }
-  return fmt(u == 0 ? "%.0f" : "%.2f", b) + " " + units[u];
+  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.2f} {}", b, units[u]);
 }
 
 std::string human_time(double s) {
-  if (s >= 1.0) return fmt("%.3f s", s);
-  if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
-  return fmt("%.1f us", s * 1e6);
+  if (s >= 1.0) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
 }
 
 Json bottleneck_json(const network::Bottleneck& b) {
@@ -197,11 +193,10 @@ Json cc_json(const network::CcEffectUsed& c) {
 std::string cc_text(const network::CcEffectUsed& c) {
   const std::string name(network::cc_algorithm_name(c.algorithm));
   if (!c.applied) return name + ": no effect on the critical flow (no switch queue shared with it)";
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "%s: %d sub-flows share the bottleneck queue; achieved %.1f%% of it, +%.2f us "
-                "queueing, PFC paused %.1f%% of the time", name.c_str(), c.senders,
-                100 * c.achieved_bandwidth_fraction, c.added_latency_us, 100 * c.pfc_pause_fraction);
-  return buf;
+  return fmt::format("{}: {} sub-flows share the bottleneck queue; achieved {:.1f}% of it, +{:.2f} us queueing, "
+                     "PFC paused {:.1f}% of the time",
+                     name, c.senders, 100 * c.achieved_bandwidth_fraction, c.added_latency_us,
+                     100 * c.pfc_pause_fraction);
 }
 
 int net_collective(const Args& args, std::ostream& out) {
@@ -423,27 +418,23 @@ int net_collective(const Args& args, std::ostream& out) {
     out << report_json(j) << "\n";
     return 0;
   }
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s (%s, %s) of %s over %d ranks (%d per server, %s) x %d group%s, %s\n",
-                network::to_string(r.op), network::to_string(r.algorithm), network::to_string(r.protocol),
-                human_bytes(bytes).c_str(), r.ranks,
-                ranks_per_server, placement.c_str(), r.groups, r.groups == 1 ? "" : "s", gpu.name.c_str());
-  out << buf;
+  fmt::print(out, "{} ({}, {}) of {} over {} ranks ({} per server, {}) x {} group{}, {}\n", network::to_string(r.op),
+             network::to_string(r.algorithm), network::to_string(r.protocol), human_bytes(bytes), r.ranks,
+             ranks_per_server, placement, r.groups, r.groups == 1 ? "" : "s", gpu.name);
   out << "  fabric      " << topology.describe() << "; ECMP " << network::to_string(ecmp.hash) << ", "
       << ecmp.qps_per_connection << " QP(s) per connection\n";
   out << "  time        " << human_time(r.time_s) << " (latency " << human_time(r.latency_s) << " + bandwidth "
       << human_time(r.bandwidth_s) << ")\n";
-  out << "  algbw       " << fmt("%.2f GB/s", r.algbw_gbs) << "\n";
-  out << "  busbw       " << fmt("%.2f GB/s", r.busbw_gbs) << " (" << busbw_rule << ", nccl-tests)\n";
+  out << "  algbw       " << fmt::format("{:.2f} GB/s", r.algbw_gbs) << "\n";
+  out << "  busbw       " << fmt::format("{:.2f} GB/s", r.busbw_gbs) << " (" << busbw_rule << ", nccl-tests)\n";
   out << "  steps       " << r.steps << "\n";
   out << "  bottleneck  " << r.bottleneck.kind << ": " << r.bottleneck.description << "\n";
   out << "  congestion  " << cc_text(r.cc) << "\n";
   out << "  phases\n";
   for (const network::CollectivePhase& ph : r.phases) {
-    std::snprintf(buf, sizeof buf, "    %-44s %4d steps x %s, %zu flows/step, latency %s%s\n", ph.name.c_str(),
-                  ph.steps, human_time(ph.step.bandwidth_s).c_str(), ph.step.subflows,
-                  human_time(ph.latency_s).c_str(), ph.memo_hit ? " (memoised)" : "");
-    out << buf;
+    fmt::print(out, "    {:<44} {:4} steps x {}, {} flows/step, latency {}{}\n", ph.name, ph.steps,
+               human_time(ph.step.bandwidth_s), ph.step.subflows, human_time(ph.latency_s),
+               ph.memo_hit ? " (memoised)" : "");
   }
   if (tuned.candidates.size() > 1) {
     out << "  NCCL tuner  " << (auto_choice ? "chose " : "ran ") << network::to_string(r.algorithm) << "/"
@@ -452,21 +443,19 @@ int net_collective(const Args& args, std::ostream& out) {
     for (const network::TunerCandidate& c : tuned.candidates) {
       const std::string pair = std::string(network::to_string(c.algorithm)) + "/" + network::to_string(c.protocol);
       if (c.enabled) {
-        std::snprintf(buf, sizeof buf, "    %-18s %12s  latency %10s  busbw %8.2f GB/s  NCCL estimate %12s%s\n",
-                      pair.c_str(), human_time(c.time_s).c_str(), human_time(c.latency_s).c_str(), c.busbw_gbs,
-                      human_time(c.estimate_s).c_str(),
-                      c.algorithm == r.algorithm && c.protocol == r.protocol ? "  <- chosen" : "");
+        fmt::print(out, "    {:<18} {:>12}  latency {:>10}  busbw {:8.2f} GB/s  NCCL estimate {:>12}{}\n", pair,
+                   human_time(c.time_s), human_time(c.latency_s), c.busbw_gbs, human_time(c.estimate_s),
+                   c.algorithm == r.algorithm && c.protocol == r.protocol ? "  <- chosen" : "");
       } else {
-        std::snprintf(buf, sizeof buf, "    %-18s off: %s\n", pair.c_str(), c.why_not.c_str());
+        fmt::print(out, "    {:<18} off: {}\n", pair, c.why_not);
       }
-      out << buf;
     }
   }
   out << "  solved in   " << human_time(wall_s) << "\n";
   if (measured) {
     out << "  profile     " << measured->name << " (" << measured->source_file << "): ";
     if (profile_s) {
-      out << human_time(*profile_s) << ", busbw " << fmt("%.2f GB/s", profile_busbw_gbs) << " (its measured "
+      out << human_time(*profile_s) << ", busbw " << fmt::format("{:.2f} GB/s", profile_busbw_gbs) << " (its measured "
           << profile_scope << " " << table_op << ")\n";
     } else {
       out << "no measured " << profile_scope << " " << table_op << "\n";
@@ -510,19 +499,14 @@ int net_ecmp(const Args& args, std::ostream& out) {
     out << report_json(j) << "\n";
     return 0;
   }
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%d flows x %d QP(s) on %d equal-cost paths, %d trials (%s)\n", flows, qps, paths,
-                trials, network::to_string(hash));
-  out << buf;
+  fmt::print(out, "{} flows x {} QP(s) on {} equal-cost paths, {} trials ({})\n", flows, qps, paths, trials,
+             network::to_string(hash));
   out << "                              measured   theory\n";
-  std::snprintf(buf, sizeof buf, "  paths used (fraction)       %8.4f  %8.4f\n", s.mean_paths_used_fraction,
-                s.theory_paths_used_fraction);
-  out << buf;
-  std::snprintf(buf, sizeof buf, "  collective efficiency       %8.4f  %8.4f\n", s.collective_efficiency,
-                s.theory_collective_efficiency);
-  out << buf;
-  std::snprintf(buf, sizeof buf, "  E[max load] (flows)         %8.4f\n", s.mean_max_load_flows);
-  out << buf;
+  fmt::print(out, "  paths used (fraction)       {:8.4f}  {:8.4f}\n", s.mean_paths_used_fraction,
+             s.theory_paths_used_fraction);
+  fmt::print(out, "  collective efficiency       {:8.4f}  {:8.4f}\n", s.collective_efficiency,
+             s.theory_collective_efficiency);
+  fmt::print(out, "  E[max load] (flows)         {:8.4f}\n", s.mean_max_load_flows);
   return 0;
 }
 
@@ -561,30 +545,23 @@ int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
     out << report_json(j) << "\n";
     return 0;
   }
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "incast: %d senders -> one %.0f Gb/s port, %s, PFC %s, %.0f us simulated\n",
-                o.senders, o.capacity_gbps, std::string(network::cc_algorithm_name(o.cc)).c_str(),
-                o.pfc ? "on" : "off", o.duration_us);
-  out << buf;
-  std::snprintf(buf, sizeof buf,
-                "  queue       steady mean %.1f KB, steady max %.1f KB, max %.1f KB (PFC XOFF %.1f KB, limit %.1f KB)\n",
-                r.steady_mean_queue_bytes / 1e3, r.steady_max_queue_bytes / 1e3, r.max_queue_bytes / 1e3,
-                r.pfc_xoff_bytes / 1e3, r.queue_limit_bytes / 1e3);
-  out << buf;
-  std::snprintf(buf, sizeof buf, "  throughput  %.1f%% of the port; Jain fairness %.3f; dropped %.0f bytes\n",
-                100 * r.throughput_fraction, r.jain_fairness, r.dropped_bytes);
-  out << buf;
-  std::snprintf(buf, sizeof buf, "  PFC         senders paused %.1f%% of their active time; port asserted %.1f%%\n",
-                100 * r.pause_fraction, 100 * r.port_pause_asserted_fraction);
-  out << buf;
+  fmt::print(out, "incast: {} senders -> one {:.0f} Gb/s port, {}, PFC {}, {:.0f} us simulated\n", o.senders,
+             o.capacity_gbps, network::cc_algorithm_name(o.cc), o.pfc ? "on" : "off", o.duration_us);
+  fmt::print(out,
+             "  queue       steady mean {:.1f} KB, steady max {:.1f} KB, max {:.1f} KB (PFC XOFF {:.1f} KB, limit {:.1f} KB)\n",
+             r.steady_mean_queue_bytes / 1e3, r.steady_max_queue_bytes / 1e3, r.max_queue_bytes / 1e3,
+             r.pfc_xoff_bytes / 1e3, r.queue_limit_bytes / 1e3);
+  fmt::print(out, "  throughput  {:.1f}% of the port; Jain fairness {:.3f}; dropped {:.0f} bytes\n",
+             100 * r.throughput_fraction, r.jain_fairness, r.dropped_bytes);
+  fmt::print(out, "  PFC         senders paused {:.1f}% of their active time; port asserted {:.1f}%\n",
+             100 * r.pause_fraction, 100 * r.port_pause_asserted_fraction);
   out << "  series (every " << std::max<size_t>(1, r.series.size() / 20) << " samples)\n"
       << "        t_us   queue_KB   rate_gbps   throughput_gbps   paused_senders\n";
   const size_t every = std::max<size_t>(1, r.series.size() / 20);
   for (size_t i = 0; i < r.series.size(); i += every) {
     const network::FluidSample& s = r.series[i];
-    std::snprintf(buf, sizeof buf, "  %10.0f %10.1f %11.1f %17.1f %16.3f\n", s.t_us, s.queue_bytes / 1e3,
-                  s.total_rate_gbps, s.throughput_gbps, s.paused_senders_fraction);
-    out << buf;
+    fmt::print(out, "  {:10.0f} {:10.1f} {:11.1f} {:17.1f} {:16.3f}\n", s.t_us, s.queue_bytes / 1e3, s.total_rate_gbps,
+               s.throughput_gbps, s.paused_senders_fraction);
   }
   return 0;
 }

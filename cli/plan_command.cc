@@ -16,12 +16,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -43,11 +45,7 @@ namespace {
 
 using reliability::SweepPoint;
 
-std::string fmt(double v, int decimals = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string fmt(double v, int decimals = 1) { return fmt::format("{:.{}f}", v, decimals); }
 
 std::string duration_label(double s) {
   if (s >= 86400 && std::fmod(s, 86400) == 0) return fmt(s / 86400, 0) + "d";
@@ -328,12 +326,9 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
           << s.parallel.global_batch << " kept):\n"
           << "    GPUs       DP  iteration s  source      ETTR     p5       p95      restarts  days to finish\n";
       for (const GpuPoint& g : gpu_points) {
-        char row[200];
-        std::snprintf(row, sizeof row, "    %-7d %5d  %11.2f  %-10s  %5.1f%%   %5.1f%%   %5.1f%%   %8.1f  %14.1f\n",
-                      g.gpus, g.dp, g.iteration.s, g.iteration.source.c_str(), 100 * g.plan.ettr_mean,
-                      100 * g.plan.ettr_p5, 100 * g.plan.ettr_p95, g.plan.restarts_mean,
-                      g.plan.days_to_finish);
-        out << row;
+        fmt::print(out, "    {:<7} {:5}  {:11.2f}  {:<10}  {:5.1f}%   {:5.1f}%   {:5.1f}%   {:8.1f}  {:14.1f}\n", g.gpus,
+                   g.dp, g.iteration.s, g.iteration.source, 100 * g.plan.ettr_mean, 100 * g.plan.ettr_p5,
+                   100 * g.plan.ettr_p95, g.plan.restarts_mean, g.plan.days_to_finish);
       }
     }
     out << "  best checkpoint interval " << fmt(best.interval_s, 0) << " s (ETTR "

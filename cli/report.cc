@@ -1,9 +1,11 @@
 // cli/report.cc: estimate -> JSON / text.
 #include "cli/report.h"
 
-#include <cstdarg>
-#include <cstdio>
+#include <algorithm>
+#include <iterator>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "model/engine_ops.h"
 #include "model/profile.h"
@@ -30,29 +32,15 @@ std::vector<Row> breakdown_rows(const model::TimeBreakdown& b) {
           {"host", b.host_s}};
 }
 
-std::string line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string line(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return std::string(buf) + "\n";
-}
-
 std::string layout(const model::ParallelConfig& p) {
-  char buf[240];
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
-    std::snprintf(buf, sizeof buf,
-                  "TP %d  CP %d  PP %d  VPP %d  DP %d  micro-batch %d  global batch %d%s  ZeRO-%d  recompute %s",
-                  p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
-                  p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
-    return buf;
+    return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}",
+                       p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
+                       p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
   }
-  std::snprintf(buf, sizeof buf, "TP %d  PP %d  VPP %d  DP %d  micro-batch %d  global batch %d%s  ZeRO-%d  recompute %s",
-                p.tp, p.pp, p.vpp, p.dp, p.micro_batch, p.global_batch,
-                p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
-  return buf;
+  return fmt::format("TP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}", p.tp,
+                     p.pp, p.vpp, p.dp, p.micro_batch, p.global_batch, p.sequence_parallel ? "  SP" : "",
+                     p.zero_stage, model::to_string(p.recompute));
 }
 
 }  // namespace
@@ -121,21 +109,22 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
 
 std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   std::string out;
-  out += line("%s (%s)", s.name.c_str(), s.source.c_str());
-  out += line("  %d x %s, %s", s.cluster.gpus, s.hardware.gpu.c_str(), layout(s.parallel).c_str());
+  auto o = std::back_inserter(out);
+  fmt::format_to(o, "{} ({})\n", s.name, s.source);
+  fmt::format_to(o, "  {} x {}, {}\n", s.cluster.gpus, s.hardware.gpu, layout(s.parallel));
   const model::GpuProfile& profile = model::hardware_profile(s);
-  if (!s.hardware.profile.empty()) out += line("  profile %s", s.hardware.profile.c_str());
+  if (!s.hardware.profile.empty()) fmt::format_to(o, "  profile {}\n", s.hardware.profile);
   if (const double share = model::time_share(s, profile); share > 1) {
-    out += line("  note: %d ranks per machine on the profile's %d cores: compute stretched x%.2f for time-sharing;",
-                std::min(s.cluster.gpus, s.hardware.gpus_per_node), profile.cores, share);
-    out += line("        MPI waits of descheduled ranks are not modelled, so this is optimistic");
+    fmt::format_to(o, "  note: {} ranks per machine on the profile's {} cores: compute stretched x{:.2f} for time-sharing;\n",
+                   std::min(s.cluster.gpus, s.hardware.gpus_per_node), profile.cores, share);
+    out += "        MPI waits of descheduled ranks are not modelled, so this is optimistic\n";
   }
-  out += line("  MFU %.1f%%   iteration %.3f s   %.0f tokens/s   bubble %.2f%%", 100 * e.mfu,
-              e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
-  out += line("  memory %s%s", e.memory.describe().c_str(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
-  out += line("  where the time goes (critical path):");
+  fmt::format_to(o, "  MFU {:.1f}%   iteration {:.3f} s   {:.0f} tokens/s   bubble {:.2f}%\n", 100 * e.mfu,
+                 e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
+  fmt::format_to(o, "  memory {}{}\n", e.memory.describe(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
+  out += "  where the time goes (critical path):\n";
   for (const Row& r : breakdown_rows(e.breakdown)) {
-    out += line("    %-15s %9.3f s  %5.1f%%", r.name, r.s, 100 * r.s / e.iteration_time_s);
+    fmt::format_to(o, "    {:<15} {:9.3f} s  {:5.1f}%\n", r.name, r.s, 100 * r.s / e.iteration_time_s);
   }
   return out;
 }
@@ -143,28 +132,28 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
 std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
                          const model::Scenario& b, const model::Estimate& eb, const std::string& fidelity) {
   std::string out;
-  out += line("%d x %s, model %s (%d layers, hidden %d), global batch %d", a.cluster.gpus,
-              a.hardware.gpu.c_str(), a.model.name.c_str(), a.model.layers, a.model.hidden,
-              a.parallel.global_batch);
-  out += line("  layout: %s", layout(a.parallel).c_str());
+  auto o = std::back_inserter(out);
+  fmt::format_to(o, "{} x {}, model {} ({} layers, hidden {}), global batch {}\n", a.cluster.gpus, a.hardware.gpu,
+                 a.model.name, a.model.layers, a.model.hidden, a.parallel.global_batch);
+  fmt::format_to(o, "  layout: {}\n", layout(a.parallel));
   if (b.model.block != a.model.block || b.model.attention_window != a.model.attention_window) {
-    out += line("  MegaScale model: %s block, attention window %d (0 = full)",
-                model::to_string(b.model.block), b.model.attention_window);
+    fmt::format_to(o, "  MegaScale model: {} block, attention window {} (0 = full)\n", model::to_string(b.model.block),
+                   b.model.attention_window);
   }
-  out += line("%-22s %14s %14s", "", "Megatron-LM", "MegaScale");
-  out += line("%-22s %13.1f%% %13.1f%%", "MFU", 100 * ea.mfu, 100 * eb.mfu);
-  out += line("%-22s %14.3f %14.3f", "iteration time (s)", ea.iteration_time_s, eb.iteration_time_s);
-  out += line("%-22s %14.0f %14.0f", "tokens/s", ea.tokens_per_s, eb.tokens_per_s);
-  out += line("%-22s %13.2f%% %13.2f%%", "bubble", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
-  out += line("%-22s %14.1f %14.1f", "memory/GPU (GB)", ea.memory.total_bytes / 1e9, eb.memory.total_bytes / 1e9);
+  fmt::format_to(o, "{:<22} {:>14} {:>14}\n", "", "Megatron-LM", "MegaScale");
+  fmt::format_to(o, "{:<22} {:13.1f}% {:13.1f}%\n", "MFU", 100 * ea.mfu, 100 * eb.mfu);
+  fmt::format_to(o, "{:<22} {:14.3f} {:14.3f}\n", "iteration time (s)", ea.iteration_time_s, eb.iteration_time_s);
+  fmt::format_to(o, "{:<22} {:14.0f} {:14.0f}\n", "tokens/s", ea.tokens_per_s, eb.tokens_per_s);
+  fmt::format_to(o, "{:<22} {:13.2f}% {:13.2f}%\n", "bubble", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
+  fmt::format_to(o, "{:<22} {:14.1f} {:14.1f}\n", "memory/GPU (GB)", ea.memory.total_bytes / 1e9,
+                 eb.memory.total_bytes / 1e9);
   const std::vector<Row> ra = breakdown_rows(ea.breakdown);
   const std::vector<Row> rb = breakdown_rows(eb.breakdown);
   for (size_t i = 0; i < ra.size(); ++i) {
-    out += line("  %-20s %14.3f %14.3f", (std::string(ra[i].name) + " (s)").c_str(), ra[i].s, rb[i].s);
+    fmt::format_to(o, "  {:<20} {:14.3f} {:14.3f}\n", std::string(ra[i].name) + " (s)", ra[i].s, rb[i].s);
   }
-  out += line("%-22s %29.2fx", "speedup", ea.iteration_time_s / eb.iteration_time_s);
-  out += line("(%s fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)",
-              fidelity.c_str());
+  fmt::format_to(o, "{:<22} {:29.2f}x\n", "speedup", ea.iteration_time_s / eb.iteration_time_s);
+  fmt::format_to(o, "({} fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)\n", fidelity);
   return out;
 }
 

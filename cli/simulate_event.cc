@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include "base/json.h"
 #include "cli/report.h"
@@ -24,12 +27,6 @@
 
 namespace megascale::cli {
 namespace {
-
-std::string line(const char* fmt, double a, double b = 0, double c = 0, double d = 0) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, fmt, a, b, c, d);
-  return buf;
-}
 
 
 // estimate_json with "fidelity": "event" and the event-level fields appended.
@@ -108,41 +105,41 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
   std::vector<double> t;
   for (const sim::StepResult& st : res.steps) t.push_back(st.time_s);
   const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
-  out += line("  event-level (SimGrid): %.0f step(s), mean %.4f s, min %.4f s, max %.4f s\n",
-              static_cast<double>(t.size()), e.iteration_time_s, *lo, *hi);
-  out += line("    analytical estimate %.4f s (MFU %.1f%%); event / analytical = %.4f\n",
-              res.analytical.iteration_time_s, 100 * res.analytical.mfu,
-              e.iteration_time_s / res.analytical.iteration_time_s);
+  auto to = std::back_inserter(out);
+  fmt::format_to(to, "  event-level (SimGrid): {} step(s), mean {:.4f} s, min {:.4f} s, max {:.4f} s\n", t.size(),
+                 e.iteration_time_s, *lo, *hi);
+  fmt::format_to(to, "    analytical estimate {:.4f} s (MFU {:.1f}%); event / analytical = {:.4f}\n",
+                 res.analytical.iteration_time_s, 100 * res.analytical.mfu,
+                 e.iteration_time_s / res.analytical.iteration_time_s);
   const model::TimeBreakdown& b = e.breakdown;
-  out += line("    exposed by dimension: TP %.4f s, PP %.4f s + bubble %.4f s, DP %.4f s\n", b.tp_exposed_s,
-              b.pp_exposed_s, b.bubble_s, b.dp_exposed_s);
+  fmt::format_to(to, "    exposed by dimension: TP {:.4f} s, PP {:.4f} s + bubble {:.4f} s, DP {:.4f} s\n",
+                 b.tp_exposed_s, b.pp_exposed_s, b.bubble_s, b.dp_exposed_s);
   // Fastest boundary with a send (V = 1 leaves one direction of the end stages empty).
   double p2p_min_s = res.comm.p2p_s;
   for (const std::vector<double>* v : {&res.comm.p2p_next_s, &res.comm.p2p_prev_s})
     for (double x : *v)
       if (x > 0) p2p_min_s = std::min(p2p_min_s, x);
   const std::string p2p = p2p_min_s < res.comm.p2p_s
-                              ? line("p2p %.3f-%.3f ms by boundary", p2p_min_s * 1e3, res.comm.p2p_s * 1e3)
-                              : line("p2p %.3f ms", res.comm.p2p_s * 1e3);
-  out += "    communication: " + std::string(sim::to_string(res.comm.model)) + " (" + p2p +
-         line(", DP reduce %.2f ms / all-gather %.2f ms per chunk)\n", e.dp_reduce_scatter_chunk_s * 1e3,
-              e.dp_all_gather_chunk_s * 1e3);
+                              ? fmt::format("p2p {:.3f}-{:.3f} ms by boundary", p2p_min_s * 1e3, res.comm.p2p_s * 1e3)
+                              : fmt::format("p2p {:.3f} ms", res.comm.p2p_s * 1e3);
+  fmt::format_to(to, "    communication: {} ({}, DP reduce {:.2f} ms / all-gather {:.2f} ms per chunk)\n",
+                 sim::to_string(res.comm.model), p2p, e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
   int most = 0;
   for (const sim::StepResult& st : res.steps) most = std::max(most, static_cast<int>(st.replicas.size()));
-  out += line("    simulated: up to %.0f DP replica(s) x %.0f pipeline ranks; GPU speed sigma %.3f, jitter sigma %.3f; ",
-              most, res.scenario.parallel.pp, o.variability.gpu_sigma, o.variability.jitter_sigma);
-  out += line("stragglers: %.0f GPU(s) + %.2f%% of machines at x%.2f\n",
-              static_cast<double>(o.variability.stragglers.gpus.size()),
-              100 * o.variability.stragglers.machine_fraction, o.variability.stragglers.factor);
+  fmt::format_to(to, "    simulated: up to {} DP replica(s) x {} pipeline ranks; GPU speed sigma {:.3f}, jitter sigma {:.3f}; ",
+                 most, res.scenario.parallel.pp, o.variability.gpu_sigma, o.variability.jitter_sigma);
+  fmt::format_to(to, "stragglers: {} GPU(s) + {:.2f}% of machines at x{:.2f}\n", o.variability.stragglers.gpus.size(),
+                 100 * o.variability.stragglers.machine_fraction, o.variability.stragglers.factor);
   // A fraction that rounds to no machine at all does nothing: say so.
   const double fraction = o.variability.stragglers.machine_fraction;
   const int machines = std::max(1, res.scenario.parallel.gpus() / std::max(1, res.scenario.hardware.gpus_per_node));
   if (fraction > 0 && std::lround(fraction * machines) == 0) {
-    out += line("    note: --stragglers %.4g of %.0f machines rounds to no machine: no straggler simulated "
-                "(the smallest effective fraction here is %.4g)\n",
-                fraction, static_cast<double>(machines), 0.5 / machines);
+    fmt::format_to(to,
+                   "    note: --stragglers {:.4g} of {} machines rounds to no machine: no straggler simulated "
+                   "(the smallest effective fraction here is {:.4g})\n",
+                   fraction, machines, 0.5 / machines);
   }
-  out += line("    wall time %.3f s\n", wall_s);
+  fmt::format_to(to, "    wall time {:.3f} s\n", wall_s);
   for (const std::string& f : files) out += "    wrote " + f + "\n";
   return out;
 }
@@ -225,9 +222,9 @@ int simulate_failure_report(const model::Scenario& s, const EventRequest& r, con
   }
 
   std::string text = s.name + " (" + s.source + ")\n";
-  text += line("  failure: GPU %.0f (DP replica %.0f, pipeline stage %.0f, TP rank %.0f)", f.gpu, f.dp_replica,
-               f.pp_rank, f.tp_rank) +
-          line(" goes down %.3f s into a %.3f s step\n", f.at_s, f.healthy_step_s);
+  auto to = std::back_inserter(text);
+  fmt::format_to(to, "  failure: GPU {} (DP replica {}, pipeline stage {}, TP rank {}) goes down {:.3f} s into a {:.3f} s step\n",
+                 f.gpu, f.dp_replica, f.pp_rank, f.tp_rank, f.at_s, f.healthy_step_s);
   if (!h.hung) {
     text += h.failed_at_s < 0
                 ? std::string("  the step had ended: nothing to see in it; the next step hangs at its first\n"
@@ -235,32 +232,29 @@ int simulate_failure_report(const model::Scenario& s, const EventRequest& r, con
                 : std::string("  the host had done its part of the step: the step ends; every rank then\n"
                               "  waits for it in the end-of-step all-reduce and the next step\n");
   } else {
-    text += line("  the step hangs: %.0f of %.0f simulated ranks are stuck", h.blocked + h.waiting_at_step_end,
-                 static_cast<double>(h.ranks.size()) - 1) +
-            line(" (%.0f in a receive or collective, %.0f at the end-of-step all-reduce)\n", h.blocked,
-                 h.waiting_at_step_end);
+    fmt::format_to(to,
+                   "  the step hangs: {} of {} simulated ranks are stuck ({} in a receive or collective, {} at the "
+                   "end-of-step all-reduce)\n",
+                   h.blocked + h.waiting_at_step_end, static_cast<int>(h.ranks.size()) - 1, h.blocked,
+                   h.waiting_at_step_end);
     const size_t shown = std::min<size_t>(order.size(), 12);
     for (size_t k = 0; k < shown; ++k) {
       const sim::RankWait& w = *order[k];
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "    replica %4d stage %2d  %-8s last progress %.3f s: ", f.replicas[w.replica],
-                    w.rank, state_name(w.state), w.last_progress_s);
-      text += buf + w.blocked_on + "\n";
+      fmt::format_to(to, "    replica {:4d} stage {:2d}  {:<8} last progress {:.3f} s: {}\n", f.replicas[w.replica],
+                     w.rank, state_name(w.state), w.last_progress_s, w.blocked_on);
     }
-    if (order.size() > shown) text += line("    ... %.0f more\n", static_cast<double>(order.size() - shown));
+    if (order.size() > shown) fmt::format_to(to, "    ... {} more\n", order.size() - shown);
     for (const auto& [i, rank] : h.roots) {
       const int g = first_gpu(i, rank);
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "  the wait chains end at replica %d stage %d (GPUs %d-%d)%s\n", f.replicas[i],
-                    rank, g, g + p.tp - 1, i == f.failed_sim_replica && rank == f.pp_rank ? ": the failed host" : "");
-      text += buf;
+      fmt::format_to(to, "  the wait chains end at replica {} stage {} (GPUs {}-{}){}\n", f.replicas[i], rank, g,
+                     g + p.tp - 1, i == f.failed_sim_replica && rank == f.pp_rank ? ": the failed host" : "");
     }
-    text += line("  no simulated rank moves after %.3f s; the job waits for detection (heartbeats,\n",
-                 h.last_progress_s);
+    fmt::format_to(to, "  no simulated rank moves after {:.3f} s; the job waits for detection (heartbeats,\n",
+                   h.last_progress_s);
     text += "  NCCL timeout: [recovery]) and a restart from the last checkpoint: `megascale plan`\n";
   }
-  text += line("  simulated: %.0f DP replica(s) x %.0f pipeline ranks, wall time %.3f s\n",
-               static_cast<double>(f.replicas.size()), p.pp, wall_s);
+  fmt::format_to(to, "  simulated: {} DP replica(s) x {} pipeline ranks, wall time {:.3f} s\n", f.replicas.size(),
+                 p.pp, wall_s);
   for (const std::string& w : files) text += "    wrote " + w + "\n";
   out << text;
   return 0;
@@ -327,15 +321,14 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
     if (check && check->flows == 0) {
       out << "  SimGrid cross-check: no transfer crosses the fabric (PP 1 and DP 1)\n";
     } else if (check) {
-      out << line("  SimGrid cross-check (every replica, %.0f rounds, %.0f flows, %.2f s):\n", check->rounds,
-                  static_cast<double>(check->flows), check->wall_s);
-      out << line("    step: event %.4f s, with SimGrid's transfer times %.4f s (%+.2f%%)\n", check->event_step_s,
-                  check->simgrid_step_s, 100 * (check->simgrid_step_s / check->event_step_s - 1));
-      out << line("    sends (%.0f): |SimGrid - event| mean %.1f%%, max %.0f%%, ", check->send_ops,
-                  100 * check->send_mean_rel_diff, 100 * check->send_max_rel_diff)
-          << check->worst_send << "\n";
-      out << line("    DP collectives (%.0f): mean %.2f%%, max %.2f%%\n", check->dp_ops, 100 * check->dp_mean_rel_diff,
-                  100 * check->dp_max_rel_diff);
+      fmt::print(out, "  SimGrid cross-check (every replica, {} rounds, {} flows, {:.2f} s):\n", check->rounds,
+                 check->flows, check->wall_s);
+      fmt::print(out, "    step: event {:.4f} s, with SimGrid's transfer times {:.4f} s ({:+.2f}%)\n",
+                 check->event_step_s, check->simgrid_step_s, 100 * (check->simgrid_step_s / check->event_step_s - 1));
+      fmt::print(out, "    sends ({}): |SimGrid - event| mean {:.1f}%, max {:.0f}%, {}\n", check->send_ops,
+                 100 * check->send_mean_rel_diff, 100 * check->send_max_rel_diff, check->worst_send);
+      fmt::print(out, "    DP collectives ({}): mean {:.2f}%, max {:.2f}%\n", check->dp_ops,
+                 100 * check->dp_mean_rel_diff, 100 * check->dp_max_rel_diff);
     }
   }
   return 0;

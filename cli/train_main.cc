@@ -10,12 +10,14 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 
 #include "base/json.h"
 #include "engine/checkpoint.h"
@@ -108,15 +110,11 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
     const bool mfu_valid = r.mfu > 0 && r.mfu <= 1;
     std::string mfu_problem;
     if (!mfu_valid) {
-      char why[400];
-      std::snprintf(why, sizeof why,
-                    "MFU %.0f%% is outside (0, 100%%]: the peak it is measured against, profile '%s' "
-                    "(%s) peak_tflops = %.4g TFLOP/s per %s, is below what this step achieved; "
-                    "re-measure it with `megascale calibrate micro`",
-                    100 * r.mfu, profile.name.c_str(),
-                    profile.source_file.empty() ? "built in" : profile.source_file.c_str(), profile.peak_tflops,
-                    options.device.name == "cuda" ? "GPU" : "core");
-      mfu_problem = why;
+      mfu_problem = fmt::format(
+          "MFU {:.0f}% is outside (0, 100%]: the peak it is measured against, profile '{}' ({}) peak_tflops = "
+          "{:.4g} TFLOP/s per {}, is below what this step achieved; re-measure it with `megascale calibrate micro`",
+          100 * r.mfu, profile.name, profile.source_file.empty() ? "built in" : profile.source_file,
+          profile.peak_tflops, options.device.name == "cuda" ? "GPU" : "core");
       if (!warned) std::cerr << "megascale-train: " << mfu_problem << "\n";
       warned = true;
     }
@@ -131,13 +129,10 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
       j["grad_norm"] = r.grad_norm;
       out << base::with_header(j).dump() << "\n" << std::flush;
     } else {
-      char buf[200];
-      std::snprintf(buf, sizeof buf, "step %4lld  loss %.5f  grad norm %.3f  %.3f s  %.0f tokens/s  ",
-                    static_cast<long long>(r.step), r.loss, r.grad_norm, r.step_time_s, r.tokens_per_s);
-      out << buf;
+      fmt::print(out, "step {:4}  loss {:.5f}  grad norm {:.3f}  {:.3f} s  {:.0f} tokens/s  ", r.step, r.loss,
+                 r.grad_norm, r.step_time_s, r.tokens_per_s);
       if (mfu_valid) {
-        std::snprintf(buf, sizeof buf, "MFU %.1f%%\n", 100 * r.mfu);
-        out << buf;
+        fmt::print(out, "MFU {:.1f}%\n", 100 * r.mfu);
       } else {
         out << "MFU n/a (the profile's peak is too low; see stderr)\n";
       }

@@ -38,6 +38,12 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 # reports).
 find_package(nlohmann_json 3.10 REQUIRED)
 
+# CLI11 (libcli11-dev, header-only): the options of each subcommand (cli/args.cc).
+find_package(CLI11 2.1 CONFIG REQUIRED)
+
+# {fmt} (libfmt-dev): formatted text of the command-line reports (cli/).
+find_package(fmt 9 REQUIRED)
+
 # GoogleTest and Google Benchmark.
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)

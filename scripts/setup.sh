@@ -16,6 +16,8 @@ packages=(
   libbenchmark-dev            # Google Benchmark
   nlohmann-json3-dev          # nlohmann-json: JSON read and written by calibrate/
   libjemalloc-dev             # jemalloc: allocator of `megascale` (event simulation speed)
+  libcli11-dev                # CLI11: command-line options of the subcommands (cli/args.cc)
+  libfmt-dev                  # {fmt}: formatted text of reports and tables (cli/)
 )
 
 # The CUDA backend (cmake/Cuda.cmake) is optional and not installed from here:
