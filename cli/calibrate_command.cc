@@ -25,7 +25,7 @@
 #include "cli/mpirun.h"
 #include "cli/net_check.h"
 #include "cli/runs_check.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "sim/event_run.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -206,7 +206,7 @@ int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
     return 2;
   }
   const std::string path = p.values.at("--out");
-  if (!write_text_atomically(path, model::write_profile(r.profile))) {
+  if (!base::write_text_atomically(path, model::write_profile(r.profile))) {
     err << "megascale calibrate import: cannot write " << path << "\n";
     return 1;
   }

@@ -15,7 +15,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/report.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "model/scenario.h"
 #include "sim/event_run.h"
 
@@ -118,7 +118,7 @@ int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
 
   if (p.on("--update")) {
     const base::Json updated = calibrate::updated_golden(golden, now, fidelity, exists);
-    if (!write_text_atomically(golden_path, updated.dump(2) + "\n"))
+    if (!base::write_text_atomically(golden_path, updated.dump(2) + "\n"))
       throw std::invalid_argument(golden_path + ": cannot write the golden file");
     err << "check: stored " << now.size() << " scenario(s) at " << fidelity << " fidelity in " << golden_path
         << " (" << updated["scenarios"].size() << " in all)\n";

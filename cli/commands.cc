@@ -25,7 +25,7 @@
 #include "sim/search_refine.h"
 #include "calibrate/validation.h"
 #include "base/number_text.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "model/accuracy.h"
 #include "model/breakdown_chart.h"
 #include "model/estimator.h"
@@ -311,7 +311,7 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (p.has("--chart")) {
       const std::string& path = p.values.at("--chart");
-      if (!write_text_atomically(path, model::breakdown_svg(s.name + " (analytical)",
+      if (!base::write_text_atomically(path, model::breakdown_svg(s.name + " (analytical)",
                                                             {{"analytical", e.breakdown, e.iteration_time_s}})))
         throw std::invalid_argument("--chart: cannot write " + path);
       err << "wrote " << path << "\n";
@@ -348,7 +348,7 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
       const std::string& path = p.values.at("--chart");
       const std::string title = base.model.name + " on " + std::to_string(base.parallel.gpus()) + " x " +
                                 base.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
-      if (!write_text_atomically(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
+      if (!base::write_text_atomically(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
                                                                     {"MegaScale", ef.breakdown, ef.iteration_time_s}})))
         throw std::invalid_argument("--chart: cannot write " + path);
       err << "wrote " << path << "\n";
@@ -473,11 +473,11 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
       ranked_mfu.push_back(refined > 0 ? event_estimate[i].mfu : r.top[i].estimate.mfu);
     const model::RankingSpread spread = model::ranking_spread(
         ranked_mfu, refined > 0 ? model::kEventMfuErrorPoints : model::kAnalyticalMfuErrorPoints);
-    if (p.has("--csv") && !write_text_atomically(p.values.at("--csv"), model::search_csv(r, event_estimate)))
+    if (p.has("--csv") && !base::write_text_atomically(p.values.at("--csv"), model::search_csv(r, event_estimate)))
       throw std::invalid_argument("--csv: cannot write " + p.values.at("--csv"));
     if (p.has("--plot")) {
       const std::string title = s.model.name + " on " + std::to_string(o.gpus) + " x " + s.hardware.gpu;
-      if (!write_text_atomically(p.values.at("--plot"), model::search_scatter_svg(title, r, o.memory_headroom)))
+      if (!base::write_text_atomically(p.values.at("--plot"), model::search_scatter_svg(title, r, o.memory_headroom)))
         throw std::invalid_argument("--plot: cannot write " + p.values.at("--plot"));
     }
     // Why a layout ranks where it does: refined ones against the event-level

@@ -17,7 +17,7 @@
 #include "calibrate/net_check.h"
 #include "cli/args.h"
 #include "cli/report.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "cli/commands.h"
 #include "sim/fabric_config.h"
 #include "model/hardware.h"
@@ -173,7 +173,7 @@ int calibrate_net_check(const Args& args, std::ostream& out, std::ostream& err) 
 
   if (p.has("--write")) {
     const std::string path = p.values.at("--write");
-    if (!write_text_atomically(path, md.str())) {
+    if (!base::write_text_atomically(path, md.str())) {
       err << "megascale calibrate net-check: cannot write " << path << "\n";
       return 2;
     }

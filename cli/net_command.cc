@@ -28,6 +28,7 @@
 #include "cli/commands.h"
 #include "sim/fabric_config.h"
 #include "base/json.h"
+#include "base/text_file.h"
 #include "cli/report.h"
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -534,7 +535,7 @@ int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
   const network::IncastReport r = network::incast_report(o);
   if (p.has("--plot")) {
     const std::string& path = p.values.at("--plot");
-    if (!network::write_text_file(path, network::incast_svg(r))) {
+    if (!base::write_text_atomically(path, network::incast_svg(r))) {
       throw std::invalid_argument("--plot: cannot write '" + path + "'");
     }
     if (!p.on("--json")) err << "wrote " << path << "\n";

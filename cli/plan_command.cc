@@ -30,7 +30,7 @@
 #include "base/json.h"
 #include "cli/report.h"
 #include "sim/event_run.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "reliability/plan_inputs.h"
 #include "model/estimator.h"
 #include "model/hardware.h"
@@ -212,7 +212,7 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
           plot.points.push_back({q.interval_s, duration_label(q.interval_s), q.ettr_mean, q.ettr_p5, q.ettr_p95});
         }
       }
-      if (!write_text_atomically(p.values.at("--plot"), reliability::ettr_sweep_svg(plot)))
+      if (!base::write_text_atomically(p.values.at("--plot"), reliability::ettr_sweep_svg(plot)))
         throw UsageError("--plot: cannot write " + p.values.at("--plot"));
     }
     const std::vector<reliability::Assumption> assumptions = reliability::recovery_assumptions(s);

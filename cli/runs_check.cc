@@ -18,7 +18,7 @@
 #include "cli/args.h"
 #include "cli/report.h"
 #include "calibrate/runs_check.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "sim/event_run.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
@@ -82,7 +82,7 @@ int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err)
 
   if (p.has("--write")) {
     const std::string path = p.values.at("--write");
-    if (!write_text_atomically(path, md.str())) {
+    if (!base::write_text_atomically(path, md.str())) {
       err << "megascale calibrate runs-check: cannot write " << path << "\n";
       return 2;
     }

@@ -13,7 +13,7 @@
 
 #include "base/json.h"
 #include "cli/report.h"
-#include "cli/text_file.h"
+#include "base/text_file.h"
 #include "model/breakdown_chart.h"
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -283,7 +283,7 @@ int simulate_event(const model::Scenario& s, const EventRequest& r, std::ostream
     }
     if (!r.chart.empty()) {
       const model::Estimate& e = res.estimate;
-      if (!write_text_atomically(r.chart, model::breakdown_svg(s.name + " (event-level)",
+      if (!base::write_text_atomically(r.chart, model::breakdown_svg(s.name + " (event-level)",
                                                                {{"event-level", e.breakdown, e.iteration_time_s}})))
         throw std::runtime_error("--chart: cannot write " + r.chart);
       files.push_back(r.chart);

@@ -19,7 +19,7 @@ add_custom_target(megascale_build_info ALL
 
 # megascale_base: base/'s compiled part (the build stamp) and nlohmann-json, the
 # project's one JSON library (base/json.h).
-add_library(megascale_base STATIC ${PROJECT_SOURCE_DIR}/base/tool_version.cc)
+add_library(megascale_base STATIC ${PROJECT_SOURCE_DIR}/base/tool_version.cc ${PROJECT_SOURCE_DIR}/base/text_file.cc)
 target_include_directories(megascale_base PUBLIC ${PROJECT_SOURCE_DIR})
 target_include_directories(megascale_base PRIVATE ${MEGASCALE_GENERATED_DIR})
 target_link_libraries(megascale_base PUBLIC nlohmann_json::nlohmann_json)

@@ -608,13 +608,6 @@ base::Json incast_report_json(const IncastReport& rep) {
   return j;
 }
 
-bool write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return false;
-  f << text;
-  return static_cast<bool>(f);
-}
-
 // ---- congestion_effect ---------------------------------------------------------
 
 namespace {

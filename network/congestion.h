@@ -241,8 +241,6 @@ IncastReport incast_report(const IncastOptions& opt);
 std::string incast_svg(const IncastReport& report);
 // JSON object: options, summary figures and the series as arrays.
 base::Json incast_report_json(const IncastReport& report);
-// Writes `text` to `path`; returns false (and leaves errno) on failure.
-bool write_text_file(const std::string& path, const std::string& text);
 
 // ---- the simulator's entry point ---------------------------------------------
 

@@ -1,6 +1,8 @@
 // sim/heatmap.cc: see heatmap.h.
 #include "sim/heatmap.h"
 
+#include "base/text_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -218,11 +220,8 @@ std::string heatmap_svg(const HeatmapInput& in) {
 
 void write_heatmap_svg(const std::string& path, const JobResult& r) {
   const std::string svg = heatmap_svg(heatmap_input(r));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot open for writing");
-  out << svg;
-  out.flush();
-  if (!out) throw std::runtime_error(path + ": write failed");
+  // Whole or not at all, and no link at a predictable name followed (base/text_file.h).
+  if (!base::write_text_atomically(path, svg)) throw std::runtime_error(path + ": cannot write");
 }
 
 }  // namespace megascale::sim

@@ -1,5 +1,5 @@
-// cli/text_file.cc: see text_file.h.
-#include "cli/text_file.h"
+// base/text_file.cc: see text_file.h.
+#include "base/text_file.h"
 
 #include <unistd.h>
 
@@ -7,11 +7,11 @@
 
 #include "base/temp_file.h"
 
-namespace megascale::cli {
+namespace megascale::base {
 
 bool write_text_atomically(const std::string& path, const std::string& text) {
   std::string tmp;
-  const int fd = base::create_temp_beside(path, &tmp);
+  const int fd = create_temp_beside(path, &tmp);
   if (fd < 0) return false;
   size_t done = 0;
   bool ok = true;
@@ -28,4 +28,4 @@ bool write_text_atomically(const std::string& path, const std::string& text) {
   return true;
 }
 
-}  // namespace megascale::cli
+}  // namespace megascale::base

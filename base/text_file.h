@@ -1,4 +1,4 @@
-// cli/text_file.h: writing a whole text file (a report, a profile) so that a
+// base/text_file.h: writing a whole text file (a report, a profile) so that a
 // reader never sees half of it and nothing at a predictable temporary name is
 // followed: base/temp_file.h's fresh temporary beside `path`, then rename(2).
 //
@@ -7,10 +7,10 @@
 
 #include <string>
 
-namespace megascale::cli {
+namespace megascale::base {
 
 // True when `path` now holds `text`; false (the temporary removed, `path`
 // untouched) when it cannot be written.
 bool write_text_atomically(const std::string& path, const std::string& text);
 
-}  // namespace megascale::cli
+}  // namespace megascale::base
