@@ -18,6 +18,7 @@
 
 #include "network/collective_tuner.h"
 #include "network/collectives.h"
+#include "calibrate/statistics.h"
 
 namespace megascale::calibrate {
 
@@ -61,13 +62,7 @@ struct NetClassStats {
   std::string name;
   double median_bound = 0, max_bound = 0;
   std::vector<double> errors;  // |relative error|
-  double median() const {
-    if (errors.empty()) return 0;
-    std::vector<double> e = errors;
-    std::sort(e.begin(), e.end());
-    const size_t n = e.size();
-    return n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
-  }
+  double median() const { return calibrate::median(errors); }
   double max() const { return errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end()); }
   bool pass() const { return errors.empty() || (median() <= median_bound && max() <= max_bound); }
 };

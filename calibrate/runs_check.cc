@@ -1,6 +1,8 @@
 // calibrate/runs_check.cc: see runs_check.h.
 #include "calibrate/runs_check.h"
 
+#include "calibrate/statistics.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -10,13 +12,6 @@
 
 namespace megascale::calibrate {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 

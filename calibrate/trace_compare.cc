@@ -1,6 +1,8 @@
 // calibrate/trace_compare.cc: see trace_compare.h.
 #include "calibrate/trace_compare.h"
 
+#include "calibrate/statistics.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,13 +10,6 @@
 
 namespace megascale::calibrate {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
