@@ -505,8 +505,10 @@ int net_ecmp(const Args& args, std::ostream& out) {
   out << "                              measured   theory\n";
   fmt::print(out, "  paths used (fraction)       {:8.4f}  {:8.4f}\n", s.mean_paths_used_fraction,
              s.theory_paths_used_fraction);
-  fmt::print(out, "  collective efficiency       {:8.4f}  {:8.4f}\n", s.collective_efficiency,
-             s.theory_collective_efficiency);
+  // No exact theory above kMaxExactBalls QPs (network/ecmp_stats.h): "n/a".
+  fmt::print(out, "  collective efficiency       {:8.4f}  {}\n", s.collective_efficiency,
+             std::isfinite(s.theory_collective_efficiency) ? fmt::format("{:8.4f}", s.theory_collective_efficiency)
+                                                           : fmt::format("{:>8}", "n/a"));
   fmt::print(out, "  E[max load] (flows)         {:8.4f}\n", s.mean_max_load_flows);
   return 0;
 }

@@ -152,9 +152,11 @@ EcmpStatistics ecmp_statistics(int paths, int flows, int qps, int trials, uint64
   s.mean_max_load_flows = sum_max / trials / qps;
   s.collective_efficiency = (static_cast<double>(flows) / paths) / s.mean_max_load_flows;
   s.theory_paths_used_fraction = expected_paths_used_fraction(paths, flows * qps);
-  s.theory_collective_efficiency = flows * qps <= kMaxExactBalls
-                                       ? expected_collective_efficiency(paths, flows, qps)
-                                       : std::nan("");
+  // One path carries every flow: its efficiency is 1 exactly, however many
+  // flows there are.
+  s.theory_collective_efficiency = paths == 1                     ? 1.0
+                                   : flows * qps <= kMaxExactBalls ? expected_collective_efficiency(paths, flows, qps)
+                                                                   : std::nan("");
   return s;
 }
 

@@ -35,7 +35,8 @@ struct EcmpStatistics {
   double mean_max_load_flows = 0;       // E[max over paths of load], in flows
   double collective_efficiency = 0;     // (k/n) / mean_max_load_flows
   // Exact balls-into-bins values for kQ balls of weight 1/Q in n bins; the
-  // efficiency is NaN when kQ > kMaxExactBalls (too slow to compute exactly).
+  // efficiency is NaN when kQ > kMaxExactBalls on more than one path (too slow
+  // to compute exactly; reports print "n/a" and JSON null).
   double theory_paths_used_fraction = 0;
   double theory_collective_efficiency = 0;
 };

@@ -62,12 +62,13 @@
 #include "calibrate/validation.h"
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "fuzz_harness.h"
 #include "mutator.h"
 
 namespace {
 
-namespace fs = std::filesystem;
 using megascale::fuzz::Mutator;
+using namespace megascale::fuzz;  // the harness (fuzz_harness.h)
 
 const fs::path kSourceDir = MEGASCALE_SOURCE_DIR;
 const std::string kBinary = MEGASCALE_BINARY;
@@ -89,31 +90,6 @@ constexpr int kEventDrawsPerCase = 20;
 // a few dozen GPUs takes well under a second; the analytical cases cover the
 // large ones.
 constexpr int kEventMaxGpus = 64;
-// A case whose commands take longer than this in all is a hang. Generous: a
-// case takes milliseconds (analytical) to a second (event) in Release, and
-// several times that under the sanitizers on a loaded machine.
-constexpr unsigned kCaseTimeoutS = 120;
-// Exit status of a child whose checks failed (its report file says why); 0 is
-// a pass, anything else a crash or a sanitizer's report.
-constexpr int kChecksFailedExit = 77;
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-}
-
-std::string joined(const std::vector<std::string>& args) {
-  std::string s;
-  for (const std::string& a : args) s += (s.empty() ? "" : " ") + a;
-  return s;
-}
 
 struct Seed {
   std::string relative;  // "paper/table2-megascale-256.toml", under scenarios/
@@ -139,66 +115,6 @@ std::vector<Seed> load_seeds() {
   }
   std::sort(seeds.begin(), seeds.end(), [](const Seed& a, const Seed& b) { return a.relative < b.relative; });
   return seeds;
-}
-
-// A fresh directory under the system's temporary directory, removed with it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "megascale-fuzz-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Where failing inputs are kept for reproduction.
-fs::path failures_dir() {
-  const fs::path dir = fs::current_path() / "fuzz-failures";
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs `checks` in a forked child under kCaseTimeoutS; returns "" when it
-// passed, else why not (its checks' report, a hang, a crash).
-std::string run_in_child(const std::function<std::string()>& checks, const fs::path& report) {
-  std::error_code ec;
-  fs::remove(report, ec);
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t pid = fork();
-  if (pid < 0) return std::string("fork failed: ") + std::strerror(errno);
-  if (pid == 0) {
-    alarm(kCaseTimeoutS);
-    std::string failure;
-    try {
-      failure = checks();
-    } catch (const std::exception& e) {
-      failure = std::string("exception escaped the checks: ") + e.what();
-    } catch (...) {
-      failure = "an exception of unknown type escaped the checks";
-    }
-    if (!failure.empty()) write_file(report, failure);
-    _exit(failure.empty() ? 0 : kChecksFailedExit);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (WIFEXITED(status) && WEXITSTATUS(status) == kChecksFailedExit) return read_file(report);
-  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-    return "hang: no result within " + std::to_string(kCaseTimeoutS) + " s";
-  }
-  if (WIFSIGNALED(status)) return std::string("crashed: ") + strsignal(WTERMSIG(status));
-  return "exited with status " + std::to_string(WEXITSTATUS(status)) +
-         " (a crash or a sanitizer's report: see the test's output above)";
 }
 
 // The bounds of contract 4 (DESIGN.md) on a report's numbers, by key, wherever
@@ -289,19 +205,6 @@ void check_ranges(const nlohmann::json& j, const std::string& where, const Expec
     }
     check_ranges(it.value(), at, expect, failures);
   }
-}
-
-// Whether `text` has a word "nan" or "inf" (any case), as printf writes a
-// number it could not compute.
-bool prints_non_finite(const std::string& text) {
-  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t at = 0; at + 3 <= text.size(); ++at) {
-    std::string word = text.substr(at, 3);
-    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (word != "nan" && word != "inf") continue;
-    if ((at == 0 || !word_char(text[at - 1])) && (at + 3 == text.size() || !word_char(text[at + 3]))) return true;
-  }
-  return false;
 }
 
 // Checks one command's outcome; returns "" or what is wrong.
@@ -511,50 +414,13 @@ TEST(ScenarioFuzz, ParserAndAnalyticalCommands) {
 // ---------------------------------------------------------------------------
 // Event level, through the `megascale` binary
 
-struct Subprocess {
-  int code = -1;  // exit code, -1 when killed by a signal
-  int signal = 0;
-  std::string out, err;
-};
-
-// Runs MEGASCALE_BINARY with `args`, stdout and stderr into files, under
-// kCaseTimeoutS (the alarm survives exec).
-Subprocess run_binary(const std::vector<std::string>& args, const fs::path& dir) {
-  Subprocess r;
-  const fs::path out = dir / "stdout", err = dir / "stderr";
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) _exit(126);
-    std::vector<char*> argv;
-    std::vector<std::string> all = {kBinary};
-    all.insert(all.end(), args.begin(), args.end());
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    alarm(kCaseTimeoutS);
-    execv(kBinary.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
 std::string check_binary(const std::vector<std::string>& args, const Expect& expect, const fs::path& dir) {
-  const Subprocess r = run_binary(args, dir);
+  const Subprocess r = run_binary(kBinary, args, dir);
   const std::string who = "megascale " + joined(args);
-  if (r.signal == SIGALRM) return who + ": hang: no result within " + std::to_string(kCaseTimeoutS) + " s";
+  if (r.timed_out) return who + ": hang: no result within " + std::to_string(kCaseTimeoutS) + " s";
   if (r.signal != 0) return who + ": crashed: " + strsignal(r.signal) + "\n" + r.err.substr(0, 4000);
   // A sanitizer's report exits 1 too: it must not pass as "no answer".
-  if (r.err.find("Sanitizer") != std::string::npos || r.err.find("runtime error:") != std::string::npos) {
+  if (sanitizer_report(r.err)) {
     return who + ": sanitizer report:\n" + r.err.substr(0, 8000);
   }
   const bool json = std::find(args.begin(), args.end(), "--json") != args.end();

@@ -462,6 +462,12 @@ TEST(EcmpStatisticsTest, RejectsBadArguments) {
   const EcmpStatistics one_path = ecmp_statistics(1, 3, 2, 10, 1);
   EXPECT_DOUBLE_EQ(one_path.collective_efficiency, 1.0);
   EXPECT_DOUBLE_EQ(one_path.mean_paths_used_fraction, 1.0);
+  // One path: the theory is exact at any size (it was NaN above
+  // kMaxExactBalls QPs, and `net ecmp` printed "nan"; found by the fuzz test).
+  const EcmpStatistics one_path_many = ecmp_statistics(1, 1024, 8, 2, 1);
+  EXPECT_DOUBLE_EQ(one_path_many.theory_collective_efficiency, 1.0);
+  // Above the exact limit on several paths: no theory, said as NaN.
+  EXPECT_TRUE(std::isnan(ecmp_statistics(16, 64, 64, 2, 1).theory_collective_efficiency));
 }
 
 // ---------------------------------------------------------------------------
