@@ -128,11 +128,12 @@ struct Subprocess {
   std::string out, err;
 };
 
-// Runs `binary` with `args`, stdout and stderr into files in `dir`. After
-// `timeout_s` it is sent SIGTERM (which `megascale train` forwards to its
-// mpirun, so no rank outlives the case), then SIGKILL 10 s later.
+// Runs `binary` with `args`, stdout and stderr into files in `dir`, with
+// `env` ("NAME=VALUE") added to its environment. After `timeout_s` it is sent
+// SIGTERM (which `megascale train` forwards to its mpirun, so no rank outlives
+// the case), then SIGKILL 10 s later.
 inline Subprocess run_binary(const std::string& binary, const std::vector<std::string>& args, const fs::path& dir,
-                             unsigned timeout_s = kCaseTimeoutS) {
+                             unsigned timeout_s = kCaseTimeoutS, const std::vector<std::string>& env = {}) {
   Subprocess r;
   const fs::path out = dir / "stdout", err = dir / "stderr";
   std::cout.flush();
@@ -151,6 +152,10 @@ inline Subprocess run_binary(const std::string& binary, const std::vector<std::s
     all.insert(all.end(), args.begin(), args.end());
     for (std::string& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
+    for (const std::string& kv : env) {
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    }
     execv(binary.c_str(), argv.data());
     _exit(127);
   }

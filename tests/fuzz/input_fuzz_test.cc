@@ -520,6 +520,18 @@ TEST(InputFuzz, NetOptions) {
   EXPECT_GT(outcomes["0"], kNetCases / 10) << "too few net cases get past the option checks:" << summary;
 }
 
+// Under the sanitizers (scripts/sanitize.sh), the ranks are Open MPI programs:
+// LeakSanitizer gets the suppressions of Open MPI's own allocations that the
+// mpi tests use (scripts/sanitizer-suppressions.txt, which says why), with the
+// whole-stack unwinding they need. No effect in other builds.
+std::vector<std::string> sanitizer_env_for_mpi() {
+  std::string asan = std::getenv("ASAN_OPTIONS") ? std::getenv("ASAN_OPTIONS") : "";
+  asan += std::string(asan.empty() ? "" : ":") + "fast_unwind_on_malloc=0";
+  return {"ASAN_OPTIONS=" + asan,
+          "LSAN_OPTIONS=suppressions=" + (kSourceDir / "scripts" / "sanitizer-suppressions.txt").string() +
+              ":print_suppressions=0"};
+}
+
 // Whether a mutated CPU scenario is small enough for a train case.
 bool small_cpu_job(const std::string& text, const std::string& name) {
   try {
@@ -561,7 +573,7 @@ TEST(InputFuzz, TrainScenarios) {
         "train", file.string(), "--set", "train.steps=2", "--set",
         "train.checkpoint_dir=\"" + (tmp.path() / ("ckpt-" + std::to_string(draw))).string() + "\"", "--set",
         "train.work_dir=\"" + (tmp.path() / "work").string() + "\""};
-    const Subprocess r = run_binary(kBinary, args, tmp.path(), kTrainTimeoutS);
+    const Subprocess r = run_binary(kBinary, args, tmp.path(), kTrainTimeoutS, sanitizer_env_for_mpi());
     std::string failure;
     if (r.timed_out) failure = "hang: no result within " + std::to_string(kTrainTimeoutS) + " s";
     else if (r.signal != 0) failure = std::string("crashed: ") + strsignal(r.signal);
