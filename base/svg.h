@@ -25,6 +25,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include <fmt/format.h>
 
 #include "base/xml_text.h"
 
@@ -38,9 +39,7 @@ using Attrs = std::vector<Attr>;
 // At most two decimals, trailing zeros dropped: 12 -> "12", 3.14159 -> "3.14";
 // "-0" is written "0".
 inline std::string svg_number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  std::string s = buf;
+  std::string s = fmt::format("{:.2f}", v);
   if (s.find('.') != std::string::npos) {
     while (s.back() == '0') s.pop_back();
     if (s.back() == '.') s.pop_back();

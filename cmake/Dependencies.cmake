@@ -41,7 +41,8 @@ find_package(nlohmann_json 3.10 REQUIRED)
 # CLI11 (libcli11-dev, header-only): the options of each subcommand (cli/args.cc).
 find_package(CLI11 2.1 CONFIG REQUIRED)
 
-# {fmt} (libfmt-dev): formatted text of the command-line reports (cli/).
+# {fmt} (libfmt-dev): formatted text everywhere (reports, notes, errors, CSV and
+# SVG numbers); megascale_base links it for every layer.
 find_package(fmt 9 REQUIRED)
 
 # GoogleTest and Google Benchmark.

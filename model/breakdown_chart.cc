@@ -4,17 +4,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "base/svg.h"
 
 namespace megascale::model {
 namespace {
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
 
 // Seconds with three significant figures or more (0.0123 s, 1.23 s, 12.3 s).
 std::string seconds_text(double s) {

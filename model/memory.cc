@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fmt/format.h>
 
 #include "model/engine_ops.h"
 #include "model/payload.h"
@@ -116,14 +117,11 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
 }
 
 std::string MemoryBreakdown::describe() const {
-  char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "needs %.1f GB of %.1f GB: parameters %.1f, gradients %.1f, optimizer %.1f, "
-                "activations %.1f (%d in-flight chunks x %.2f GB/layer), other %.1f",
-                total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9,
-                gradients_bytes / 1e9, optimizer_bytes / 1e9, activations_bytes / 1e9,
-                inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9);
-  return buf;
+  return fmt::format(
+      "needs {:.1f} GB of {:.1f} GB: parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
+      "activations {:.1f} ({} in-flight chunks x {:.2f} GB/layer), other {:.1f}",
+      total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9, gradients_bytes / 1e9, optimizer_bytes / 1e9,
+      activations_bytes / 1e9, inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9);
 }
 
 }  // namespace megascale::model

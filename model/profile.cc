@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "model/toml_section.h"
 
@@ -489,22 +490,16 @@ std::string quoted(const std::string& s) {
 
 std::string number(double v) {
   if (std::abs(v - std::round(v)) < 1e-9 && std::abs(v) < 1e15) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f", v);
-    return buf;
+    return fmt::format("{:.1f}", v);
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  std::string s = buf;
+  std::string s = fmt::format("{:.9g}", v);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }
 
 // Table cells: 6 significant digits (measurements repeat to a few percent).
 std::string cell(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  std::string s = buf;
+  std::string s = fmt::format("{:.6g}", v);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <fmt/format.h>
 
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -106,10 +107,8 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
 }
 
 std::string layout_text(const ParallelConfig& p) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "TP %d PP %d VPP %d DP %d mb %d%s ZeRO %d recompute %s", p.tp, p.pp, p.vpp, p.dp,
-                p.micro_batch, p.sequence_parallel ? " SP" : "", p.zero_stage, to_string(p.recompute));
-  return buf;
+  return fmt::format("TP {} PP {} VPP {} DP {} mb {}{} ZeRO {} recompute {}", p.tp, p.pp, p.vpp, p.dp, p.micro_batch,
+                     p.sequence_parallel ? " SP" : "", p.zero_stage, to_string(p.recompute));
 }
 
 RankingSpread ranking_spread(const std::vector<double>& mfus, double error_points) {
@@ -131,16 +130,13 @@ std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event
   std::string out =
       "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
       "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s\n";
-  char buf[320];
   auto row = [&](const std::string& rank, const ParallelConfig& p, double mfu, double iteration_s, double memory_bytes,
                  bool fits, const Estimate* ev) {
-    std::snprintf(buf, sizeof buf, "%s,%d,%d,%d,%d,%d,%d,%s,%d,%.6f,%.6g,%.0f,%d,", rank.c_str(), p.tp, p.pp, p.vpp,
-                  p.dp, p.micro_batch, p.zero_stage, to_string(p.recompute), p.sequence_parallel ? 1 : 0, mfu,
-                  iteration_s, memory_bytes, fits ? 1 : 0);
-    out += buf;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{:.6g},{:.0f},{},", rank, p.tp, p.pp, p.vpp, p.dp,
+                       p.micro_batch, p.zero_stage, to_string(p.recompute), p.sequence_parallel ? 1 : 0, mfu,
+                       iteration_s, memory_bytes, fits ? 1 : 0);
     if (ev != nullptr) {
-      std::snprintf(buf, sizeof buf, "%.6f,%.6g", ev->mfu, ev->iteration_time_s);
-      out += buf;
+      out += fmt::format("{:.6f},{:.6g}", ev->mfu, ev->iteration_time_s);
     } else {
       out += ",";
     }
@@ -179,22 +175,13 @@ std::string explain(const Candidate& c, const Candidate& best) {
                              {"embedding sync", b.embedding_sync_s}, {"gradient norm", b.grad_norm_s},
                              {"optimizer", b.optimizer_s}, {"host", b.host_s}};
   std::sort(parts.begin(), parts.end(), [](const Part& x, const Part& y) { return x.s > y.s; });
-  char buf[256];
-  std::string out;
-  std::snprintf(buf, sizeof buf, "compute %.1f%% of step", 100.0 * b.compute_s / t);
-  out += buf;
+  std::string out = fmt::format("compute {:.1f}% of step", 100.0 * b.compute_s / t);
   for (int i = 0; i < 2 && i < static_cast<int>(parts.size()); ++i) {
-    std::snprintf(buf, sizeof buf, ", %s %.1f%%", parts[i].name, 100.0 * parts[i].s / t);
-    out += buf;
+    out += fmt::format(", {} {:.1f}%", parts[i].name, 100.0 * parts[i].s / t);
   }
-  std::snprintf(buf, sizeof buf, ", memory %.0f/%.0f GB", c.estimate.memory.total_bytes / 1e9,
-                c.estimate.memory.capacity_bytes / 1e9);
-  out += buf;
-  if (&c != &best) {
-    std::snprintf(buf, sizeof buf, "; %.2f MFU points behind #1",
-                  100.0 * (best.estimate.mfu - c.estimate.mfu));
-    out += buf;
-  }
+  out += fmt::format(", memory {:.0f}/{:.0f} GB", c.estimate.memory.total_bytes / 1e9,
+                     c.estimate.memory.capacity_bytes / 1e9);
+  if (&c != &best) out += fmt::format("; {:.2f} MFU points behind #1", 100.0 * (best.estimate.mfu - c.estimate.mfu));
   return out;
 }
 

@@ -4,17 +4,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <vector>
+#include <fmt/format.h>
 
 #include "base/svg.h"
 
 namespace megascale::model {
 namespace {
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
 
 // "#3" for index 2 (appended, not "#" + string: GCC 12 warns -Wrestrict on that).
 std::string rank_text(size_t index) {

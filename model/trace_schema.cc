@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <fmt/format.h>
 
 namespace megascale::model {
 namespace {
@@ -32,11 +33,6 @@ std::string csv_field(const std::string& s) {
 }
 
 
-std::string fmt_double(double v, const char* f) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::ofstream open_out(const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -119,8 +115,8 @@ void write_trace_csv(const std::string& path, const std::vector<TraceEvent>& eve
   for (const TraceEvent& e : events) {
     out << e.rank << ',' << to_string(e.stream) << ',' << csv_field(e.kind) << ','
         << e.microbatch << ',' << e.chunk << ',' << e.layer << ','
-        << fmt_double(e.start_us, "%.3f") << ',' << fmt_double(e.end_us, "%.3f") << ','
-        << e.bytes << ',' << fmt_double(e.flops, "%.17g") << "\n";
+        << fmt::format("{:.3f}", e.start_us) << ',' << fmt::format("{:.3f}", e.end_us) << ','
+        << e.bytes << ',' << fmt::format("{:.17g}", e.flops) << "\n";
   }
   finish(out, path);
 }

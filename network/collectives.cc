@@ -12,6 +12,7 @@
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
+#include <fmt/format.h>
 
 namespace megascale::network {
 namespace {
@@ -66,12 +67,6 @@ uint64_t hash_flows(std::span<const StepFlow> flows) {
     h = mix64(h, std::bit_cast<uint64_t>(f.bytes));
   }
   return h;
-}
-
-std::string format(const char* fmt, double a, double b = 0, double c = 0) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, fmt, a, b, c);
-  return buf;
 }
 
 std::string node_name(const Topology& t, NodeId node) {
@@ -498,16 +493,16 @@ StepOutcome CollectiveSimulator::solve_step(std::span<const StepFlow> flows, boo
       bn.capacity_gbps = capacity_gbps_[static_cast<size_t>(b)];
       bn.description = bn.kind + " link " + (link.up ? "up" : "down") + " (" + node_name(t, link.src) + " -> " +
                        node_name(t, link.dst) + "), " +
-                       format("%.0f Gb/s shared by %.0f sub-flows, slowest at %.1f Gb/s", bn.capacity_gbps,
+                       fmt::format("{:.0f} Gb/s shared by {} sub-flows, slowest at {:.1f} Gb/s", bn.capacity_gbps,
                               bn.flows, critical_rate);
       if (link.kind == LinkKind::kNicTor) bn.description += " (NIC line rate x NCCL efficiency)";
     } else if (b == kLimitedByRateCap) {
       bn.kind = net ? "nic-cap" : "nvlink-cap";
       bn.flows = 1;
       bn.capacity_gbps = fs.rate_cap_gbps(critical);
-      bn.description = net ? format("per-flow cap: NIC NCCL busbw %.1f GB/s over %.0f QP(s) = %.1f Gb/s each",
+      bn.description = net ? fmt::format("per-flow cap: NIC NCCL busbw {:.1f} GB/s over {} QP(s) = {:.1f} Gb/s each",
                                     options_.nic_busbw_gbs, qps, bn.capacity_gbps)
-                           : format("per-flow cap: NVLink NCCL busbw %.0f GB/s per GPU over %.0f flow(s) = %.0f Gb/s",
+                           : fmt::format("per-flow cap: NVLink NCCL busbw {:.0f} GB/s per GPU over {:.0f} flow(s) = {:.0f} Gb/s",
                                     options_.nvlink_busbw_gbs,
                                     nvlink_gbps / std::max(bn.capacity_gbps, 1e-12), bn.capacity_gbps);
     } else {

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "base/svg.h"
 
@@ -56,9 +57,7 @@ bool uses_ecn(CcAlgorithm cc) { return cc == CcAlgorithm::kDcqcn || cc == CcAlgo
 
 std::string fmt(double v) {
   if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
+  return fmt::format("{:.6g}", v);
 }
 
 }  // namespace

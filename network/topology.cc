@@ -15,6 +15,7 @@
 #include <limits>
 #include <numeric>
 #include <utility>
+#include <fmt/format.h>
 
 namespace megascale::network {
 
@@ -25,9 +26,7 @@ namespace {
 }
 
 std::string number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
+  return fmt::format("{:g}", value);
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "base/svg.h"
 
@@ -12,9 +13,7 @@ namespace megascale::reliability {
 namespace {
 
 std::string percent(double fraction, int decimals) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f%%", decimals, 100 * fraction);
-  return buf;
+  return fmt::format("{:.{}f}%", 100 * fraction, decimals);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "model/config.h"
 #include "model/hardware.h"
@@ -17,9 +18,7 @@ namespace megascale::reliability {
 namespace {
 
 std::string fmt(double v, int decimals = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
+  return fmt::format("{:.{}f}", v, decimals);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <limits>
 #include <queue>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "reliability/recovery_model.h"
 
@@ -390,13 +391,11 @@ RunOutcome simulate_run(const RunModel& m, uint64_t seed, int run_index) {
   // ran for hours, or forever once the rate was infinite and time stopped.
   const double expected = expected_failures_per_run(m);
   if (!(expected <= kMaxExpectedFailuresPerRun)) {
-    char what[320];
-    std::snprintf(what, sizeof what,
-                  "the failure rates ([failures], %d GPUs) and the run's length ([run] duration, %.3g s) "
-                  "give %.3g expected failures per run; the Monte Carlo simulates at most %.0f "
-                  "(check failures.rate_scale and the per-hour rates)",
-                  m.gpus, m.horizon_s, expected, kMaxExpectedFailuresPerRun);
-    throw std::invalid_argument(what);
+    throw std::invalid_argument(fmt::format(
+        "the failure rates ([failures], {} GPUs) and the run's length ([run] duration, {:.3g} s) "
+        "give {:.3g} expected failures per run; the Monte Carlo simulates at most {:.0f} "
+        "(check failures.rate_scale and the per-hour rates)",
+        m.gpus, m.horizon_s, expected, kMaxExpectedFailuresPerRun));
   }
   return RunSim(m, seed, run_index).run();
 }

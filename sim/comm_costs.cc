@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 #include <utility>
+#include <fmt/format.h>
 
 #include "model/collective_cost.h"
 #include "model/hardware.h"
@@ -45,11 +46,9 @@ void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTim
 }
 
 std::string note(const char* what, const network::CollectiveResult& r) {
-  char buf[384];
-  std::snprintf(buf, sizeof buf, "%s: %s (%s) of %.1f MB over %d ranks x %d groups: %.3f ms, busbw %.1f GB/s, bottleneck %s",
-                what, network::to_string(r.op), network::to_string(r.algorithm), r.bytes / 1e6, r.ranks,
-                r.groups, r.time_s * 1e3, r.busbw_gbs, r.bottleneck.kind.c_str());
-  return buf;
+  return fmt::format("{}: {} ({}) of {:.1f} MB over {} ranks x {} groups: {:.3f} ms, busbw {:.1f} GB/s, bottleneck {}",
+                     what, network::to_string(r.op), network::to_string(r.algorithm), r.bytes / 1e6, r.ranks, r.groups,
+                     r.time_s * 1e3, r.busbw_gbs, r.bottleneck.kind);
 }
 
 // Times the scenario's collectives on its fabric, memoised by (op, bytes).
@@ -109,11 +108,10 @@ class NetworkTimer {
       double& s = out[static_cast<size_t>(stage_of[i])];
       s = std::max(s, (lat.base_us + hop_us) * 1e-6 + o.transfer_bandwidth_s[i]);
     }
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "pp %s: sendrecv of %.1f MB, per boundary %.3f-%.3f ms",
-                  step > 0 ? "to next stage" : "to previous stage", bytes / 1e6,
-                  *std::min_element(out.begin(), out.end()) * 1e3, *std::max_element(out.begin(), out.end()) * 1e3);
-    t->notes.push_back(buf);
+    t->notes.push_back(fmt::format("pp {}: sendrecv of {:.1f} MB, per boundary {:.3f}-{:.3f} ms",
+                                   step > 0 ? "to next stage" : "to previous stage", bytes / 1e6,
+                                   *std::min_element(out.begin(), out.end()) * 1e3,
+                                   *std::max_element(out.begin(), out.end()) * 1e3));
     return out;
   }
 

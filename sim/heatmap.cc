@@ -8,17 +8,13 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
+#include <fmt/format.h>
 
 #include "base/svg.h"
 
 namespace megascale::sim {
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -56,9 +52,7 @@ std::string colour(double ratio, const Scale& s) {
     g = static_cast<int>(std::lround(255 - t * (255 - 90)));
     b = static_cast<int>(std::lround(255 - t * (255 - 200)));
   }
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
-  return buf;
+  return fmt::format("#{:02x}{:02x}{:02x}", r, g, b);
 }
 
 std::string range(const char* one, const char* many, int first, int last) {
@@ -165,7 +159,7 @@ std::string heatmap_svg(const HeatmapInput& in) {
   svg.text(10, 20, in.title, {{"font-size", "14"}, {"font-weight", "bold"}});
   svg.text(10, 38, in.rows_note);
   svg.text(left, top - 28, "each cell: the step's time vs the median of its stage (red = slower)");
-  const std::string label_size = fmt("%.0f", std::min(11.0, std::max(7.0, ch)));
+  const std::string label_size = fmt::format("{:.0f}", std::min(11.0, std::max(7.0, ch)));
   for (int i = 0; i < rows; i += label_every) {
     svg.text(left - 6, top + (i + 0.5) * ch + 4, in.rows[i], {{"text-anchor", "end"}, {"font-size", label_size}});
   }
@@ -179,8 +173,8 @@ std::string heatmap_svg(const HeatmapInput& in) {
       for (int i = 0; i < rows; ++i) {
         const HeatmapCell& v = (*data[panel])[c][i];
         const std::string tip = titles ? in.rows[i] + ", step " + std::to_string(c) + ": " +
-                                             fmt("%.3f", v.seconds * 1e3) + " ms (" +
-                                             fmt("%+.1f", 100 * (v.ratio - 1)) + "% vs the stage median)"
+                                             fmt::format("{:.3f}", v.seconds * 1e3) + " ms (" +
+                                             fmt::format("{:+.1f}", 100 * (v.ratio - 1)) + "% vs the stage median)"
                                        : "";
         svg.rect(x0 + c * cw, top + i * ch, cw, ch, colour(v.ratio, sc), {}, tip);
       }
@@ -195,7 +189,7 @@ std::string heatmap_svg(const HeatmapInput& in) {
     for (int k = 4; k >= 0; --k) {
       const double y = ly + 20 + (4 - k) * 20;
       svg.rect(legend_x, y, 16, 16, colour(ratios[k], sc), {{"stroke", "#999"}});
-      svg.text(legend_x + 22, y + 12, fmt("%+.1f%%", 100 * (ratios[k] - 1)));
+      svg.text(legend_x + 22, y + 12, fmt::format("{:+.1f}%", 100 * (ratios[k] - 1)));
     }
   }
   // Step times under the forward panel: bars on an axis from 0 s.
@@ -203,15 +197,15 @@ std::string heatmap_svg(const HeatmapInput& in) {
   const double axis_top_s = base::nice_ceiling(*tmax_it, 4);
   const base::LinearScale y{0.0, axis_top_s, chart_top + chart_h, chart_top};
   svg.text(left, chart_top - 14,
-           "step time: " + fmt("%.4f", *tmin_it) + " .. " + fmt("%.4f", *tmax_it) + " s (max - min " +
-               fmt("%.2f", *tmin_it > 0 ? 100 * (*tmax_it / *tmin_it - 1) : 0.0) + "% of min)",
+           "step time: " + fmt::format("{:.4f}", *tmin_it) + " .. " + fmt::format("{:.4f}", *tmax_it) + " s (max - min " +
+               fmt::format("{:.2f}", *tmin_it > 0 ? 100 * (*tmax_it / *tmin_it - 1) : 0.0) + "% of min)",
            {{"font-weight", "bold"}});
   base::draw_axis(svg, y, base::AxisSide::kLeft, left, "step time (s)",
                   [](double v) { return base::svg_number(v); }, 4, left + pw);
   for (int c = 0; c < cols; ++c) {
     const double t = in.step_time_s[c];
     svg.rect(left + c * cw, y(t), std::max(1.0, cw - 1), y(0.0) - y(t), "#4a6fa5", {{"class", "step-time"}},
-             "step " + std::to_string(c) + ": " + fmt("%.4f", t) + " s");
+             "step " + std::to_string(c) + ": " + fmt::format("{:.4f}", t) + " s");
   }
   svg.line(left, y(0.0), left + pw, y(0.0), "#444");
   svg.text(left + pw / 2, y(0.0) + 16, "step", {{"text-anchor", "middle"}});

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+#include <fmt/format.h>
 
 #include "model/payload.h"
 #include "network/collectives.h"
@@ -233,11 +234,10 @@ NetworkCrossCheck network_crosscheck(const model::Scenario& s, const SimOptions&
         if (d <= worst) continue;
         worst = d;
         const Op& op = schedule.ranks[c.rank].ops[c.index];
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "replica %d pp rank %d %s mb %d chunk %d to pp rank %d at %.4f s: event %.3f ms, SimGrid %.3f ms",
-                      c.replica, c.rank, model::to_string(op.kind), op.microbatch, op.chunk, op.peer, c.start_s,
-                      c.event_s * 1e3, sg_s * 1e3);
-        out.worst_send = buf;
+        out.worst_send = fmt::format(
+            "replica {} pp rank {} {} mb {} chunk {} to pp rank {} at {:.4f} s: event {:.3f} ms, SimGrid {:.3f} ms",
+            c.replica, c.rank, model::to_string(op.kind), op.microbatch, op.chunk, op.peer, c.start_s, c.event_s * 1e3,
+            sg_s * 1e3);
       }
     }
     out.rounds = round + 1;
