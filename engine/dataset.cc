@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <fmt/format.h>
 
 #include "base/temp_file.h"
 #include "engine/crc32.h"
@@ -34,9 +35,7 @@ uint64_t get_u64(const unsigned char* p) {
 }
 
 std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
+  return fmt::format("0x{:08x}", v);
 }
 
 std::string errno_text() { return std::strerror(errno); }

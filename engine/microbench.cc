@@ -12,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <fmt/format.h>
 
 #include "engine/model_chunk.h"
 #include "engine/optimizer.h"
@@ -347,11 +348,6 @@ double across_ranks(Comm& world, double own_s, std::vector<float>* scratch) {
   return sum / world.size();
 }
 
-std::string fmt(const char* f, double a) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
-}
 
 // The in-situ fit (model/profile_tables.h InsituTable): per busy rank count,
 // every (model, op, pass) of the in-situ passes is a row: its measured seconds
@@ -617,7 +613,7 @@ MicroResult run_microbenchmarks(Device& device, Comm& world, const MicroPlan& pl
       if (i % 250 == 0 || i + 1 == total) {
         say("gemm (" + std::to_string(busy) + " busy) " + std::to_string(i + 1) + "/" + std::to_string(total) +
             "  " + g.layout + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) +
-            fmt(": %.1f GFLOP/s", 2.0 * g.m * g.n * g.k / t.median_s / 1e9));
+            fmt::format(": {:.1f} GFLOP/s", 2.0 * g.m * g.n * g.k / t.median_s / 1e9));
       }
     }
 

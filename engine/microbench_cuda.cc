@@ -11,6 +11,7 @@
 
 #ifdef MEGASCALE_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_cuda.h"
@@ -44,9 +45,7 @@ double time_calls(CudaDevice& dev, int repeats, const std::function<void()>& fn)
 }
 
 std::string dims(const char* layout, long m, long n, long k) {
-  char b[96];
-  std::snprintf(b, sizeof b, "%s %ldx%ldx%ld", layout, m, n, k);
-  return b;
+  return fmt::format("{} {}x{}x{}", layout, m, n, k);
 }
 
 }  // namespace
@@ -161,23 +160,16 @@ std::string write_cuda_micro_report(const CudaMicroResult& r, const std::string&
                                     double peak_tflops) {
   std::string t = "# megascale calibrate micro --device cuda: CudaDevice kernels timed with CUDA events\n"
                   "# (engine/microbench_cuda.h): median of the repeats after two warm-up calls.\n";
-  char b[512];
-  std::snprintf(b, sizeof b, "[device]\nname = \"%s\"\ncompute_capability = %d\nhost = \"%s\"\ndate = \"%s\"\n"
-                             "peak_tflops = %.1f\n",
-                r.device.c_str(), r.compute_capability, host.c_str(), date.c_str(), peak_tflops);
-  t += b;
+  t += fmt::format("[device]\nname = \"{}\"\ncompute_capability = {}\nhost = \"{}\"\ndate = \"{}\"\npeak_tflops = {:.1f}\n",
+                   r.device, r.compute_capability, host, date, peak_tflops);
   for (const CudaMicroPoint& p : r.points) {
     const double tflops = p.flops > 0 && p.seconds > 0 ? p.flops / p.seconds / 1e12 : 0;
     const double gbs = p.bytes > 0 && p.seconds > 0 ? p.bytes / p.seconds / 1e9 : 0;
-    std::snprintf(b, sizeof b,
-                  "\n[[point]]\nop = \"%s\"\nshape = \"%s\"\nseconds = %.9g\nflops = %.6g\nbytes = %.6g\n"
-                  "achieved_tflops = %.3f\nachieved_gbs = %.1f\n",
-                  p.op.c_str(), p.shape.c_str(), p.seconds, p.flops, p.bytes, tflops, gbs);
-    t += b;
-    if (tflops > 0 && peak_tflops > 0) {
-      std::snprintf(b, sizeof b, "fraction_of_peak = %.4f\n", tflops / peak_tflops);
-      t += b;
-    }
+    t += fmt::format(
+        "\n[[point]]\nop = \"{}\"\nshape = \"{}\"\nseconds = {:.9g}\nflops = {:.6g}\nbytes = {:.6g}\n"
+        "achieved_tflops = {:.3f}\nachieved_gbs = {:.1f}\n",
+        p.op, p.shape, p.seconds, p.flops, p.bytes, tflops, gbs);
+    if (tflops > 0 && peak_tflops > 0) t += fmt::format("fraction_of_peak = {:.4f}\n", tflops / peak_tflops);
   }
   return t;
 }
