@@ -4,7 +4,7 @@
 // Validates the scenario, then launches the engine as an MPI job:
 // `mpirun --oversubscribe -np GPUS megascale-train FILE [--json]` (Open MPI's
 // run-as-root variables set), and returns its exit status. megascale-train
-// (cli/train_main.cc) is a separate executable because the simulator side links
+// (engine/tools/train_rank_main.cc) is a separate executable because the simulator side links
 // SimGrid, whose SMPI layer exports the MPI symbols too.
 
 #include <cstdlib>
