@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/breakdown_parts.h"
+
 namespace megascale::calibrate {
 namespace {
 
@@ -41,18 +43,9 @@ base::Json estimate_metrics(const model::Estimate& e) {
   j["bubble_fraction"] = e.bubble_fraction;
   j["memory_per_gpu_bytes"] = e.memory.total_bytes;
   j["fits_in_memory"] = e.memory.fits();
-  const model::TimeBreakdown& b = e.breakdown;
-  j["breakdown_s"] = {{"data", b.data_s},
-                      {"compute", b.compute_s},
-                      {"recompute", b.recompute_s},
-                      {"tp_exposed", b.tp_exposed_s},
-                      {"bubble", b.bubble_s},
-                      {"pp_exposed", b.pp_exposed_s},
-                      {"dp_exposed", b.dp_exposed_s},
-                      {"embedding_sync", b.embedding_sync_s},
-                      {"grad_norm", b.grad_norm_s},
-                      {"optimizer", b.optimizer_s},
-                      {"host", b.host_s}};
+  base::Json breakdown;
+  for (const model::BreakdownPart& part : model::kBreakdownParts) breakdown[part.key] = e.breakdown.*part.seconds;
+  j["breakdown_s"] = breakdown;
   return j;
 }
 

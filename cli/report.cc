@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
 #include "model/profile.h"
 
@@ -19,17 +20,9 @@ struct Row {
 };
 
 std::vector<Row> breakdown_rows(const model::TimeBreakdown& b) {
-  return {{"data", b.data_s},
-          {"compute", b.compute_s},
-          {"recompute", b.recompute_s},
-          {"tp_exposed", b.tp_exposed_s},
-          {"bubble", b.bubble_s},
-          {"pp_exposed", b.pp_exposed_s},
-          {"dp_exposed", b.dp_exposed_s},
-          {"embedding_sync", b.embedding_sync_s},
-          {"grad_norm", b.grad_norm_s},
-          {"optimizer", b.optimizer_s},
-          {"host", b.host_s}};
+  std::vector<Row> rows;
+  for (const model::BreakdownPart& part : model::kBreakdownParts) rows.push_back({part.key, b.*part.seconds});
+  return rows;
 }
 
 std::string layout(const model::ParallelConfig& p) {
