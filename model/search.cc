@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "model/accuracy.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -196,6 +197,26 @@ std::string explain(const Candidate& c, const Candidate& best) {
     out += buf;
   }
   return out;
+}
+
+std::vector<std::string> ranking_reasons(const SearchResult& r, const std::vector<Estimate>& refined) {
+  std::vector<std::string> why;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    if (i < refined.size()) {
+      const Candidate best{r.top[0].parallel, refined[0]};
+      why.push_back(i == 0 ? explain(best, best) : explain(Candidate{r.top[i].parallel, refined[i]}, best));
+    } else {
+      why.push_back(explain(r.top[i], r.top[0]));
+    }
+  }
+  return why;
+}
+
+RankingSpread ranking_spread(const SearchResult& r, const std::vector<Estimate>& refined) {
+  std::vector<double> mfus;
+  for (size_t i = 0; i < (refined.empty() ? r.top.size() : refined.size()); ++i)
+    mfus.push_back(refined.empty() ? r.top[i].estimate.mfu : refined[i].mfu);
+  return ranking_spread(mfus, refined.empty() ? kAnalyticalMfuErrorPoints : kEventMfuErrorPoints);
 }
 
 }  // namespace megascale::model
