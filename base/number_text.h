@@ -1,7 +1,8 @@
 // base/number_text.h: the field helpers the text readers of users'
 // measurements share (calibrate/nccl_tests.cc, calibrate/gemm_sweep.cc,
 // calibrate/fit.cc): trim, lower case, a strict finite number, and a fraction
-// written as a fraction or a percentage (the CLI's options).
+// written as a fraction or a percentage, and a size with a unit (the CLI's
+// options).
 // Header-only, below every layer (see splitmix64.h).
 //
 // Thread-safety: pure functions.
@@ -10,6 +11,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <stdexcept>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +52,40 @@ inline std::optional<double> fraction_or_percent(std::string s) {
   const std::optional<double> v = finite_number(s);
   if (!v) return std::nullopt;
   return percent ? *v / 100 : *v;
+}
+
+// A size in bytes: a number with an optional unit. K, M, G, T and KiB, MiB, GiB,
+// TiB are powers of 1024 (nccl-tests' -b/-e convention: 1G = 2^30); KB, MB, GB,
+// TB powers of 1000; B or nothing, bytes. Units are case-insensitive. Throws
+// std::invalid_argument with the reason (`net collective --bytes 1G`).
+inline double size_bytes(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("'" + text + "' is not a size (e.g. 1G, 256M, 1GiB, 4096)");
+  }
+  std::string unit;
+  for (size_t i = used; i < text.size(); ++i) {
+    unit.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(text[i]))));
+  }
+  static const std::map<std::string, double> kUnits = {
+      {"", 1.0},          {"B", 1.0},
+      {"K", 0x1p10},      {"KIB", 0x1p10},  {"KB", 1e3},
+      {"M", 0x1p20},      {"MIB", 0x1p20},  {"MB", 1e6},
+      {"G", 0x1p30},      {"GIB", 0x1p30},  {"GB", 1e9},
+      {"T", 0x1p40},      {"TIB", 0x1p40},  {"TB", 1e12}};
+  auto it = kUnits.find(unit);
+  if (it == kUnits.end()) {
+    throw std::invalid_argument("'" + text + "': unknown unit '" + text.substr(used) +
+                                "' (K, M, G, T = powers of 1024, also KiB..TiB; KB..TB = powers of 1000)");
+  }
+  const double bytes = v * it->second;
+  if (!(bytes > 0) || !std::isfinite(bytes) || bytes > 0x1p60) {
+    throw std::invalid_argument("'" + text + "' must be a positive size of at most 1 EiB");
+  }
+  return bytes;
 }
 
 }  // namespace megascale::base

@@ -3,8 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "model/breakdown_parts.h"
+#include "model/scenario.h"
+#include "sim/system_comparison.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -41,19 +46,24 @@ base::Json estimate_metrics(const model::Estimate& e) {
   j["bubble_fraction"] = e.bubble_fraction;
   j["memory_per_gpu_bytes"] = e.memory.total_bytes;
   j["fits_in_memory"] = e.memory.fits();
-  const model::TimeBreakdown& b = e.breakdown;
-  j["breakdown_s"] = {{"data", b.data_s},
-                      {"compute", b.compute_s},
-                      {"recompute", b.recompute_s},
-                      {"tp_exposed", b.tp_exposed_s},
-                      {"bubble", b.bubble_s},
-                      {"pp_exposed", b.pp_exposed_s},
-                      {"dp_exposed", b.dp_exposed_s},
-                      {"embedding_sync", b.embedding_sync_s},
-                      {"grad_norm", b.grad_norm_s},
-                      {"optimizer", b.optimizer_s},
-                      {"host", b.host_s}};
+  base::Json breakdown;
+  for (const model::BreakdownPart& part : model::kBreakdownParts) breakdown[part.key] = e.breakdown.*part.seconds;
+  j["breakdown_s"] = breakdown;
   return j;
+}
+
+std::map<std::string, base::Json> scenario_metrics(
+    const std::vector<std::string>& files, const std::string& golden_dir, const std::string& fidelity,
+    const std::function<void(size_t, size_t, const std::string&)>& progress) {
+  namespace fs = std::filesystem;
+  std::map<std::string, base::Json> now;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string key = fs::relative(fs::absolute(files[i]), golden_dir).generic_string();
+    if (progress) progress(i, files.size(), files[i]);
+    const model::Scenario s = model::load_scenario(files[i]);
+    now[key] = estimate_metrics(sim::estimate_at(s, fidelity));
+  }
+  return now;
 }
 
 bool GateResult::pass() const {

@@ -49,6 +49,14 @@ class GoldenError : public std::runtime_error {
 // The stored figures of one estimate (the object under "scenarios").
 base::Json estimate_metrics(const model::Estimate& e);
 
+// estimate_metrics of each scenario file at `fidelity` ("event": sim/event_run.h,
+// else model::estimate), keyed by its path relative to `golden_dir` (the golden
+// file's folder). `progress(i, n, file)` is called before each. Throws
+// model::ScenarioError for a bad scenario.
+std::map<std::string, base::Json> scenario_metrics(
+    const std::vector<std::string>& files, const std::string& golden_dir, const std::string& fidelity,
+    const std::function<void(size_t, size_t, const std::string&)>& progress = {});
+
 struct MetricChange {
   std::string scenario;  // golden key
   std::string metric;    // "mfu", "breakdown_s.compute", ...

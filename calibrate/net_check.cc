@@ -146,4 +146,27 @@ std::vector<NetClassStats> score_net_runs(const std::vector<NetRun>& results) {
   return classes;
 }
 
+NetMachine profile_machine(const std::string& gpu) {
+  NetMachine m;
+  m.gpu = gpu;
+  const model::GpuProfile g = fs::is_regular_file(gpu) ? model::load_profile(gpu) : model::builtin_profile(gpu);
+  m.nics_per_node = g.default_nics_per_node;
+  m.nic_gbps = g.default_nic_gbps;
+  return m;
+}
+
+NetRunErrors net_run_errors(const NetRun& r) {
+  NetRunErrors e{{"", 0, 0, {}}, {"", 0, 0, {}}, {"", 0, 0, {}}};
+  for (const NetPoint& pt : r.points) {
+    e.all.errors.push_back(std::fabs(pt.error()));
+    if (pt.bytes >= kLargeBytes) e.large.errors.push_back(std::fabs(pt.error()));
+    if (pt.bytes <= kSmallBytes) e.small.errors.push_back(std::fabs(pt.error()));
+  }
+  return e;
+}
+
+bool all_pass(const std::vector<NetClassStats>& classes) {
+  return std::all_of(classes.begin(), classes.end(), [](const NetClassStats& c) { return c.pass(); });
+}
+
 }  // namespace megascale::calibrate

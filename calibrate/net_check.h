@@ -1,13 +1,27 @@
 // calibrate/net_check.h: the fabric model and NCCL tuner (`megascale net
 // collective`, network/collective_tuner.h) against nccl-tests output measured
-// on real machines (`megascale calibrate net-check`, cli/net_check.h).
+// on real machines (`megascale calibrate net-check`; its report is
+// report/net_check_report.h).
 //
-// Each run's machine comes from a manifest (TOML) as its source states it
-// (cli/net_check.h shows the format). Every printed size is predicted by the
-// tuner on a MegaScale fabric of that many nodes with those NICs and compared
-// with nccl-tests' out-of-place time. Scored classes: large (>= 256 MiB) and
-// small (<= 1 MiB) messages, in one node and across nodes, against issue 12's
-// bounds (large: median 5%, max 10%; small: median 20%, max 50%).
+// Input: a manifest (TOML) naming each nccl-tests file and the machine it ran on,
+// as its source states it:
+//
+//   [[run]]
+//   file = "all_reduce_perf_a100_16gpu_2node_oke.txt"   # relative to the manifest
+//   gpu = "A100-SXM4-40GB"                               # a profile name or file
+//   nics_per_node = 8
+//   nic_gbps = 200
+//   transport = "RoCE, 16 x 100G per node"               # for the report
+//   unscored = "why"                                     # optional: predicted, listed, not in the bounds
+//   exclude = "why"                                      # optional: listed only
+//
+// or files with one machine (profile_machine). Every printed size is predicted
+// by the tuner on a MegaScale fabric of that many nodes with those NICs
+// (nccl-tests' ranks and nodes from the file) and compared with nccl-tests'
+// out-of-place time. Scored classes: large (>= 256 MiB) and small (<= 1 MiB)
+// messages, in one node and across nodes: median and max |error| against issue
+// 12's bounds (large: median 5%, max 10%; small: median 20%, max 50%). The
+// command exits 1 when a scored class with points misses its bound.
 //
 // Thread-safety: pure functions (they read files).
 #pragma once
@@ -76,6 +90,20 @@ std::vector<NetMachine> read_net_manifest(const std::string& path);
 // ImportError for an unreadable nccl-tests file, std::invalid_argument for a
 // restriction no NCCL pair meets on that machine.
 NetRun predict_net_run(const NetMachine& m, const NetRestriction& only);
+
+// A machine of the GPU profile `gpu` (a name or a file) with the profile's
+// default NICs per node and NIC speed. Throws model::ScenarioError for an
+// unknown profile.
+NetMachine profile_machine(const std::string& gpu);
+
+// One run's |errors|: every point, the large and the small ones (no bounds).
+struct NetRunErrors {
+  NetClassStats all, large, small;
+};
+NetRunErrors net_run_errors(const NetRun& r);
+
+// Whether every class meets its bounds.
+bool all_pass(const std::vector<NetClassStats>& classes);
 
 // The four scored classes (one node / across nodes x large / small) over the
 // scored runs, with issue 12's bounds.

@@ -1,5 +1,8 @@
 // calibrate/runs_check.h: the simulator as it stands against published
-// iteration times of whole training runs (`megascale calibrate runs-check`).
+// iteration times of whole training runs (`megascale calibrate runs-check`;
+// its report is report/runs_check_report.h). Input: a runs CSV (fit.h
+// read_measured_runs: scenario, iteration_time_s, source, note, scored), e.g.
+// calibrate/runs/published.csv.
 //
 // Each run's scenario is simulated at event fidelity (and in closed form) with
 // its own hardware profile; nothing is fitted to these runs. Scored rows count

@@ -1,14 +1,13 @@
-// cli/calibrate_command.cc: `megascale calibrate micro|import|check|fit ...`.
+// cli/calibrate_command.cc: `megascale calibrate micro|import|check|fit|net-check|runs-check ...`.
 //
-// Parse, call calibrate/ (or launch the engine's microbenchmarks), print.
-// run_cli (cli/commands.cc) dispatches "calibrate" here.
-#include "cli/calibrate_command.h"
+// Parse, call calibrate/ (or launch the engine's microbenchmarks), print
+// (report/). run_cli (cli/commands.cc) dispatches "calibrate" here.
+#include "cli/commands.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <filesystem>
@@ -17,35 +16,25 @@
 
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
+#include "calibrate/fit_inputs.h"
 #include "calibrate/import.h"
 #include "calibrate/nccl_tests.h"
+#include "calibrate/net_check.h"
+#include "calibrate/runs_check.h"
 #include "cli/args.h"
-#include "cli/report.h"
-#include "cli/commands.h"
-#include "cli/mpirun.h"
-#include "cli/net_check.h"
-#include "cli/runs_check.h"
+#include "base/mpirun.h"
 #include "base/text_file.h"
-#include "sim/event_run.h"
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "report/calibrate_report.h"
+#include "report/net_check_report.h"
+#include "report/runs_check_report.h"
+#include "report/estimate_report.h"
 
 namespace megascale::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-
-std::string sibling(const std::string& name) {
-  const fs::path self = fs::read_symlink("/proc/self/exe");
-  return (self.parent_path() / name).string();
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 int usage_error(std::ostream& err, const std::string& what) {
   err << "megascale calibrate: " << what << "\n\n" << calibrate_usage();
@@ -77,7 +66,7 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
   if (device == "cuda") {
     // One process on the GPU (engine/microbench_cuda.h); megascale-micro says
     // why when there is none (exit 2).
-    const std::string micro = sibling("megascale-micro");
+    const std::string micro = base::sibling_program("megascale-micro");
     if (!fs::exists(micro)) {
       err << "megascale calibrate micro: " << micro << " is missing (build the megascale-micro target)\n";
       return 1;
@@ -86,13 +75,13 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
                                          "--out", p.has("--out") ? p.values.at("--out") : "cuda-micro.toml"};
     if (p.on("--quick")) mpi_args.push_back("--quick");
     out.flush();
-    return run_mpirun(mpi_args, err, "megascale calibrate micro");
+    return base::run_mpirun(mpi_args, err, "megascale calibrate micro");
   }
   if (device != "cpu") throw UsageError(std::string("--device must be cpu or cuda, got '").append(device).append("'"));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int ranks = number_option(p, "--ranks", std::min(cores, 8), 1, 64);
   for (const std::string& f : p.positional) (void)model::load_scenario(f);  // bad input before the run
-  const std::string micro = sibling("megascale-micro");
+  const std::string micro = base::sibling_program("megascale-micro");
   if (!fs::exists(micro)) {
     err << "megascale calibrate micro: " << micro << " is missing (build the megascale-micro target)\n";
     return 1;
@@ -108,7 +97,7 @@ int calibrate_micro(const Args& args, std::ostream& out, std::ostream& err) {
   if (p.on("--single")) mpi_args.push_back("--single");
   for (const std::string& f : p.positional) mpi_args.push_back(f);
   out.flush();
-  return run_mpirun(mpi_args, err, "megascale calibrate micro");
+  return base::run_mpirun(mpi_args, err, "megascale calibrate micro");
 }
 
 // ---- check --------------------------------------------------------------------
@@ -130,7 +119,7 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
   o.warmup = number_option(p, "--warmup", 2, 0, 1000);
   o.out_dir = p.has("--dir") ? p.values.at("--dir") : "results/calibration";
   o.overrides = p.all("--set");
-  o.engine_binary = sibling("megascale-train");
+  o.engine_binary = base::sibling_program("megascale-train");
   if (!fs::exists(o.engine_binary)) {
     err << "megascale calibrate check: " << o.engine_binary << " is missing (build the megascale-train target)\n";
     return 1;
@@ -146,34 +135,13 @@ int calibrate_check(const Args& args, std::ostream& out, std::ostream& err) {
     if (p.on("--json")) {
       all.push_back(calibrate::check_json(r));
     } else {
-      out << r.name << " (" << f << ", " << r.processes << " process(es), profile " << r.profile_file << ")\n"
-          << "  step measured " << fmt("%.2f", r.measured_step_s * 1e3) << " ms (median of "
-          << r.ops.steps_used << ", spread " << fmt("%.1f", 100 * r.measured_spread) << "%), predicted "
-          << fmt("%.2f", r.predicted_step_s * 1e3) << " ms, error " << fmt("%+.1f", 100 * r.error) << "% ("
-          << (r.pass ? "pass" : "FAIL") << ", tolerance " << fmt("%.0f", 100 * r.tolerance) << "%)\n"
-          << "  compute " << fmt("%.2f", r.ops.measured.compute_s * 1e3) << " / "
-          << fmt("%.2f", r.ops.predicted.compute_s * 1e3) << " ms, TP comm " << fmt("%.2f", r.ops.measured.tp_s * 1e3)
-          << " / " << fmt("%.2f", r.ops.predicted.tp_s * 1e3) << " ms, bubble + exposed comm "
-          << fmt("%.2f", r.ops.measured.wait_s * 1e3) << " / " << fmt("%.2f", r.ops.predicted.wait_s * 1e3)
-          << " ms (measured / predicted, per rank)\n";
-      int shown = 0;
-      for (const calibrate::OpRow& op : r.ops.ops) {
-        if (shown++ == 8) break;
-        out << "    " << op.kind << ": " << fmt("%.3f", op.measured_s * 1e3) << " / "
-            << fmt("%.3f", op.predicted_s * 1e3) << " ms (" << fmt("%+.1f", 100 * op.error) << "%)\n";
-      }
-      for (const std::string& file : r.files) out << "  wrote " << file << "\n";
+      out << report::check_text(r, f);
     }
   }
   if (p.on("--json")) {
-    out << report_json(base::Json{{"checks", all}}) << "\n";
+    out << report::report_json(base::Json{{"checks", all}}) << "\n";
   } else if (errors.size() > 1) {
-    std::vector<double> sorted = errors;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t n = sorted.size();
-    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-    out << n << " scenarios: median |error| " << fmt("%.1f", 100 * median) << "%, max "
-        << fmt("%.1f", 100 * sorted.back()) << "%\n";
+    out << report::check_summary_text(errors);
   }
   return pass ? 0 : 1;
 }
@@ -211,30 +179,10 @@ int calibrate_import(const Args& args, std::ostream& out, std::ostream& err) {
     return 1;
   }
   if (p.on("--json")) {
-    base::Json j;
-    j["profile"] = r.profile.name;
-    j["file"] = path;
-    j["gemm_points"] = r.gemm_points;
-    base::Json runs = base::Json::array();
-    for (const calibrate::ImportedRun& ir : r.runs) {
-      runs.push_back({{"file", ir.file}, {"op", ir.op}, {"scope", ir.scope}, {"ranks", ir.ranks}, {"nodes", ir.nodes},
-                      {"device", ir.device}, {"points", ir.points},
-                      {"curve_max_error_large", ir.curve_max_error_large},
-                      {"curve_max_error_small", ir.curve_max_error_small}, {"loo_error", ir.loo_error}});
-    }
-    j["nccl_tests"] = runs;
-    out << report_json(j) << "\n";
-    return 0;
+    out << report::report_json(report::import_json(r, path)) << "\n";
+  } else {
+    out << report::import_text(r, path);
   }
-  out << "wrote " << path << ": profile " << r.profile.name << "\n";
-  for (const calibrate::ImportedRun& ir : r.runs) {
-    out << "  " << ir.file << ": " << ir.op << " over " << ir.ranks << " ranks (" << ir.scope << ", "
-        << (ir.device.empty() ? std::string("device not named") : ir.device) << "), " << ir.points
-        << " sizes; protocol curves within " << fmt("%.1f", 100 * ir.curve_max_error_large) << "% at >= 64 MiB, "
-        << fmt("%.1f", 100 * ir.curve_max_error_small) << "% below; leave-one-point-out "
-        << fmt("%.1f", 100 * ir.loo_error) << "%\n";
-  }
-  if (r.gemm_points > 0) out << "  " << r.gemm_points << " GEMM points\n";
   return 0;
 }
 
@@ -273,12 +221,7 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
   }
   const fs::path scratch = fs::temp_directory_path() / ("megascale-fit-" + std::to_string(getpid()));
   fs::create_directories(scratch);
-  std::string base_file = p.values.at("--profile");
-  if (!fs::is_regular_file(base_file)) {
-    const std::string text(model::builtin_profile_text(base_file));  // throws naming the known ones
-    base_file = (scratch / (base_file + ".toml")).string();
-    std::ofstream(base_file) << text;
-  }
+  const std::string base_file = calibrate::profile_file(p.values.at("--profile"), scratch.string());
   std::vector<calibrate::MeasuredRun> runs;
   if (p.has("--runs")) {
     try {
@@ -292,16 +235,10 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
     if (p.positional.empty()) throw UsageError("calibrate fit --engine expects the SCENARIOs to run");
     calibrate::CheckOptions co;
     co.profile = base_file;
-    co.engine_binary = sibling("megascale-train");
+    co.engine_binary = base::sibling_program("megascale-train");
     for (const std::string& f : p.positional) {
       err << "megascale calibrate fit: running " << f << " on the engine...\n" << std::flush;
-      const calibrate::CheckResult c = calibrate::run_check(f, co);
-      calibrate::MeasuredRun run;
-      run.scenario_file = f;
-      run.name = fs::path(f).stem().string();
-      run.iteration_s = c.measured_step_s;
-      run.source = "megascale train, median of " + std::to_string(c.ops.steps_used) + " steps";
-      runs.push_back(std::move(run));
+      runs.push_back(calibrate::engine_run(f, co));
     }
   }
   const std::vector<std::string> held = p.has("--hold-out") ? split_list(p.values.at("--hold-out")) : std::vector<std::string>{};
@@ -314,13 +251,8 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
       throw UsageError("--hold-out: no run named '" + h + "'");
     }
   }
-  auto predict = [&](const std::string& scenario, const std::string& profile) {
-    // append(): g++ 12 warns -Wrestrict on "literal" + std::string (GCC bug 105329).
-    const std::string set = std::string("hardware.profile=\"").append(fs::absolute(profile).string()).append("\"");
-    return sim::event_estimate(model::load_scenario(scenario, {set})).iteration_time_s;
-  };
   err << "megascale calibrate fit: " << fit.size() << " fit run(s), " << held_out.size() << " held out\n" << std::flush;
-  const calibrate::FitResult r = calibrate::fit_profile(base_file, fit, held_out, params, predict, scratch.string());
+  const calibrate::FitResult r = calibrate::fit_profile(base_file, fit, held_out, params, calibrate::event_iteration_s, scratch.string());
   std::ofstream(p.values.at("--out")) << model::write_profile(r.profile);
   std::string command = "megascale calibrate fit";
   for (const std::string& a : args) command += " " + a;
@@ -332,6 +264,111 @@ int calibrate_fit(const Args& args, std::ostream& out, std::ostream& err) {
   std::error_code ignored;
   fs::remove_all(scratch, ignored);
   return 0;
+}
+
+// ---- net-check (calibrate/net_check.h) ----------------------------------------
+
+int calibrate_net_check(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--json", "--points"},
+                                  {"--manifest", "--gpu", "--nics-per-node", "--nic-gbps", "--write", "--algo",
+                                   "--proto"});
+  calibrate::NetRestriction only;  // NCCL_ALGO / NCCL_PROTO: what a forced choice would give
+  if (p.has("--algo") && p.values.at("--algo") != "auto") {
+    only.algorithm = network::parse_collective_algorithm(p.values.at("--algo"));
+    if (!only.algorithm || *only.algorithm == network::CollectiveAlgorithm::kHierarchical) {
+      throw UsageError("--algo must be auto, ring, tree, nvls or nvls-tree, got '" + p.values.at("--algo") + "'");
+    }
+  }
+  if (p.has("--proto") && p.values.at("--proto") != "auto") {
+    only.protocol = network::parse_nccl_protocol(p.values.at("--proto"));
+    if (!only.protocol) throw UsageError("--proto must be auto, LL, LL128 or Simple, got '" + p.values.at("--proto") + "'");
+  }
+  std::vector<calibrate::NetMachine> machines;
+  if (p.has("--manifest")) {
+    if (!p.positional.empty()) throw UsageError("net-check takes --manifest FILE or nccl-tests FILEs, not both");
+    machines = calibrate::read_net_manifest(p.values.at("--manifest"));
+  } else {
+    if (p.positional.empty()) throw UsageError("net-check needs --manifest FILE or nccl-tests FILEs with --gpu");
+    if (!p.has("--gpu")) throw UsageError("net-check FILE... needs --gpu NAME|FILE (and --nic-gbps, --nics-per-node)");
+    calibrate::NetMachine base = calibrate::profile_machine(p.values.at("--gpu"));
+    try {
+      if (p.has("--nics-per-node")) base.nics_per_node = std::stoi(p.values.at("--nics-per-node"));
+      if (p.has("--nic-gbps")) base.nic_gbps = std::stod(p.values.at("--nic-gbps"));
+    } catch (const std::exception&) {
+      throw UsageError("--nics-per-node and --nic-gbps take positive numbers");
+    }
+    if (base.nics_per_node < 1 || base.nics_per_node > 64 || !(base.nic_gbps > 0) || !std::isfinite(base.nic_gbps)) {
+      throw UsageError("--nics-per-node must be in 1..64 and --nic-gbps positive");
+    }
+    for (const std::string& f : p.positional) {
+      calibrate::NetMachine m = base;
+      m.file = f;
+      machines.push_back(m);
+    }
+  }
+
+  std::vector<calibrate::NetRun> results;
+  for (const calibrate::NetMachine& m : machines) {
+    try {
+      results.push_back(calibrate::predict_net_run(m, only));
+    } catch (const calibrate::ImportError& e) {
+      err << "megascale calibrate net-check: " << e.what() << "\n";
+      return 2;
+    } catch (const std::invalid_argument& e) {  // a restriction no NCCL pair meets on this machine
+      err << "megascale calibrate net-check: " << m.file << ": " << e.what() << "\n";
+      return 2;
+    }
+  }
+
+  const std::vector<calibrate::NetClassStats> classes = calibrate::score_net_runs(results);
+  std::string command = "megascale calibrate net-check";
+  for (const std::string& a : args) command += " " + a;
+  const std::string md = report::net_check_markdown(results, classes, command, p.on("--points"));
+  if (p.has("--write")) {
+    const std::string path = p.values.at("--write");
+    if (!base::write_text_atomically(path, md)) {
+      err << "megascale calibrate net-check: cannot write " << path << "\n";
+      return 2;
+    }
+  }
+  if (p.on("--json")) {
+    out << report::report_json(report::net_check_json(results, classes)) << "\n";
+  } else {
+    out << md;
+  }
+  return calibrate::all_pass(classes) ? 0 : 1;
+}
+
+// ---- runs-check (calibrate/runs_check.h) --------------------------------------
+
+int calibrate_runs_check(const Args& args, std::ostream& out, std::ostream& err) {
+  const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--write"});
+  if (!p.positional.empty()) throw UsageError("runs-check takes --runs FILE.csv, not '" + p.positional[0] + "'");
+  if (!p.has("--runs")) throw UsageError("runs-check needs --runs FILE.csv (e.g. calibrate/runs/published.csv)");
+  std::vector<calibrate::MeasuredRun> runs;
+  try {
+    runs = calibrate::read_measured_runs(p.values.at("--runs"));
+  } catch (const calibrate::ImportError& e) {
+    err << "megascale calibrate runs-check: " << e.what() << "\n";
+    return 2;
+  }
+  const calibrate::RunsCheck check = calibrate::check_published_runs(runs);
+  std::string command = "megascale calibrate runs-check";
+  for (const std::string& a : args) command += " " + a;
+  const std::string md = report::runs_check_markdown(check, command);
+  if (p.has("--write")) {
+    const std::string path = p.values.at("--write");
+    if (!base::write_text_atomically(path, md)) {
+      err << "megascale calibrate runs-check: cannot write " << path << "\n";
+      return 2;
+    }
+  }
+  if (p.on("--json")) {
+    out << report::report_json(report::runs_check_json(check)) << "\n";
+  } else {
+    out << md;
+  }
+  return check.pass ? 0 : 1;
 }
 
 }  // namespace

@@ -8,16 +8,13 @@
 #include <filesystem>
 #include <map>
 
-#include <fmt/format.h>
-#include <fmt/ostream.h>
-
 #include "calibrate/golden.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/report.h"
 #include "base/text_file.h"
 #include "model/scenario.h"
-#include "sim/event_run.h"
+#include "report/estimate_report.h"
+#include "report/golden_report.h"
 
 namespace megascale::cli {
 namespace {
@@ -49,8 +46,8 @@ double tolerance_of(const ParsedArgs& p) {
 }
 
 // Every *.toml under each DIR (recursively, sorted), and each FILE as given.
-std::vector<fs::path> scenario_files(const std::vector<std::string>& inputs) {
-  std::vector<fs::path> files;
+std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> files;
   for (const std::string& in : inputs) {
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
@@ -61,7 +58,7 @@ std::vector<fs::path> scenario_files(const std::vector<std::string>& inputs) {
       if (ec) throw std::invalid_argument(in + ": cannot list the directory: " + ec.message());
       if (found.empty()) throw UsageError(in + ": no *.toml scenario in this directory");
       std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
+      for (const fs::path& f : found) files.push_back(f.string());
     } else if (fs::is_regular_file(in, ec)) {
       files.emplace_back(in);
     } else {
@@ -70,8 +67,6 @@ std::vector<fs::path> scenario_files(const std::vector<std::string>& inputs) {
   }
   return files;
 }
-
-std::string percent(double v) { return fmt::format("{:+.2f}%", 100 * v); }
 
 }  // namespace
 
@@ -105,15 +100,10 @@ int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
                                 " fidelity; checking at " + fidelity + " would compare different models");
   }
 
-  const std::vector<fs::path> files = scenario_files(p.positional);
-  std::map<std::string, base::Json> now;
-  for (size_t i = 0; i < files.size(); ++i) {
-    const std::string key = fs::relative(fs::absolute(files[i]), golden_dir).generic_string();
-    err << "check: " << i + 1 << "/" << files.size() << " " << files[i].string() << "\n" << std::flush;
-    const model::Scenario s = model::load_scenario(files[i].string());
-    const model::Estimate e = fidelity == "event" ? sim::event_estimate(s) : model::estimate(s);
-    now[key] = calibrate::estimate_metrics(e);
-  }
+  const std::map<std::string, base::Json> now = calibrate::scenario_metrics(
+      scenario_files(p.positional), golden_dir.string(), fidelity, [&](size_t i, size_t n, const std::string& f) {
+        err << "check: " << i + 1 << "/" << n << " " << f << "\n" << std::flush;
+      });
   auto exists = [&](const std::string& key) { return fs::exists(golden_dir / key); };
 
   if (p.on("--update")) {
@@ -127,43 +117,17 @@ int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
       j["updated"] = true;
       j["golden"] = golden_path;
       j["stored"] = now.size();
-      out << report_json(j) << "\n";
+      out << report::report_json(j) << "\n";
     }
     return 0;
   }
 
   const calibrate::GateResult r = calibrate::compare_with_golden(golden, golden_path, now, tolerance, exists);
   if (p.on("--json")) {
-    base::Json j;
-    j["pass"] = r.pass();
-    j["golden"] = golden_path;
-    j["fidelity"] = fidelity;
-    j["tolerance"] = tolerance;
-    j["checked"] = r.checked;
-    base::Json changes = base::Json::array();
-    for (const calibrate::MetricChange& c : r.changes) {
-      changes.push_back({{"scenario", c.scenario}, {"metric", c.metric}, {"golden", c.golden}, {"now", c.now},
-                         {"change", c.change}, {"regression", c.regression}});
-    }
-    j["changes"] = changes;
-    j["new"] = r.new_scenarios;
-    j["removed"] = r.removed;
-    j["not_checked"] = r.not_checked;
-    out << report_json(j) << "\n";
-    return r.pass() ? 0 : 1;
+    out << report::report_json(report::gate_json(r, golden_path, fidelity, tolerance)) << "\n";
+  } else {
+    out << report::gate_text(r, golden_path, fidelity, tolerance);
   }
-  fmt::print(out, "check: {} scenario(s) against {} ({} fidelity, tolerance {:.2f}%)\n", r.checked, golden_path,
-             fidelity, 100 * tolerance);
-  for (const calibrate::MetricChange& c : r.changes) {
-    const std::string change = c.golden.is_number() && c.now.is_number() ? percent(c.change) : "changed";
-    fmt::print(out, "  {:<10} {}  {}: {} -> {} ({}{})\n", c.regression ? "REGRESSION" : "moved", c.scenario, c.metric,
-               c.golden.dump(), c.now.dump(), change,
-               c.metric.rfind("breakdown_s.", 0) == 0 || c.metric == "bubble_fraction" ? " of the step" : "");
-  }
-  for (const std::string& n : r.new_scenarios) out << "  NEW        " << n << ": not in the golden file (store it with --update)\n";
-  for (const std::string& n : r.removed) out << "  REMOVED    " << n << ": stored, but the file is gone (drop it with --update)\n";
-  for (const std::string& n : r.not_checked) out << "  not run    " << n << "\n";
-  out << (r.pass() ? "check: pass\n" : "check: FAIL (review, then record intended changes with --update)\n");
   return r.pass() ? 0 : 1;
 }
 

@@ -18,27 +18,24 @@
 #include <fmt/ostream.h>
 
 #include "base/json.h"
-#include "cli/calibrate_command.h"
-#include "cli/report.h"
 #include "cli/simulate_event.h"
 #include "sim/event_run.h"
 #include "sim/search_refine.h"
+#include "sim/system_comparison.h"
 #include "calibrate/validation.h"
+#include "report/estimate_report.h"
+#include "report/search_report.h"
+#include "report/validation_report.h"
 #include "base/number_text.h"
 #include "base/text_file.h"
-#include "model/accuracy.h"
 #include "model/breakdown_chart.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
 #include "model/search.h"
 #include "model/search_plot.h"
-#include "model/system_preset.h"
 
 namespace megascale::cli {
 namespace {
-
-
-
 
 // Largest cluster `search` enumerates (1,048,576 GPUs: 64x the largest published
 // job); beyond it the layout products approach int overflow.
@@ -317,11 +314,11 @@ int cmd_simulate(const Args& args, std::ostream& out, std::ostream& err) {
       err << "wrote " << path << "\n";
     }
     if (p.switches.count("--json")) {
-      Json j = estimate_json(s, e);
+      base::Json j = report::estimate_json(s, e);
       j["wall_time_s"] = wall_s;
-      out << report_json(j) << "\n";
+      out << report::report_json(j) << "\n";
     } else {
-      out << estimate_text(s, e);
+      out << report::estimate_text(s, e);
     }
     return 0;
   });
@@ -333,35 +330,28 @@ int cmd_compare(const Args& args, std::ostream& out, std::ostream& err) {
     if (p.positional.size() > 1) throw UsageError("compare expects at most one scenario FILE");
     if (p.positional.empty() && p.has("--set")) throw UsageError("--set needs a scenario FILE");
     const std::string fidelity = chosen_fidelity(p);
-    model::Scenario base, fast;
-    if (p.positional.empty()) {
-      base = model::default_scenario("megatron");
-      fast = model::default_scenario("megascale");
-    } else {
-      const model::Scenario job = model::load_scenario(p.positional[0], p.all("--set"));
-      base = model::as_system(job, "megatron");
-      fast = model::as_system(job, "megascale");
-    }
-    const model::Estimate eb = fidelity == "event" ? sim::event_estimate(base) : model::estimate(base);
-    const model::Estimate ef = fidelity == "event" ? sim::event_estimate(fast) : model::estimate(fast);
+    std::optional<model::Scenario> job;
+    if (!p.positional.empty()) job = model::load_scenario(p.positional[0], p.all("--set"));
+    const sim::SystemComparison c = sim::compare_systems(job, fidelity);
     if (p.has("--chart")) {
       const std::string& path = p.values.at("--chart");
-      const std::string title = base.model.name + " on " + std::to_string(base.parallel.gpus()) + " x " +
-                                base.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
+      const std::string title = c.megatron.model.name + " on " + std::to_string(c.megatron.parallel.gpus()) + " x " +
+                                c.megatron.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
+      const model::Estimate &eb = c.megatron_estimate, &ef = c.megascale_estimate;
       if (!base::write_text_atomically(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
                                                                     {"MegaScale", ef.breakdown, ef.iteration_time_s}})))
         throw std::invalid_argument("--chart: cannot write " + path);
       err << "wrote " << path << "\n";
     }
     if (p.switches.count("--json")) {
-      Json j;
-      j["megatron"] = estimate_json(base, eb, fidelity);
-      j["megascale"] = estimate_json(fast, ef, fidelity);
-      j["speedup"] = eb.iteration_time_s / ef.iteration_time_s;
+      base::Json j;
+      j["megatron"] = report::estimate_json(c.megatron, c.megatron_estimate, fidelity);
+      j["megascale"] = report::estimate_json(c.megascale, c.megascale_estimate, fidelity);
+      j["speedup"] = c.speedup();
       j["fidelity"] = fidelity;
-      out << report_json(j) << "\n";
+      out << report::report_json(j) << "\n";
     } else {
-      out << compare_text(base, eb, fast, ef, fidelity);
+      out << report::compare_text(c.megatron, c.megatron_estimate, c.megascale, c.megascale_estimate, fidelity);
     }
     return 0;
   });
@@ -448,119 +438,34 @@ int cmd_search(const Args& args, std::ostream& out, std::ostream& err) {
                  done == total ? "\n" : "");
       err << std::flush;
     };
-    model::SearchResult r = model::search(s, o);
+    report::SearchReport rep;
+    rep.scenario = s;
+    rep.gpus = o.gpus;
+    rep.result = model::search(s, o);
     // Two stages: the closed form ranks every layout, the event simulation
     // re-times the best `refine` and they are re-ranked by it (sim/search_refine.h).
-    auto scenario_of = [&](const model::ParallelConfig& par) {
-      model::Scenario c = s;
-      c.cluster.gpus = o.gpus;
-      c.parallel = par;
-      return c;
-    };
-    const std::vector<model::Estimate> event_estimate = sim::refine_search(
-        s, o.gpus, r, static_cast<size_t>(refine),
+    rep.refined = sim::refine_search(
+        s, o.gpus, rep.result, static_cast<size_t>(refine),
         [&](size_t i, size_t n, const model::Candidate& c, const model::Estimate& e, double took_s) {
           fmt::print(err, "refine {}/{}: {}: event MFU {:.1f}% (analytical {:.1f}%; {:.1f} s)\n", i + 1, n,
                      model::layout_text(c.parallel), 100 * e.mfu, 100 * c.estimate.mfu, took_s);
           err << std::flush;
         });
-    const size_t refined = event_estimate.size();
-    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // How far apart the ranking is against the model's own error: the refined
-    // layouts by their event MFU, else the ranking by the analytical one.
-    std::vector<double> ranked_mfu;
-    for (size_t i = 0; i < (refined > 0 ? refined : r.top.size()); ++i)
-      ranked_mfu.push_back(refined > 0 ? event_estimate[i].mfu : r.top[i].estimate.mfu);
-    const model::RankingSpread spread = model::ranking_spread(
-        ranked_mfu, refined > 0 ? model::kEventMfuErrorPoints : model::kAnalyticalMfuErrorPoints);
-    if (p.has("--csv") && !base::write_text_atomically(p.values.at("--csv"), model::search_csv(r, event_estimate)))
+    rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const model::SearchResult& r = rep.result;
+    if (p.has("--csv") && !base::write_text_atomically(p.values.at("--csv"), model::search_csv(r, rep.refined)))
       throw std::invalid_argument("--csv: cannot write " + p.values.at("--csv"));
     if (p.has("--plot")) {
       const std::string title = s.model.name + " on " + std::to_string(o.gpus) + " x " + s.hardware.gpu;
       if (!base::write_text_atomically(p.values.at("--plot"), model::search_scatter_svg(title, r, o.memory_headroom)))
         throw std::invalid_argument("--plot: cannot write " + p.values.at("--plot"));
     }
-    // Why a layout ranks where it does: refined ones against the event-level
-    // #1 with their event breakdowns, the others against the closed form's #1.
-    auto why = [&](size_t i) {
-      if (i < refined) {
-        const model::Candidate best{r.top[0].parallel, event_estimate[0]};
-        if (i == 0) return model::explain(best, best);
-        return model::explain(model::Candidate{r.top[i].parallel, event_estimate[i]}, best);
-      }
-      return model::explain(r.top[i], r.top[0]);
-    };
+    for (const char* name : {"--csv", "--plot"})
+      if (p.has(name)) rep.files.push_back(p.values.at(name));
     if (json) {
-      std::vector<Json> items;
-      for (size_t i = 0; i < r.top.size(); ++i) {
-        const model::Scenario c = scenario_of(r.top[i].parallel);
-        Json item = estimate_json(c, r.top[i].estimate);
-        item["rank"] = static_cast<int64_t>(i + 1);
-        item["why"] = why(i);
-        item["within_error_of_best"] = i < spread.within.size() && spread.within[i];
-        if (i < refined) {
-          Json ev;
-          ev["mfu"] = event_estimate[i].mfu;
-          ev["iteration_time_s"] = event_estimate[i].iteration_time_s;
-          item["event"] = ev;
-        }
-        items.push_back(item);
-      }
-      Json j;
-      j["gpus"] = o.gpus;
-      j["enumerated"] = r.enumerated;
-      j["valid"] = r.valid;
-      j["fit"] = r.fit;
-      j["refined"] = static_cast<int64_t>(refined);
-      j["wall_time_s"] = wall_s;
-      // The ranking against the model's measured error (model/accuracy.h).
-      j["error_band"] = {{"fidelity", refined > 0 ? "event" : "analytical"},
-                         {"error_points", spread.error_points},
-                         {"source", "results/validation.md: Table 2 mean absolute MFU error"},
-                         {"spread_points", spread.spread_points},
-                         {"within_error", spread.within_error}};
-      Json files = Json::array();
-      for (const char* opt : {"--csv", "--plot"})
-        if (p.has(opt)) files.push_back(p.values.at(opt));
-      j["files"] = files;
-      j["top"] = items;
-      out << report_json(j) << "\n";
+      out << report::report_json(report::search_json(rep)) << "\n";
     } else {
-      fmt::print(out, "{} on {} x {}: {} layouts enumerated, {} valid, {} fit in memory ({:.2f} s)\n", s.model.name,
-                 o.gpus, s.hardware.gpu, r.enumerated, r.valid, r.fit, wall_s);
-      if (refined > 0) {
-        fmt::print(out,
-                   "best {} re-simulated at event level (SimGrid, fabric contention, GPU spread) and re-ranked by it\n",
-                   refined);
-      }
-      out << " #    MFU%   iter s" << (refined > 0 ? "  event%  event s" : "")
-          << "  TP PP VPP    DP  mb  SP ZeRO recompute  why\n";
-      for (size_t i = 0; i < r.top.size(); ++i) {
-        const model::ParallelConfig& c = r.top[i].parallel;
-        const bool within = i < spread.within.size() && spread.within[i];
-        fmt::print(out, "{:2}{} {:6.2f} {:8.3f}", i + 1, within ? '*' : ' ', 100 * r.top[i].estimate.mfu,
-                   r.top[i].estimate.iteration_time_s);
-        if (refined > 0) {
-          if (i < refined) {
-            fmt::print(out, " {:7.2f} {:8.3f}", 100 * event_estimate[i].mfu, event_estimate[i].iteration_time_s);
-          } else {
-            fmt::print(out, " {:>7} {:>8}", "-", "-");
-          }
-        }
-        fmt::print(out, " {:3} {:2} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.pp, c.vpp, c.dp, c.micro_batch,
-                   c.sequence_parallel ? "yes" : "no", c.zero_stage, model::to_string(c.recompute), why(i));
-      }
-      if (!ranked_mfu.empty()) {
-        out << "* within error of the best: the " << ranked_mfu.size() << " "
-            << (refined > 0 ? "refined layouts (event MFU) " : "ranked layouts ")
-            << fmt::format("lie within {:.2f} MFU points of each other, {} of them within {:.2f} points of #1,",
-                           spread.spread_points, spread.within_error, spread.error_points)
-            << "\n  the "
-            << (refined > 0 ? "event-level" : "analytical") << " model's measured error (" << model::kMfuErrorSource
-            << "):\n  the model cannot rank those apart\n";
-      }
-      for (const std::string name : {"--csv", "--plot"})
-        if (p.has(name)) out << "wrote " << p.values.at(name) << "\n";
+      out << report::search_text(rep);
     }
     if (r.top.empty()) {
       err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x "
@@ -591,49 +496,7 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err) {
       err << "wrote " << path << "\n";
     }
     if (p.switches.count("--json")) {
-      std::vector<Json> items;
-      for (const calibrate::ValidationRow& row : r.rows) {
-        Json j;
-        j["case"] = row.case_name;
-        j["table"] = row.table;
-        j["metric"] = row.metric;
-        j["published"] = row.published;
-        j["predicted"] = row.predicted;
-        j["error"] = row.error;
-        j["fidelity"] = r.fidelity;
-        if (row.has_analytical) {
-          j["analytical"] = row.analytical;
-        }
-        items.push_back(j);
-      }
-      // One object for CI: versions, the verdict, the summary against the bounds
-      // (MFU in fraction units), then the rows.
-      const calibrate::ValidationSummary& sm = r.summary;
-      const calibrate::AccuracyBounds b;
-      Json summary;
-      summary["table2_mean_abs_mfu_error"] = sm.table2_mean_abs_mfu_error;
-      summary["table2_max_abs_mfu_error"] = sm.table2_max_abs_mfu_error;
-      summary["table2_max_abs_speedup_error"] = sm.table2_max_abs_speedup_error;
-      summary["table3_mean_abs_mfu_error"] = sm.table3_mean_abs_mfu_error;
-      summary["table3_max_abs_mfu_error"] = sm.table3_max_abs_mfu_error;
-      summary["table3_max_abs_increment_error"] = sm.table3_max_abs_increment_error;
-      summary["table3_wrong_sign_increments"] = sm.table3_wrong_sign_increments;
-      summary["fig9_mean_abs_mfu_error"] = sm.fig9_mean_abs_mfu_error;
-      summary["fig9_max_abs_mfu_error"] = sm.fig9_max_abs_mfu_error;
-      Json bounds;
-      bounds["table2_mean"] = b.table2_mean;
-      bounds["table2_max"] = b.table2_max;
-      bounds["speedup"] = b.speedup;
-      bounds["table3_each"] = b.table3_each;
-      bounds["table3_increment"] = b.table3_increment;
-      bounds["fig9_each"] = b.fig9_each;
-      Json top;
-      top["report_fidelity"] = r.fidelity;
-      top["pass"] = calibrate::meets(r.summary, b);
-      top["summary"] = summary;
-      top["bounds"] = bounds;
-      top["rows"] = items;
-      out << report_json(top) << "\n";
+      out << report::report_json(report::validation_json(r)) << "\n";
     } else {
       out << calibrate::validation_markdown(r);
     }

@@ -30,6 +30,11 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err);
 // into exit 2).
 int cmd_check(const Args& args, std::ostream& out, std::ostream& err);
 
+// `megascale calibrate micro|import|check|fit|net-check|runs-check ...`
+// (cli/calibrate_command.cc) and its usage.
+int cmd_calibrate(const Args& args, std::ostream& out, std::ostream& err);
+std::string calibrate_usage();
+
 // Dispatches argv[1] to a command; prints usage for --help or an unknown command.
 int run_cli(const Args& argv, std::ostream& out, std::ostream& err);
 

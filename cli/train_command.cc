@@ -4,7 +4,7 @@
 // Validates the scenario, then launches the engine as an MPI job:
 // `mpirun --oversubscribe -np GPUS megascale-train FILE [--json]` (Open MPI's
 // run-as-root variables set), and returns its exit status. megascale-train
-// (cli/train_main.cc) is a separate executable because the simulator side links
+// (engine/tools/train_rank_main.cc) is a separate executable because the simulator side links
 // SimGrid, whose SMPI layer exports the MPI symbols too.
 
 #include <cstdlib>
@@ -13,20 +13,10 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/mpirun.h"
+#include "base/mpirun.h"
 #include "model/scenario.h"
 
 namespace megascale::cli {
-namespace {
-
-
-// megascale-train next to this binary (both are built into the build folder).
-std::string engine_binary() {
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
-  return (self.parent_path() / "megascale-train").string();
-}
-
-}  // namespace
 
 int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
   (void)out;  // the engine processes print straight to the terminal
@@ -69,7 +59,7 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
     err << "megascale train: " << e.what() << "\n";
     return 2;
   }
-  const std::string engine = engine_binary();
+  const std::string engine = base::sibling_program("megascale-train");  // beside this binary
   if (!std::filesystem::exists(engine)) {
     err << "megascale train: " << engine << " is missing (build the megascale-train target)\n";
     return 1;
@@ -82,7 +72,7 @@ int cmd_train(const Args& args, std::ostream& out, std::ostream& err) {
   }
   out.flush();
   // Its own process group; SIGINT / SIGTERM to us stop mpirun and every rank.
-  return run_mpirun(mpi_args, err, "megascale train");
+  return base::run_mpirun(mpi_args, err, "megascale train");
 }
 
 }  // namespace megascale::cli

@@ -6,6 +6,7 @@
 #include <string>
 #include <fmt/format.h>
 
+#include "model/accuracy.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -183,6 +184,26 @@ std::string explain(const Candidate& c, const Candidate& best) {
                      c.estimate.memory.capacity_bytes / 1e9);
   if (&c != &best) out += fmt::format("; {:.2f} MFU points behind #1", 100.0 * (best.estimate.mfu - c.estimate.mfu));
   return out;
+}
+
+std::vector<std::string> ranking_reasons(const SearchResult& r, const std::vector<Estimate>& refined) {
+  std::vector<std::string> why;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    if (i < refined.size()) {
+      const Candidate best{r.top[0].parallel, refined[0]};
+      why.push_back(i == 0 ? explain(best, best) : explain(Candidate{r.top[i].parallel, refined[i]}, best));
+    } else {
+      why.push_back(explain(r.top[i], r.top[0]));
+    }
+  }
+  return why;
+}
+
+RankingSpread ranking_spread(const SearchResult& r, const std::vector<Estimate>& refined) {
+  std::vector<double> mfus;
+  for (size_t i = 0; i < (refined.empty() ? r.top.size() : refined.size()); ++i)
+    mfus.push_back(refined.empty() ? r.top[i].estimate.mfu : refined[i].mfu);
+  return ranking_spread(mfus, refined.empty() ? kAnalyticalMfuErrorPoints : kEventMfuErrorPoints);
 }
 
 }  // namespace megascale::model

@@ -103,4 +103,16 @@ std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event
 // largest time categories and the difference to the best in percentage points.
 std::string explain(const Candidate& c, const Candidate& best);
 
+// A search whose best layouts were re-timed at event level (sim/search_refine.h):
+// `refined[i]` is the event estimate of r.top[i] (i < refined.size()).
+//
+// Why each of r.top ranks where it does: the refined ones against the
+// event-level #1 with their event breakdowns, the others against the closed
+// form's #1.
+std::vector<std::string> ranking_reasons(const SearchResult& r, const std::vector<Estimate>& refined);
+// The ranking against the model's own error: the refined layouts by their event
+// MFU (kEventMfuErrorPoints), else the whole ranking by the analytical one
+// (kAnalyticalMfuErrorPoints).
+RankingSpread ranking_spread(const SearchResult& r, const std::vector<Estimate>& refined);
+
 }  // namespace megascale::model

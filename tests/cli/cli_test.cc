@@ -3,7 +3,7 @@
 // Each test runs the real binary (MEGASCALE_BINARY) in a child process whose
 // working directory is the source tree (MEGASCALE_SOURCE_DIR), capturing stdout,
 // stderr and the exit status separately, and checks the contracts of DESIGN.md:
-// JSON reports with the contract-4 keys (cli/report.h), exit codes 0 / 1 (no
+// JSON reports with the contract-4 keys (report/estimate_report.h), exit codes 0 / 1 (no
 // answer) / 2 (bad input), and error messages that name file, line, key and
 // reason (model/scenario.h). Scenario files for the error cases are written by
 // the test into a fresh temporary directory.

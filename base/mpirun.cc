@@ -1,5 +1,5 @@
-// cli/mpirun.cc: see mpirun.h.
-#include "cli/mpirun.h"
+// base/mpirun.cc: see mpirun.h.
+#include "base/mpirun.h"
 
 #include <signal.h>
 #include <sys/types.h>
@@ -9,8 +9,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
-namespace megascale::cli {
+namespace megascale::base {
 namespace {
 
 volatile sig_atomic_t g_child_group = 0;
@@ -74,4 +75,9 @@ int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const st
   return 1;
 }
 
-}  // namespace megascale::cli
+std::string sibling_program(const std::string& name) {
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  return (self.parent_path() / name).string();
+}
+
+}  // namespace megascale::base

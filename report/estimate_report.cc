@@ -1,38 +1,18 @@
-// cli/report.cc: estimate -> JSON / text.
-#include "cli/report.h"
+// report/estimate_report.cc: estimate -> JSON / text.
+#include "report/estimate_report.h"
 
 #include <algorithm>
 #include <iterator>
-#include <vector>
 
 #include <fmt/format.h>
 
+#include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
 #include "model/profile.h"
 
-namespace megascale::cli {
-namespace {
+namespace megascale::report {
 
-struct Row {
-  const char* name;
-  double s;
-};
-
-std::vector<Row> breakdown_rows(const model::TimeBreakdown& b) {
-  return {{"data", b.data_s},
-          {"compute", b.compute_s},
-          {"recompute", b.recompute_s},
-          {"tp_exposed", b.tp_exposed_s},
-          {"bubble", b.bubble_s},
-          {"pp_exposed", b.pp_exposed_s},
-          {"dp_exposed", b.dp_exposed_s},
-          {"embedding_sync", b.embedding_sync_s},
-          {"grad_norm", b.grad_norm_s},
-          {"optimizer", b.optimizer_s},
-          {"host", b.host_s}};
-}
-
-std::string layout(const model::ParallelConfig& p) {
+std::string layout_line(const model::ParallelConfig& p) {
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
     return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}",
                        p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
@@ -42,8 +22,6 @@ std::string layout(const model::ParallelConfig& p) {
                      p.pp, p.vpp, p.dp, p.micro_batch, p.global_batch, p.sequence_parallel ? "  SP" : "",
                      p.zero_stage, model::to_string(p.recompute));
 }
-
-}  // namespace
 
 std::string report_json(const Json& body) { return base::with_header(body).dump(); }
 
@@ -69,7 +47,7 @@ Json parallel_json(const model::ParallelConfig& p) {
 
 Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std::string& fidelity) {
   Json breakdown;
-  for (const Row& r : breakdown_rows(e.breakdown)) breakdown[r.name] = r.s;
+  for (const model::BreakdownPart& part : model::kBreakdownParts) breakdown[part.key] = e.breakdown.*part.seconds;
   Json memory;
   memory["parameters"] = e.memory.parameters_bytes;
   memory["gradients"] = e.memory.gradients_bytes;
@@ -111,7 +89,7 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   std::string out;
   auto o = std::back_inserter(out);
   fmt::format_to(o, "{} ({})\n", s.name, s.source);
-  fmt::format_to(o, "  {} x {}, {}\n", s.cluster.gpus, s.hardware.gpu, layout(s.parallel));
+  fmt::format_to(o, "  {} x {}, {}\n", s.cluster.gpus, s.hardware.gpu, layout_line(s.parallel));
   const model::GpuProfile& profile = model::hardware_profile(s);
   if (!s.hardware.profile.empty()) fmt::format_to(o, "  profile {}\n", s.hardware.profile);
   if (const double share = model::time_share(s, profile); share > 1) {
@@ -123,19 +101,20 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
                  e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
   fmt::format_to(o, "  memory {}{}\n", e.memory.describe(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
   out += "  where the time goes (critical path):\n";
-  for (const Row& r : breakdown_rows(e.breakdown)) {
-    fmt::format_to(o, "    {:<15} {:9.3f} s  {:5.1f}%\n", r.name, r.s, 100 * r.s / e.iteration_time_s);
+  for (const model::BreakdownPart& part : model::kBreakdownParts) {
+    const double s_part = e.breakdown.*part.seconds;
+    fmt::format_to(o, "    {:<15} {:9.3f} s  {:5.1f}%\n", part.key, s_part, 100 * s_part / e.iteration_time_s);
   }
   return out;
 }
 
-std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
-                         const model::Scenario& b, const model::Estimate& eb, const std::string& fidelity) {
+std::string compare_text(const model::Scenario& a, const model::Estimate& ea, const model::Scenario& b,
+                         const model::Estimate& eb, const std::string& fidelity) {
   std::string out;
   auto o = std::back_inserter(out);
   fmt::format_to(o, "{} x {}, model {} ({} layers, hidden {}), global batch {}\n", a.cluster.gpus, a.hardware.gpu,
                  a.model.name, a.model.layers, a.model.hidden, a.parallel.global_batch);
-  fmt::format_to(o, "  layout: {}\n", layout(a.parallel));
+  fmt::format_to(o, "  layout: {}\n", layout_line(a.parallel));
   if (b.model.block != a.model.block || b.model.attention_window != a.model.attention_window) {
     fmt::format_to(o, "  MegaScale model: {} block, attention window {} (0 = full)\n", model::to_string(b.model.block),
                    b.model.attention_window);
@@ -147,14 +126,13 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea,
   fmt::format_to(o, "{:<22} {:13.2f}% {:13.2f}%\n", "bubble", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
   fmt::format_to(o, "{:<22} {:14.1f} {:14.1f}\n", "memory/GPU (GB)", ea.memory.total_bytes / 1e9,
                  eb.memory.total_bytes / 1e9);
-  const std::vector<Row> ra = breakdown_rows(ea.breakdown);
-  const std::vector<Row> rb = breakdown_rows(eb.breakdown);
-  for (size_t i = 0; i < ra.size(); ++i) {
-    fmt::format_to(o, "  {:<20} {:14.3f} {:14.3f}\n", std::string(ra[i].name) + " (s)", ra[i].s, rb[i].s);
+  for (const model::BreakdownPart& part : model::kBreakdownParts) {
+    fmt::format_to(o, "  {:<20} {:14.3f} {:14.3f}\n", std::string(part.key) + " (s)", ea.breakdown.*part.seconds,
+                   eb.breakdown.*part.seconds);
   }
   fmt::format_to(o, "{:<22} {:29.2f}x\n", "speedup", ea.iteration_time_s / eb.iteration_time_s);
   fmt::format_to(o, "({} fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)\n", fidelity);
   return out;
 }
 
-}  // namespace megascale::cli
+}  // namespace megascale::report

@@ -1,7 +1,9 @@
-// cli/mpirun.h: launching an MPI job from the CLI (`megascale train`,
-// `megascale calibrate micro`) so that stopping the CLI stops the job.
+// base/mpirun.h: launching an MPI job from the CLI (`megascale train`,
+// `megascale calibrate micro`) so that stopping the CLI stops the job. In base/
+// because it needs no layer and no MPI library (it execs mpirun): the
+// `megascale` binary cannot link the engine's MPI (sim/ brings SimGrid's).
 //
-// defines: run_mpirun
+// defines: run_mpirun, sibling_program
 //
 // The job runs as `mpirun ARGS...` (execvp, no shell) in its own process group,
 // with Open MPI's run-as-root variables set. While it runs, SIGINT, SIGTERM and
@@ -16,11 +18,15 @@
 #include <string>
 #include <vector>
 
-namespace megascale::cli {
+namespace megascale::base {
 
 // Runs mpirun with `args` and returns its exit status: the code it exited with,
 // 128 + the signal when a signal ended it, or 1 (with a message on `err` naming
 // `who`) when it cannot be started.
 int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const std::string& who);
 
-}  // namespace megascale::cli
+// The path of the program `name` in this executable's folder (the build folder
+// holds megascale, megascale-train and megascale-micro side by side).
+std::string sibling_program(const std::string& name);
+
+}  // namespace megascale::base

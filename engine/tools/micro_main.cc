@@ -1,4 +1,4 @@
-// cli/micro_main.cc: `megascale-micro [--out FILE] [--quick] [--single] [SCENARIO...]`,
+// engine/tools/micro_main.cc: `megascale-micro [--out FILE] [--quick] [--single] [SCENARIO...]`,
 // one rank of `megascale calibrate micro`.
 //
 // Started under mpirun by `megascale calibrate micro` (cli/calibrate_command.cc);

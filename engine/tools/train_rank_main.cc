@@ -1,4 +1,4 @@
-// cli/train_main.cc: `megascale-train FILE [--json] [--set KEY=VALUE]...`, one
+// engine/tools/train_rank_main.cc: `megascale-train FILE [--json] [--set KEY=VALUE]...`, one
 // rank of the engine.
 //
 // Started by `megascale train` under mpirun (or by hand: `mpirun -np N
@@ -29,7 +29,7 @@
 #include "model/profile.h"
 #include "model/scenario.h"
 
-namespace megascale::cli {
+namespace megascale::tools {
 namespace {
 
 engine::TrainOptions train_options(const model::Scenario& s) {
@@ -143,7 +143,7 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
 }
 
 }  // namespace
-}  // namespace megascale::cli
+}  // namespace megascale::tools
 
 int main(int argc, char** argv) {
   using namespace megascale;
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   }
   try {
     const model::Scenario s = model::load_scenario(files[0], overrides);
-    return cli::run_rank(&argc, &argv, s, json, std::cout, std::cerr);
+    return tools::run_rank(&argc, &argv, s, json, std::cout, std::cerr);
   } catch (const model::ScenarioError& e) {
     // Every rank reads the same file: let one of them say so.
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");

@@ -1,0 +1,43 @@
+// report/estimate_report.h: one estimate (model/estimator.h) as JSON (machine)
+// and text (people); two side by side (`megascale compare`).
+//
+// JSON keys (DESIGN.md contract 4): scenario, fidelity, gpus, mfu (fraction),
+// iteration_time_s, tokens_per_s, bubble_fraction, memory_per_gpu_bytes,
+// memory_capacity_bytes, fits_in_memory, model_flops_per_iteration, breakdown_s
+// {model/breakdown_parts.h}, memory_bytes {parameters, gradients, optimizer,
+// activations, other}, parallel {tp, pp, vpp, dp, micro_batch, global_batch,
+// microbatches, sequence_parallel, zero_stage, recompute}, optimizations {...}.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+
+#include "base/json.h"
+#include "model/config.h"
+#include "model/estimator.h"
+
+namespace megascale::report {
+
+using base::Json;
+
+// {"schema_version", "tool_version", then body's keys} as one line of JSON:
+// what every `--json` report prints (base/json.h).
+std::string report_json(const Json& body);
+
+Json parallel_json(const model::ParallelConfig& p);
+// `fidelity`: "analytical" (model::estimate) or "event" (sim/).
+Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std::string& fidelity = "analytical");
+
+// "TP 8  PP 4  VPP 1  DP 2  micro-batch 1  global batch 8  ZeRO-1  recompute none":
+// the user's figures (with CP, DP and the global batch without it folded in).
+std::string layout_line(const model::ParallelConfig& p);
+
+// Multi-line human summary of one estimate.
+std::string estimate_text(const model::Scenario& s, const model::Estimate& e);
+
+// Two estimates side by side (baseline | improved) with the speedup.
+std::string compare_text(const model::Scenario& a, const model::Estimate& ea, const model::Scenario& b,
+                         const model::Estimate& eb, const std::string& fidelity = "analytical");
+
+}  // namespace megascale::report

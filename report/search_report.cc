@@ -1,0 +1,97 @@
+// report/search_report.cc: search ranking -> JSON / text.
+#include "report/search_report.h"
+
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "model/accuracy.h"
+#include "report/estimate_report.h"
+
+namespace megascale::report {
+
+using base::Json;
+
+Json search_json(const SearchReport& s) {
+  const model::SearchResult& r = s.result;
+  const size_t refined = s.refined.size();
+  const std::vector<std::string> why = model::ranking_reasons(r, s.refined);
+  const model::RankingSpread spread = model::ranking_spread(r, s.refined);
+  std::vector<Json> items;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    model::Scenario c = s.scenario;
+    c.cluster.gpus = s.gpus;
+    c.parallel = r.top[i].parallel;
+    Json item = estimate_json(c, r.top[i].estimate);
+    item["rank"] = static_cast<int64_t>(i + 1);
+    item["why"] = why[i];
+    item["within_error_of_best"] = i < spread.within.size() && spread.within[i];
+    if (i < refined) {
+      Json ev;
+      ev["mfu"] = s.refined[i].mfu;
+      ev["iteration_time_s"] = s.refined[i].iteration_time_s;
+      item["event"] = ev;
+    }
+    items.push_back(item);
+  }
+  Json j;
+  j["gpus"] = s.gpus;
+  j["enumerated"] = r.enumerated;
+  j["valid"] = r.valid;
+  j["fit"] = r.fit;
+  j["refined"] = static_cast<int64_t>(refined);
+  j["wall_time_s"] = s.wall_s;
+  // The ranking against the model's measured error (model/accuracy.h).
+  j["error_band"] = {{"fidelity", refined > 0 ? "event" : "analytical"},
+                     {"error_points", spread.error_points},
+                     {"source", "results/validation.md: Table 2 mean absolute MFU error"},
+                     {"spread_points", spread.spread_points},
+                     {"within_error", spread.within_error}};
+  j["files"] = s.files;
+  j["top"] = items;
+  return j;
+}
+
+std::string search_text(const SearchReport& s) {
+  const model::SearchResult& r = s.result;
+  const size_t refined = s.refined.size();
+  const std::vector<std::string> why = model::ranking_reasons(r, s.refined);
+  const model::RankingSpread spread = model::ranking_spread(r, s.refined);
+  std::string out;
+  auto o = std::back_inserter(out);
+  fmt::format_to(o, "{} on {} x {}: {} layouts enumerated, {} valid, {} fit in memory ({:.2f} s)\n",
+                 s.scenario.model.name, s.gpus, s.scenario.hardware.gpu, r.enumerated, r.valid, r.fit, s.wall_s);
+  if (refined > 0) {
+    fmt::format_to(o, "best {} re-simulated at event level (SimGrid, fabric contention, GPU spread) and re-ranked by it\n",
+                   refined);
+  }
+  fmt::format_to(o, " #    MFU%   iter s{}  TP PP VPP    DP  mb  SP ZeRO recompute  why\n",
+                 refined > 0 ? "  event%  event s" : "");
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const model::ParallelConfig& c = r.top[i].parallel;
+    const bool within = i < spread.within.size() && spread.within[i];
+    fmt::format_to(o, "{:2}{} {:6.2f} {:8.3f}", i + 1, within ? '*' : ' ', 100 * r.top[i].estimate.mfu,
+                   r.top[i].estimate.iteration_time_s);
+    if (refined > 0) {
+      if (i < refined) {
+        fmt::format_to(o, " {:7.2f} {:8.3f}", 100 * s.refined[i].mfu, s.refined[i].iteration_time_s);
+      } else {
+        fmt::format_to(o, " {:>7} {:>8}", "-", "-");
+      }
+    }
+    fmt::format_to(o, " {:3} {:2} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.pp, c.vpp, c.dp, c.micro_batch,
+                   c.sequence_parallel ? "yes" : "no", c.zero_stage, model::to_string(c.recompute), why[i]);
+  }
+  if (!spread.within.empty()) {
+    fmt::format_to(o,
+                   "* within error of the best: the {} {}lie within {:.2f} MFU points of each other, {} of them within "
+                   "{:.2f} points of #1,\n  the {} model's measured error ({}):\n  the model cannot rank those apart\n",
+                   spread.within.size(), refined > 0 ? "refined layouts (event MFU) " : "ranked layouts ",
+                   spread.spread_points, spread.within_error, spread.error_points,
+                   refined > 0 ? "event-level" : "analytical", model::kMfuErrorSource);
+  }
+  for (const std::string& f : s.files) out += "wrote " + f + "\n";
+  return out;
+}
+
+}  // namespace megascale::report

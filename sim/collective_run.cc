@@ -1,0 +1,51 @@
+// sim/collective_run.cc: machine -> fabric -> groups -> tuner.
+#include "sim/collective_run.h"
+
+#include "model/profile.h"
+#include "sim/fabric_config.h"
+
+namespace megascale::sim {
+
+CollectiveMachine collective_machine(const std::optional<model::Scenario>& scenario, const std::string& gpu) {
+  CollectiveMachine m;
+  m.scenario = scenario;
+  m.gpu = model::gpu_profile(!gpu.empty() ? gpu : scenario ? scenario->hardware.gpu : kDefaultCollectiveGpu);
+  const model::NetworkConfig net = scenario ? scenario->network : model::NetworkConfig{};
+  m.gpus_per_server = scenario ? scenario->hardware.gpus_per_node : 8;
+  m.nic_gbps = scenario ? scenario->hardware.nic_gbps : m.gpu.default_nic_gbps;
+  m.ecmp = ecmp_config(net);
+  m.options = collective_options(m.gpu, m.nic_gbps, net);
+  return m;
+}
+
+CollectiveRun run_collective(const CollectiveMachine& m, const CollectiveJob& job) {
+  const int64_t needed = network::strided_groups_gpus(m.gpus_per_server, job.groups, job.ranks, job.ranks_per_server);
+  CollectiveRun run;
+  run.spec = m.scenario ? fabric_spec(m.scenario->network, m.scenario->hardware, m.gpu, m.scenario->cluster.gpus)
+                        : default_fabric_spec(m.gpu, static_cast<int>(needed));
+  const network::Topology topology = network::Topology::build(run.spec);
+  run.fabric = topology.describe();
+  const network::Router router(topology, m.ecmp);
+  network::CollectiveSimulator sim(topology, router, m.options);
+  network::CollectiveRequest req;
+  req.op = job.op;
+  req.bytes = job.bytes;
+  req.groups = network::strided_groups(m.gpus_per_server, job.groups, job.ranks, job.ranks_per_server);
+  if (job.scattered) {
+    network::scatter_servers(&req.groups, m.gpus_per_server, run.spec.gpus / m.gpus_per_server, job.seed);
+  }
+  try {
+    if (job.algorithm == network::CollectiveAlgorithm::kHierarchical) {
+      req.algorithm = *job.algorithm;
+      req.protocol = job.protocol.value_or(network::NcclProtocol::kSimple);
+      run.tuned.best = sim.run(req);
+    } else {
+      run.tuned = network::tune_collective(sim, req, job.algorithm, job.protocol);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw CollectiveChoiceError(e.what());
+  }
+  return run;
+}
+
+}  // namespace megascale::sim

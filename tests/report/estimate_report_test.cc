@@ -1,0 +1,89 @@
+// tests/report/estimate_report_test.cc: report/estimate_report.h's JSON and text.
+#include "report/estimate_report.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "model/breakdown_parts.h"
+#include "model/estimator.h"
+#include "model/scenario.h"
+
+namespace megascale::report {
+namespace {
+
+model::Estimate with_breakdown(const model::Scenario& s) {
+  model::Estimate e = model::estimate(s);
+  // Distinct values per component, so a key bound to the wrong member shows.
+  double v = 1;
+  for (const model::BreakdownPart& part : model::kBreakdownParts) e.breakdown.*part.seconds = v++;
+  e.iteration_time_s = e.breakdown.total();
+  return e;
+}
+
+TEST(EstimateReport, JsonBreakdownHasEveryPartInOrderWithItsValue) {
+  const model::Scenario s = model::default_scenario("megascale");
+  const model::Estimate e = with_breakdown(s);
+  const base::Json j = estimate_json(s, e, "event");
+  EXPECT_EQ(j["fidelity"], "event");
+  EXPECT_EQ(j["scenario"], s.name);
+  const base::Json& b = j["breakdown_s"];
+  ASSERT_EQ(b.size(), model::kBreakdownParts.size());
+  size_t i = 0;
+  for (const auto& [key, value] : b.items()) {
+    EXPECT_EQ(key, model::kBreakdownParts[i].key);
+    EXPECT_DOUBLE_EQ(value.get<double>(), static_cast<double>(i + 1)) << key;
+    ++i;
+  }
+  EXPECT_EQ(j["parallel"]["tp"], s.parallel.tp);
+}
+
+TEST(EstimateReport, ReportJsonStartsWithTheHeader) {
+  const std::string line = report_json(base::Json{{"x", 1}});
+  const base::Json j = base::Json::parse(line);
+  EXPECT_EQ(j.begin().key(), "schema_version");
+  EXPECT_EQ(j["x"], 1);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+TEST(EstimateReport, TextListsEachPartWithItsShareOfTheIteration) {
+  const model::Scenario s = model::default_scenario("megascale");
+  const model::Estimate e = with_breakdown(s);  // total 66 s: host (11 s) is 16.7%
+  const std::string text = estimate_text(s, e);
+  EXPECT_NE(text.find(s.name + " ("), std::string::npos);
+  EXPECT_NE(text.find("    compute             2.000 s    3.0%\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    host               11.000 s   16.7%\n"), std::string::npos) << text;
+}
+
+TEST(EstimateReport, CompareTextGivesTheSpeedupOfTheSecond) {
+  const model::Scenario a = model::default_scenario("megatron");
+  const model::Scenario b = model::default_scenario("megascale");
+  model::Estimate ea = with_breakdown(a), eb = with_breakdown(b);
+  ea.iteration_time_s = 3;
+  eb.iteration_time_s = 2;
+  const std::string text = compare_text(a, ea, b, eb, "analytical");
+  EXPECT_NE(text.find("speedup"), std::string::npos);
+  EXPECT_NE(text.find("1.50x\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  tp_exposed (s)                4.000          4.000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("(analytical fidelity;"), std::string::npos);
+}
+
+TEST(EstimateReport, LayoutLineShowsTheUsersFiguresWithContextParallelism) {
+  model::ParallelConfig p;
+  p.tp = 8;
+  p.pp = 4;
+  p.dp = 2;
+  p.micro_batch = 1;
+  p.global_batch = 64;
+  EXPECT_EQ(layout_line(p).rfind("TP 8  PP 4  VPP ", 0), 0u) << layout_line(p);
+  p.cp = 2;
+  p.dp = 4;  // CP folded into DP (model/config.h)
+  p.global_batch = 128;
+  const std::string line = layout_line(p);
+  EXPECT_NE(line.find("CP 2"), std::string::npos) << line;
+  EXPECT_NE(line.find("DP 2 "), std::string::npos) << line;
+  EXPECT_NE(line.find("global batch 64"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace megascale::report

@@ -1,0 +1,76 @@
+// tests/report/plan_report_test.cc: report/plan_report.h's labels, text, JSON
+// and chart points, on a hand-made study.
+#include "report/plan_report.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "model/scenario.h"
+
+namespace megascale::report {
+namespace {
+
+reliability::PlanStudy study() {
+  reliability::PlanStudy st;
+  st.iteration = {12.5, "analytical"};
+  st.model.horizon_s = 21 * 86400.0;
+  st.model.checkpoint_stall_s = 2;
+  st.result.ettr_mean = 0.9;
+  st.result.ettr_p5 = 0.85;
+  st.result.ettr_p95 = 0.95;
+  st.result.lost_hours_by_cause = {{"gpu", 10.0}, {"network", 2.5}};
+  st.sweep = {{300, 0.8, 0.7, 0.9}, {3600, 0.9, 0.85, 0.95}};
+  st.best = st.sweep[1];
+  st.mtbf_s = 7200;
+  st.young_daly_s = 170;
+  st.assumptions = {{"comm_init_s", "30 s", "paper"}};
+  return st;
+}
+
+TEST(PlanReport, DurationLabelUsesTheLargestWholeUnit) {
+  EXPECT_EQ(duration_label(300), "5m");
+  EXPECT_EQ(duration_label(7200), "2h");
+  EXPECT_EQ(duration_label(86400), "1d");
+  EXPECT_EQ(duration_label(90), "90s");
+  EXPECT_EQ(duration_label(5400), "90m");
+}
+
+TEST(PlanReport, TextGivesTheFiguresAndOnlyTheSweepsAsked) {
+  const model::Scenario s = model::default_scenario("megascale");
+  reliability::PlanRequest request;
+  request.runs = 100;
+  request.seed = 7;
+  const std::string text = plan_text(s, request, study(), false);
+  EXPECT_NE(text.find("100 runs, seed 7)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  iteration time      12.50 s (analytical: analytical estimator"), std::string::npos) << text;
+  EXPECT_NE(text.find("  ETTR                90.0% (p5 85.0%, p95 95.0%)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    gpu         10.0\n    network     2.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  best checkpoint interval 3600 s (ETTR 90.00%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("    comm_init_s             30 s: paper\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sweep checkpoint_interval"), std::string::npos);
+  const std::string swept = plan_text(s, request, study(), true);
+  EXPECT_NE(swept.find("  sweep checkpoint_interval:\n    5m        ETTR 80.00%\n    1h        ETTR 90.00%\n"),
+            std::string::npos)
+      << swept;
+}
+
+TEST(PlanReport, JsonAndChartFollowTheStudy) {
+  const model::Scenario s = model::default_scenario("megascale");
+  reliability::PlanRequest request;
+  request.runs = 100;
+  const base::Json j = plan_json(s, request, study(), {"plot.svg"});
+  EXPECT_DOUBLE_EQ(j["ettr_mean"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(j["mtbf_h"].get<double>(), 2.0);
+  EXPECT_EQ(j["sweep"].size(), 2u);
+  EXPECT_EQ(j["files"][0], "plot.svg");
+  EXPECT_FALSE(j.contains("gpus_sweep"));
+  const reliability::EttrPlot plot = plan_plot(s, request, study());
+  ASSERT_EQ(plot.points.size(), 2u);
+  EXPECT_EQ(plot.points[0].label, "5m");
+  EXPECT_EQ(plot.x_label, "checkpoint interval");
+  EXPECT_EQ(plot.runs, 100);
+}
+
+}  // namespace
+}  // namespace megascale::report
