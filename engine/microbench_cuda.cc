@@ -7,11 +7,12 @@
 #include <functional>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "engine/device_factory.h"
 
 #ifdef MEGASCALE_HAVE_CUDA
 #include <cuda_runtime_api.h>
-#include <fmt/format.h>
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_cuda.h"
