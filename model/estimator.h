@@ -73,6 +73,7 @@ struct Estimate {
   double mfu = 0;                 // fraction of peak bf16
   double tokens_per_s = 0;
   double bubble_fraction = 0;     // bubble_s / per-rank compute busy time; (P-1)/(V*M) ideal
+                                  // (Megatron-LM's definition: above 1 when M < P - 1)
   double model_flops = 0;         // per iteration, the MFU numerator
   TimeBreakdown breakdown;
   MemoryBreakdown memory;
@@ -80,6 +81,10 @@ struct Estimate {
   double chunk_forward_s = 0;     // incl. exposed TP
   double chunk_backward_s = 0;    // incl. recompute and exposed TP
   double p2p_s = 0;               // one activation / gradient message
+
+  // The bubble's share of the step, in [0, 1) (bubble_fraction is relative to
+  // the compute, not to the step).
+  double bubble_share_of_step() const { return iteration_time_s > 0 ? breakdown.bubble_s / iteration_time_s : 0.0; }
   double dp_reduce_scatter_chunk_s = 0;
   double dp_all_gather_chunk_s = 0;
 };

@@ -73,7 +73,11 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   j["mfu"] = e.mfu;
   j["iteration_time_s"] = e.iteration_time_s;
   j["tokens_per_s"] = e.tokens_per_s;
+  // MFU's denominator: the profile's dense BF16 peak, also under FP8 (whose
+  // GEMMs may then take MFU above 1: model/throughput.h).
+  j["mfu_peak_tflops"] = model::hardware_profile(s).peak_tflops;
   j["bubble_fraction"] = e.bubble_fraction;
+  j["bubble_share_of_step"] = e.bubble_share_of_step();
   j["memory_per_gpu_bytes"] = e.memory.total_bytes;
   j["memory_capacity_bytes"] = e.memory.capacity_bytes;
   j["fits_in_memory"] = e.memory.fits();

@@ -132,6 +132,9 @@ const std::map<std::string, Bound>& bounds() {
       // (P-1)/(V*M)): above 1 when there are fewer micro-batches than stages, so
       // bounded below only. Its share of the step is checked with the breakdown.
       {"bubble_fraction", {0, HUGE_VAL, false, true}},
+      // The bubble's share of the step (model/estimator.h): [0, 1).
+      {"bubble_share_of_step", {0, 1, false, true}},
+      {"mfu_peak_tflops", {0, HUGE_VAL, true, true}},
       {"iteration_time_s", {0, HUGE_VAL, true, true}},
       {"tokens_per_s", {0, HUGE_VAL, true, true}},
       {"speedup", {0, HUGE_VAL, true, true}},

@@ -38,6 +38,24 @@ TEST(EstimateReport, JsonBreakdownHasEveryPartInOrderWithItsValue) {
   EXPECT_EQ(j["parallel"]["tp"], s.parallel.tp);
 }
 
+TEST(EstimateReport, BubbleShareOfTheStepStaysBelowOneWhereMegatronsRatioDoesNot) {
+  // PP 8 with 2 micro-batches per replica: Megatron-LM's bubble / compute is
+  // (P - 1) / M = 3.5; as a share of the step it is below 1.
+  model::Scenario s = model::default_scenario("megascale");
+  s.parallel.vpp = 1;
+  s.parallel.global_batch = 2 * s.parallel.dp * s.parallel.micro_batch;
+  const model::Estimate e = model::estimate(s);
+  ASSERT_GT(e.bubble_fraction, 1.0);
+  const base::Json j = estimate_json(s, e, "analytical");
+  EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), e.bubble_fraction);
+  const double share = j["bubble_share_of_step"].get<double>();
+  EXPECT_GT(share, 0.5);
+  EXPECT_LT(share, 1.0);
+  EXPECT_DOUBLE_EQ(share, e.breakdown.bubble_s / e.iteration_time_s);
+  // MFU's denominator is named: the A100 profile's dense BF16 peak.
+  EXPECT_DOUBLE_EQ(j["mfu_peak_tflops"].get<double>(), 312.0);
+}
+
 TEST(EstimateReport, ReportJsonStartsWithTheHeader) {
   const std::string line = report_json(base::Json{{"x", 1}});
   const base::Json j = base::Json::parse(line);
