@@ -147,6 +147,7 @@ struct Trainer::Impl {
   std::unique_ptr<NodeDataLoader> loader;
   CheckpointLayout layout;
   int64_t start_step = 0;
+  double load_s = 0;
   double peak_flops = 0;
   int lock_fd = -1;  // rank 0's flock on <checkpoint_dir>/LOCK, held for the run
 
@@ -301,12 +302,14 @@ struct Trainer::Impl {
     world.broadcast(&found, 1, 0);
     if (found < 0) return;
     const int64_t step = static_cast<int64_t>(found);
+    const auto t0 = std::chrono::steady_clock::now();
     const ShardState state = load_checkpoint(world, options.checkpoint_dir, step, layout);
     on_every_rank(world, [&] { restore(state, step); }, [&](int rank) {
       throw CheckpointError(checkpoint_dir(options.checkpoint_dir, step), rank, "refused",
                             "world rank " + std::to_string(rank) + " could not restore its shard");
     });
     start_step = step;
+    load_s = seconds_since(t0);
   }
 
   // Copies one rank's shard into the chunks and optimizers.
@@ -330,6 +333,7 @@ struct Trainer::Impl {
   }
 
   void save(int64_t step) {
+    const auto t0 = std::chrono::steady_clock::now();
     executor->sync_parameters();
     ShardState state;
     state.step = step;
@@ -365,7 +369,14 @@ struct Trainer::Impl {
                                                              : "; the checkpoints already in " + options.checkpoint_dir +
                                                                    " are the last finite ones"));
     }
+    const double snapshot_s = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
     save_checkpoint(world, options.checkpoint_dir, step, layout, state);
+    if (options.on_checkpoint) {
+      uint64_t bytes = 0;
+      for (const NamedArray& a : state.arrays) bytes += a.data.size() * sizeof(float);
+      options.on_checkpoint(step, snapshot_s, seconds_since(t1), bytes);
+    }
   }
 
   // Stops the job when this rank makes no progress for options.watchdog_s: a
@@ -430,13 +441,15 @@ struct Trainer::Impl {
       const auto t0 = std::chrono::steady_clock::now();
       const StepResult r = executor->step(batch, options.learning_rate);
       watchdog.progress(step + 1);
-      float elapsed = static_cast<float>(seconds_since(t0));
+      const double rank_step_s = seconds_since(t0);
+      float elapsed = static_cast<float>(rank_step_s);
       world.broadcast(&elapsed, 1, 0);
       StepReport report;
       report.step = step + 1;
       report.loss = r.loss;
       report.grad_norm = r.grad_norm;
       report.step_time_s = elapsed;
+      report.rank_step_s = rank_step_s;
       const model::Throughput rate = model::throughput(scenario, elapsed, usable_cores, peak_flops);
       report.tokens_per_s = rate.tokens_per_s;
       report.mfu = rate.mfu;
@@ -475,6 +488,8 @@ Trainer::~Trainer() = default;
 void Trainer::run(const std::function<void(const StepReport&)>& on_step) { impl_->run(on_step); }
 
 int64_t Trainer::start_step() const { return impl_->start_step; }
+
+double Trainer::checkpoint_load_s() const { return impl_->load_s; }
 
 std::vector<float> Trainer::parameters() {
   impl_->executor->sync_parameters();

@@ -57,6 +57,11 @@ struct TrainOptions {
   // The backend ("cpu" or "cuda") and, on CUDA, the GEMM precision
   // (engine/device_factory.h). Used when the Trainer is given no Device.
   DeviceOptions device;
+  // Called on every rank after each checkpoint it saved: the step, the seconds
+  // the step stalled to snapshot the state into host memory, the seconds
+  // writing the shard and the marker took (both on the critical path: the
+  // save is synchronous), and this rank's shard bytes. Optional.
+  std::function<void(int64_t step, double snapshot_s, double persist_s, uint64_t shard_bytes)> on_checkpoint;
 };
 
 struct StepReport {
@@ -64,6 +69,7 @@ struct StepReport {
   double loss = 0;
   double grad_norm = 0;
   double step_time_s = 0;    // wall time of the step (world rank 0's clock)
+  double rank_step_s = 0;    // this rank's own wall time of the step (no data wait)
   double tokens_per_s = 0;
   double mfu = 0;            // see header comment
 };
@@ -100,6 +106,9 @@ class Trainer {
 
   // The first step run() will execute (after a resume, the checkpoint's step).
   int64_t start_step() const;
+  // Seconds the constructor spent loading the checkpoint it resumed from (0:
+  // no resume).
+  double checkpoint_load_s() const;
   // Flat parameters of every chunk of this rank, concatenated (after a sync).
   std::vector<float> parameters();
 
