@@ -37,6 +37,7 @@
 #include "model/profile.h"
 #include "model/scenario.h"
 #include "reliability/ettr_plot.h"
+#include "reliability/measured_recovery.h"
 #include "reliability/recovery_model.h"
 #include "reliability/run_model.h"
 
@@ -121,13 +122,19 @@ struct GpuPoint {
 
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
   try {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set", "--fidelity"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set", "--fidelity", "--recovery-profile"});
     const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity") : "event";
     if (fidelity != "event" && fidelity != "analytical")
       throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
     if (p.positional.size() != 1) throw UsageError("plan expects exactly one scenario FILE");
     if (p.has("--plot") && !p.has("--sweep")) throw UsageError("--plot needs --sweep");
-    const model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
+    model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
+    // Measured recovery times (`megascale run`) in place of the assumptions.
+    std::optional<reliability::MeasuredRecovery> measured;
+    if (p.has("--recovery-profile")) {
+      measured = reliability::load_recovery_profile(p.values.at("--recovery-profile"));
+      reliability::apply_measured_recovery(*measured, &s.recovery);
+    }
     int runs = s.run.runs;
     uint64_t seed = static_cast<uint64_t>(s.run.seed);
     if (p.has("--runs")) {
@@ -215,7 +222,8 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
       if (!base::write_text_atomically(p.values.at("--plot"), reliability::ettr_sweep_svg(plot)))
         throw UsageError("--plot: cannot write " + p.values.at("--plot"));
     }
-    const std::vector<reliability::Assumption> assumptions = reliability::recovery_assumptions(s);
+    std::vector<reliability::Assumption> assumptions = reliability::recovery_assumptions(s);
+    if (measured) reliability::mark_measured(*measured, &assumptions);
 
     if (p.on("--json")) {
       Json lost;
