@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -94,7 +95,10 @@ void RedisServer::start(double timeout_s) {
   RedisClient probe("127.0.0.1", port_, 0.2);
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < end) {
-    if (probe.ping()) return;
+    // The answer must come from our server, not another one on the port.
+    if (const std::optional<RedisReply> info = probe.command({"INFO", "server"})) {
+      if (info->str.find("process_id:" + std::to_string(pid_) + "\r") != std::string::npos) return;
+    }
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;

@@ -63,7 +63,9 @@ TEST(MeasuredRecovery, AssumptionsSayWhatWasMeasured) {
       EXPECT_EQ(x.source.rfind("measured (", 0), 0u) << x.source;
       EXPECT_NE(x.source.find("stages_s.restart"), std::string::npos) << x.source;
     }
-    if (x.key == "traffic_drop_detect_s") EXPECT_EQ(x.source.find("measured"), std::string::npos);
+    if (x.key == "traffic_drop_detect_s") {
+      EXPECT_EQ(x.source.find("measured"), std::string::npos);
+    }
   }
 }
 
