@@ -14,6 +14,8 @@ heads = 2
 seq_len = 16
 vocab = 64
 [parallel]
+tp = 1
+pp = 1
 dp = 2
 micro_batch = 2
 global_batch = 8
