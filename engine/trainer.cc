@@ -439,6 +439,7 @@ struct Trainer::Impl {
     for (int64_t step = start_step; step < options.steps; ++step) {
       const Batch batch = loader->next();
       const auto t0 = std::chrono::steady_clock::now();
+      if (options.on_step_begin) options.on_step_begin(step + 1);
       const StepResult r = executor->step(batch, options.learning_rate);
       watchdog.progress(step + 1);
       const double rank_step_s = seconds_since(t0);

@@ -62,6 +62,10 @@ struct TrainOptions {
   // writing the shard and the marker took (both on the critical path: the
   // save is synchronous), and this rank's shard bytes. Optional.
   std::function<void(int64_t step, double snapshot_s, double persist_s, uint64_t shard_bytes)> on_checkpoint;
+  // Called on every rank at the start of each step (1-based), inside the
+  // step's timed region (StepReport::rank_step_s): robust/heartbeat.h injects
+  // the slow fault here, as extra compute of the step. Optional.
+  std::function<void(int64_t step)> on_step_begin;
 };
 
 struct StepReport {

@@ -10,8 +10,10 @@
 //   kill                the rank SIGKILLs itself at its first collective of step S
 //   hang                the rank enters its first collective of step S and blocks
 //                       there forever (it announces the collective, posts nothing)
-//   slow                from step S on, every step of the rank spins (burns CPU)
-//                       for percent% of its compute time: a slower processor
+//   slow                from step S on, every step of the rank first burns CPU
+//                       for percent% of its previous step's compute: the step
+//                       does that much more work, as on a slower processor
+//                       (RankAgent::begin_step)
 //   traffic_stop        from its first collective of step S on, the rank stops
 //                       sending and receiving (blocks before the collective) but
 //                       stays alive and keeps heartbeating

@@ -133,6 +133,8 @@ void RankAgent::begin_training(int64_t start_step, double load_s) {
   }
   last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;
   last_cpu_s_ = process_cpu_s();
+  base_compute_s_ = 0;
+  injected_s_ = 0;
   wake_.notify_all();
 }
 
@@ -162,15 +164,26 @@ void RankAgent::on_step(int64_t step, double rank_step_s) {
     }
     status_["compute_hist"] = hist;
   }
-  // The slow fault: from its step on, every step spins for a share of the
-  // step's own compute time (measured without the injected part), inside the step.
-  if (const model::InjectSpec* f = due("slow")) {
-    pending_sleep_s_ = f->percent / 100.0 * std::max(0.0, compute - injected_s_);
-    record_fired(*f);
-  }
+  base_compute_s_ = std::max(0.0, compute - injected_s_);
   injected_s_ = 0;
   last_comm_cpu_s_ = comm_cpu_s;
   last_cpu_s_ = process_cpu_s();
+}
+
+void RankAgent::begin_step(int64_t step) {
+  // The slow fault: from its step on, every step first burns CPU for
+  // percent% of the previous step's own compute (without the injected part):
+  // the step does that much more work, as on a slower processor. The first
+  // step of an attempt has no previous one to scale and runs unslowed.
+  (void)step;  // due() compares the fault's step with step_ + 1 == step
+  const model::InjectSpec* f = due("slow");
+  if (f == nullptr || base_compute_s_ <= 0) return;
+  record_fired(*f);
+  const double burn_s = f->percent / 100.0 * base_compute_s_;
+  const double until = thread_cpu_s() + burn_s;
+  volatile double sink = 0;
+  while (thread_cpu_s() < until) sink = sink + 1;
+  injected_s_ += burn_s;
 }
 
 void RankAgent::on_checkpoint(int64_t step, double snapshot_s, double persist_s, uint64_t bytes) {
@@ -207,15 +220,6 @@ void RankAgent::record_fired(const model::InjectSpec& f) {
 }
 
 void RankAgent::before_enter() {
-  if (pending_sleep_s_ > 0) {  // slow: inside the step, before its first collective
-    const double sleep_s = pending_sleep_s_;
-    pending_sleep_s_ = 0;
-    injected_s_ += sleep_s;
-    // Busy: a slower processor takes longer for the same work (CPU time).
-    const double until = thread_cpu_s() + sleep_s;
-    volatile double sink = 0;
-    while (thread_cpu_s() < until) sink = sink + 1;
-  }
   if (const model::InjectSpec* f = due("kill")) {
     record_fired(*f);
     ::raise(SIGKILL);

@@ -12,12 +12,14 @@
 // that fails (Redis down) is retried on the next period with a fresh
 // connection: the training never waits for Redis.
 //
-// compute_s of a step: the CPU time the rank's process spent in the step
-// outside communication (each collective's CPU time on the thread that ran it) (MPI busy-polls, so its time is taken out): a slow
-// rank's own compute goes up while its peers' waiting goes into their
-// communication. CPU time, not wall time: on a shared machine a rank that is
-// descheduled for a while is not slow (wall-time ratios of 3-5x between two
-// healthy ranks were seen on a 2-core machine at load 6).
+// compute_s of a step: the CPU time the rank's process spent between two
+// step ends, less the CPU time of its communication (each collective's CPU
+// time on the thread that ran it: MPI busy-polls while it waits) and of a
+// checkpoint save in between. A slow rank's own compute goes up while its
+// peers' waiting goes into their communication. CPU time, not wall time: on a
+// shared machine a rank that is descheduled for a while is not slow
+// (wall-time ratios of 3-5x between two healthy ranks were seen on a 2-core
+// machine at load 6); CPU time of the same work varies far less.
 //
 // Thread-safety: on_step, on_checkpoint, set_phase and the hooks run on the
 // rank's thread; the heartbeat thread reads under a mutex.
@@ -72,10 +74,14 @@ class RankAgent {
   void set_phase(const std::string& phase);
   // Training begins after the trainer resumed at `start_step` (load took load_s).
   void begin_training(int64_t start_step, double load_s);
+  // At the start of step `step` (1-based), inside the step
+  // (engine::TrainOptions::on_step_begin): the slow fault burns CPU here,
+  // percent% of the previous step's own compute, so the step's compute grows
+  // as on a slower processor.
+  void begin_step(int64_t step);
   // After step `step` (1-based) finished on this rank, which spent
   // rank_step_s in it (engine::StepReport::rank_step_s: forward, backward,
-  // optimizer and their communication; not the wait for data). Arms the slow
-  // fault's sleep, taken inside the next step (at its first collective).
+  // optimizer and their communication; not the wait for data).
   void on_step(int64_t step, double rank_step_s);
   void on_checkpoint(int64_t step, double snapshot_s, double persist_s, uint64_t bytes);
 
@@ -101,8 +107,8 @@ class RankAgent {
   int64_t step_ = 0;              // steps completed
   double last_comm_cpu_s_ = 0;    // monitor's comm_cpu_s at the previous on_step
   double last_cpu_s_ = 0;         // thread CPU time at the previous on_step
-  double pending_sleep_s_ = 0;    // the slow fault's sleep for the next step
-  double injected_s_ = 0;         // sleep taken in the current step
+  double base_compute_s_ = 0;     // the previous step's compute without the injected part
+  double injected_s_ = 0;         // slow fault: CPU burnt in the current step
   bool hung_ = false;
   std::mutex fire_mutex_;
   std::unique_ptr<RedisClient> fire_client_;  // the rank thread's own connection
