@@ -150,6 +150,12 @@ struct Trainer::Impl {
   double load_s = 0;
   double peak_flops = 0;
   int lock_fd = -1;  // rank 0's flock on <checkpoint_dir>/LOCK, held for the run
+  CheckpointPersister persister;  // the checkpoint being written in the background
+  struct Persisting {
+    int64_t step = 0;
+    double stall_s = 0;  // the step's stall: snapshot to host memory (+ waiting for the previous write)
+    uint64_t bytes = 0;
+  } persisting;
 
   ~Impl() {
     if (lock_fd >= 0) ::close(lock_fd);  // releases the checkpoint_dir lock
@@ -369,13 +375,24 @@ struct Trainer::Impl {
                                                              : "; the checkpoints already in " + options.checkpoint_dir +
                                                                    " are the last finite ones"));
     }
-    const double snapshot_s = seconds_since(t0);
-    const auto t1 = std::chrono::steady_clock::now();
-    save_checkpoint(world, options.checkpoint_dir, step, layout, state);
+    // Stage 2 (two-stage checkpoint, engine/checkpoint.h): the previous
+    // checkpoint's background write must have ended first (the step waits for
+    // it: part of its stall), then this one is persisted in the background.
+    if (persister.pending()) finish_persist(true);
+    begin_checkpoint(world, options.checkpoint_dir, step);
+    uint64_t bytes = 0;
+    for (const NamedArray& a : state.arrays) bytes += a.data.size() * sizeof(float);
+    persisting = {step, 0, bytes};
+    persister.start(options.checkpoint_dir, step, world.rank(), layout, std::move(state));
+    persisting.stall_s = seconds_since(t0);
+  }
+
+  // Ends the background persist once every rank's write ended (block: wait
+  // for it): rank 0 writes the marker; reports the checkpoint. Collective.
+  void finish_persist(bool block) {
+    if (!finish_checkpoint(world, persister, block)) return;
     if (options.on_checkpoint) {
-      uint64_t bytes = 0;
-      for (const NamedArray& a : state.arrays) bytes += a.data.size() * sizeof(float);
-      options.on_checkpoint(step, snapshot_s, seconds_since(t1), bytes);
+      options.on_checkpoint(persisting.step, persisting.stall_s, persister.write_s(), persisting.bytes);
     }
   }
 
@@ -467,11 +484,13 @@ struct Trainer::Impl {
                                                                : "; the checkpoints already in " + options.checkpoint_dir +
                                                                      " are the last finite ones"));
       }
+      if (persister.pending()) finish_persist(false);  // one tiny all-reduce while a persist runs
       if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
           report.step % options.checkpoint_every == 0) {
         save(report.step);
       }
     }
+    if (persister.pending()) finish_persist(true);
     executor->sync_parameters();
     if (trace) {
       const std::vector<TraceEvent> merged = merge_traces(world, *trace, options.trace);

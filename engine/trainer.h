@@ -57,10 +57,14 @@ struct TrainOptions {
   // The backend ("cpu" or "cuda") and, on CUDA, the GEMM precision
   // (engine/device_factory.h). Used when the Trainer is given no Device.
   DeviceOptions device;
-  // Called on every rank after each checkpoint it saved: the step, the seconds
-  // the step stalled to snapshot the state into host memory, the seconds
-  // writing the shard and the marker took (both on the critical path: the
-  // save is synchronous), and this rank's shard bytes. Optional.
+  // Checkpoints are two-stage (engine/checkpoint.h): the step stalls only to
+  // copy the state to host memory; a background thread writes the shard, and
+  // at the first step end where every rank's write ended rank 0 writes the
+  // marker (the last one at the end of run()). Called on every rank once a
+  // checkpoint is complete: the step, the seconds the step stalled (the
+  // snapshot, plus waiting for the previous checkpoint's write when it had
+  // not ended), the seconds the background write of this rank's shard took
+  // (off the critical path), and this rank's shard bytes. Optional.
   std::function<void(int64_t step, double snapshot_s, double persist_s, uint64_t shard_bytes)> on_checkpoint;
   // Called on every rank at the start of each step (1-based), inside the
   // step's timed region (StepReport::rank_step_s): robust/heartbeat.h injects

@@ -14,9 +14,10 @@
 //                 steps since the checkpoint)
 //   resumed_s     injected -> the first step of the new attempt finished (time
 //                 back to training)
-// Checkpoints: snapshot (stall: copying the state to host memory) and persist
-// (files + marker), mean per checkpoint, slowest rank; the save is
-// synchronous, so both stall the step (no two-stage checkpoint yet).
+// Checkpoints (two-stage, engine/checkpoint.h): stall (what the step waited:
+// copying the state to host memory, plus the previous write when it had not
+// ended) and persist (the background write of the shard, off the critical
+// path), mean per checkpoint, slowest rank.
 // `stages_s` holds the mean of each stage over the faults that had it, the
 // figures `megascale plan --recovery-profile` reads
 // (reliability/measured_recovery.h).
