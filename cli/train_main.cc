@@ -113,6 +113,7 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
       agent->on_checkpoint(step, snapshot_s, persist_s, bytes);
     };
     options.on_step_begin = [agent](int64_t step) { agent->begin_step(step); };
+    options.on_storage_wait = [agent](bool waiting) { agent->storage_wait(waiting); };
   }
   const std::unique_ptr<engine::Device> device = engine::make_device(options.device);
   const std::unique_ptr<engine::Comm> device_world = engine::make_device_comm(*device, world_comm);

@@ -390,6 +390,11 @@ struct Trainer::Impl {
   // Ends the background persist once every rank's write ended (block: wait
   // for it): rank 0 writes the marker; reports the checkpoint. Collective.
   void finish_persist(bool block) {
+    if (block && !persister.written()) {
+      if (options.on_storage_wait) options.on_storage_wait(true);
+      persister.wait();
+      if (options.on_storage_wait) options.on_storage_wait(false);
+    }
     if (!finish_checkpoint(world, persister, block)) return;
     if (options.on_checkpoint) {
       options.on_checkpoint(persisting.step, persisting.stall_s, persister.write_s(), persisting.bytes);

@@ -70,6 +70,11 @@ struct TrainOptions {
   // step's timed region (StepReport::rank_step_s): robust/heartbeat.h injects
   // the slow fault here, as extra compute of the step. Optional.
   std::function<void(int64_t step)> on_step_begin;
+  // Called with true before this rank blocks until its checkpoint write ended
+  // (the previous write at a new save when it has not ended, or the last one
+  // at the end of run()), and with false after: a stall then is the storage's
+  // (robust/heartbeat.h reports it). Optional.
+  std::function<void(bool waiting)> on_storage_wait;
 };
 
 struct StepReport {

@@ -48,6 +48,7 @@ RankStatus parse_rank_status(int rank, const std::map<std::string, std::string>&
   s.time_s = as_double(h, "time_s");
   s.ready_at_s = as_double(h, "ready_at_s");
   s.load_s = as_double(h, "load_s");
+  s.storage_wait_since_s = as_double(h, "storage_wait_since_s");
   s.coll_op = field(h, "coll_op");
   s.coll_group = field(h, "coll_group");
   s.coll_state = field(h, "coll_state");

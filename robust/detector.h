@@ -39,6 +39,7 @@ struct RankStatus {
   double time_s = 0;           // of the heartbeat
   double ready_at_s = 0;       // when training began in this attempt
   double load_s = 0;           // checkpoint load in this attempt
+  double storage_wait_since_s = 0;  // waiting for its checkpoint write since (0: not waiting)
   std::string coll_op, coll_group, coll_state;
   int64_t coll_seq = 0;
   int coll_peer = -1;

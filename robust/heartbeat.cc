@@ -199,6 +199,14 @@ void RankAgent::on_checkpoint(int64_t step, double snapshot_s, double persist_s,
   last_cpu_s_ = process_cpu_s();
 }
 
+void RankAgent::storage_wait(bool waiting) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_["storage_wait_since_s"] = waiting ? num(wall_now_s()) : std::string("0");
+  }
+  wake_.notify_all();  // reported at once
+}
+
 const model::InjectSpec* RankAgent::due(const std::string& fault) {
   if (!training_) return nullptr;
   for (size_t i = 0; i < config_.faults.size(); ++i) {

@@ -84,6 +84,9 @@ class RankAgent {
   // optimizer and their communication; not the wait for data).
   void on_step(int64_t step, double rank_step_s);
   void on_checkpoint(int64_t step, double snapshot_s, double persist_s, uint64_t bytes);
+  // The rank blocks until its checkpoint write reached storage (true) or no
+  // longer (false): the heartbeat's storage_wait_since_s (0 when not waiting).
+  void storage_wait(bool waiting);
 
  private:
   void beat();
