@@ -439,15 +439,25 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
     return !ec;
   }
   FaultRecord rec;
-  // The fault this detection belongs to: the earliest fired and unmatched.
+  // The fault this detection belongs to: among those fired and unmatched, a
+  // slow fault for a slow detection and any other fault for the others (a
+  // slow rank neither stalls nor dies); then the same rank; then the earliest.
+  Fired* match = nullptr;
+  int best = -1;
   for (Fired& f : fired_) {
     if (f.matched || f.at_s > d.at_s + 0.5) continue;
-    f.matched = true;
-    rec.fault = f.fault;
-    rec.rank = f.rank;
-    rec.step = f.step;
-    rec.injected_at_s = f.at_s;
-    break;
+    const int score = 2 * ((f.fault == "slow") == (d.kind == "slow")) + (d.rank >= 0 && f.rank == d.rank);
+    if (score > best) {
+      best = score;
+      match = &f;
+    }
+  }
+  if (match != nullptr) {
+    match->matched = true;
+    rec.fault = match->fault;
+    rec.rank = match->rank;
+    rec.step = match->step;
+    rec.injected_at_s = match->at_s;
   }
   rec.detected_by = d.kind;
   rec.detection_detail = d.detail;
@@ -518,6 +528,23 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
   rec.restarted = true;
   profile_.faults.push_back(rec);
   pending_record_ = profile_.faults.size() - 1;
+  // Other faults this attempt fired ended with it, before anything could
+  // detect them: not missed, superseded.
+  read_fired();
+  for (Fired& f : fired_) {
+    if (f.matched || f.fault == "redis_kill") continue;
+    f.matched = true;
+    FaultRecord s;
+    s.fault = f.fault;
+    s.rank = f.rank;
+    s.step = f.step;
+    s.injected_at_s = f.at_s;
+    s.superseded = true;
+    s.notes.push_back("fired in attempt " + std::to_string(attempt_) + ", which the recovery from " + rec.fault +
+                      " (" + d.kind + ") ended before it could be detected");
+    event("fault " + f.fault + " of rank " + std::to_string(f.rank) + " superseded: " + s.notes.back());
+    profile_.faults.push_back(s);
+  }
   return true;
 }
 
@@ -796,7 +823,7 @@ int Driver::run() {
   for (const FaultRecord& f : profile_.faults) {
     const bool detected = !f.detected_by.empty();
     out_ << "fault=" << f.fault << " rank=" << f.rank << " step=" << f.step
-         << " detected_by=" << (detected ? f.detected_by : "none")
+         << " detected_by=" << (detected ? f.detected_by : f.superseded ? "superseded" : "none")
          << " detected_s=" << (detected && f.injected_at_s > 0 ? fixed(f.detected_at_s - f.injected_at_s) : "n/a")
          << " diagnosis=" << (f.diagnosis_right ? "right" : "wrong")
          << " resumed_s=" << (f.first_step_at_s > 0 && f.injected_at_s > 0 ? fixed(f.first_step_at_s - f.injected_at_s) : "n/a")

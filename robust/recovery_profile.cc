@@ -46,7 +46,8 @@ base::Json profile_json(const RecoveryProfile& p) {
     const bool injected = f.fault != "none";
     const bool detected = !f.detected_by.empty();
     if (!injected) ++false_positives;
-    if (injected && !detected) ++missed;
+    if (injected && !detected && !f.superseded) ++missed;
+    if (f.superseded) x["superseded"] = true;
     x["detected_by"] = detected ? base::Json(f.detected_by) : base::Json(nullptr);
     x["detection_detail"] = f.detection_detail;
     x["diagnosed_rank"] = f.diagnosed_rank;

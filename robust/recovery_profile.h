@@ -53,6 +53,9 @@ struct FaultRecord {
   double relaunched_at_s = 0, ready_at_s = 0, checkpoint_load_s = 0, first_step_at_s = 0, caught_up_at_s = 0;
   long long resumed_from_step = -1;
   long long interrupted_step = -1;  // steps completed when the fault hit
+  // Fired, but a recovery from another fault ended its attempt before it
+  // could be detected: neither detected nor missed.
+  bool superseded = false;
   std::vector<std::string> notes;
 };
 
