@@ -97,6 +97,20 @@ HangDiagnosis diagnose_hang(const std::vector<RankStatus>& ranks) {
   return d;
 }
 
+int match_detection(const std::vector<FiredFault>& fired, const Detection& d) {
+  int match = -1, best = -1;
+  for (size_t i = 0; i < fired.size(); ++i) {
+    const FiredFault& f = fired[i];
+    if (f.matched || f.at_s > d.at_s + 0.5) continue;
+    const int score = 2 * ((f.fault == "slow") == (d.kind == "slow")) + (d.rank >= 0 && f.rank == d.rank);
+    if (score > best) {  // strictly: the earliest of equal scores stays
+      best = score;
+      match = static_cast<int>(i);
+    }
+  }
+  return match;
+}
+
 std::optional<LogFinding> scan_log_line(const std::string& line, int rank_of_file) {
   static const std::regex signal_re(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
   static const std::regex checksum_re(R"(step_(\d+)/shard_\d+\.msck \(rank (\d+)\): checksum mismatch)");

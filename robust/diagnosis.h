@@ -52,4 +52,20 @@ struct LogFinding {
 // `rank_of_file`: the rank whose log this is, -1 for mpirun's own output.
 std::optional<LogFinding> scan_log_line(const std::string& line, int rank_of_file);
 
+// A fault a rank (or the driver) reported firing (keys.h "fired").
+struct FiredFault {
+  std::string fault;
+  int rank = -1;
+  int step = -1;
+  double at_s = 0;
+  bool matched = false;  // already given to a detection
+};
+
+// The fault detection `d` belongs to: among the unmatched faults fired before
+// it (0.5 s of clock slack), a slow fault for a slow detection and any other
+// fault for the rest (a slow rank neither stalls nor dies), then one of the
+// rank the detection names, then the earliest. Returns its index, or -1 (a
+// false positive).
+int match_detection(const std::vector<FiredFault>& fired, const Detection& d);
+
 }  // namespace megascale::robust

@@ -108,13 +108,7 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
-struct Fired {
-  std::string fault;
-  int rank = -1;
-  int step = -1;
-  double at_s = 0;
-  bool matched = false;
-};
+using Fired = FiredFault;
 
 class Driver {
  public:
@@ -439,20 +433,10 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
     return !ec;
   }
   FaultRecord rec;
-  // The fault this detection belongs to: among those fired and unmatched, a
-  // slow fault for a slow detection and any other fault for the others (a
-  // slow rank neither stalls nor dies); then the same rank; then the earliest.
-  Fired* match = nullptr;
-  int best = -1;
-  for (Fired& f : fired_) {
-    if (f.matched || f.at_s > d.at_s + 0.5) continue;
-    const int score = 2 * ((f.fault == "slow") == (d.kind == "slow")) + (d.rank >= 0 && f.rank == d.rank);
-    if (score > best) {
-      best = score;
-      match = &f;
-    }
-  }
-  if (match != nullptr) {
+  // The fault this detection belongs to (diagnosis.h match_detection).
+  const int index = match_detection(fired_, d);
+  if (index >= 0) {
+    Fired* match = &fired_[static_cast<size_t>(index)];
     match->matched = true;
     rec.fault = match->fault;
     rec.rank = match->rank;

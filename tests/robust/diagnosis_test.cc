@@ -156,5 +156,29 @@ TEST(Detector, ParsesAHeartbeat) {
   EXPECT_FALSE(parse_rank_status(0, {}).present);
 }
 
+TEST(Diagnosis, StorageWaitIsParsed) {
+  EXPECT_DOUBLE_EQ(parse_rank_status(1, {{"storage_wait_since_s", "1700000000.5"}}).storage_wait_since_s,
+                   1700000000.5);
+  EXPECT_EQ(parse_rank_status(1, {{"pid", "9"}}).storage_wait_since_s, 0.0);
+}
+
+TEST(Diagnosis, ADetectionIsMatchedToTheFaultItCanBelongTo) {
+  // A slow fault fired first, a hang of rank 0 after it: the stall is the
+  // hang's, the slow detection the slow fault's, whatever fired earlier.
+  std::vector<FiredFault> fired = {{"slow", 1, 9, 100.0, false}, {"hang", 0, 15, 101.0, false}};
+  EXPECT_EQ(match_detection(fired, Detection{"stall", 104.0, -1, ""}), 1);
+  EXPECT_EQ(match_detection(fired, Detection{"slow", 104.0, 1, ""}), 0);
+  // Of two faults of the same kind class, the one of the named rank, else the earliest.
+  fired = {{"kill", 0, 5, 100.0, false}, {"kill", 1, 6, 100.2, false}};
+  EXPECT_EQ(match_detection(fired, Detection{"process_gone", 101.0, 1, ""}), 1);
+  EXPECT_EQ(match_detection(fired, Detection{"job_exited", 101.0, -1, ""}), 0);
+  // Matched faults and faults fired after the detection (beyond 0.5 s of clock
+  // slack) are not candidates: nothing left is a false positive.
+  fired[0].matched = true;
+  fired[1].at_s = 102.0;
+  EXPECT_EQ(match_detection(fired, Detection{"process_gone", 101.0, 0, ""}), -1);
+  EXPECT_EQ(match_detection({}, Detection{"stall", 1.0, -1, ""}), -1);
+}
+
 }  // namespace
 }  // namespace megascale::robust
