@@ -189,15 +189,20 @@ std::string usage() {
          "                                 (`megascale net --help`)\n"
          "  train FILE [--json]            run the real trainer (CPU + MPI) on the scenario;\n"
          "                                 launches mpirun itself\n"
+         "  run FILE [--inject NAME:rank=R:step=S[:percent=P]]... [--set KEY=VALUE]... [--out FILE]\n"
+         "                                 robust training: driver, executors, Redis heartbeats,\n"
+         "                                 fault injection, detection, diagnosis, eviction,\n"
+         "                                 resume; writes results/recovery/<scenario>.json\n"
          "  plan FILE [--json] [--runs N] [--seed S] [--fidelity event|analytical] [--sweep checkpoint_interval=5m,15m,60m]\n"
-         "       [--sweep gpus=1536,3072,6144,12288] [--plot FILE.svg]\n"
+         "       [--sweep gpus=1536,3072,6144,12288] [--plot FILE.svg] [--recovery-profile FILE.json]\n"
          "                                 a multi-week run under failures ([failures],\n"
          "                                 [recovery], [run]): ETTR mean/p5/p95, restarts,\n"
          "                                 lost time by cause, days to finish, best checkpoint\n"
          "                                 interval vs Young/Daly, labelled assumptions;\n"
          "                                 iteration time from the event simulator (else\n"
          "                                 analytical, or [run] iteration_time_s); the gpus\n"
-         "                                 sweep keeps TP and PP and derives DP\n"
+         "                                 sweep keeps TP and PP and derives DP; recovery times\n"
+         "                                 measured by `megascale run` replace the assumptions\n"
          "\n"
          "--set KEY=VALUE (simulate, compare FILE, search, validate, plan; repeatable)\n"
          "  overrides one scenario key before it is checked, e.g. --set parallel.dp=96\n"
@@ -529,6 +534,7 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   if (command == "validate") return cmd_validate(rest, out, err);
   if (command == "net") return cmd_net(rest, out, err);
   if (command == "train") return cmd_train(rest, out, err);
+  if (command == "run") return cmd_run(rest, out, err);
   if (command == "plan") return cmd_plan(rest, out, err);
   if (command == "calibrate") return cmd_calibrate(rest, out, err);
   if (command == "check") return guarded(err, "check", [&] { return cmd_check(rest, out, err); });

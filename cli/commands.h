@@ -20,6 +20,9 @@ int cmd_validate(const Args& args, std::ostream& out, std::ostream& err);
 int cmd_net(const Args& args, std::ostream& out, std::ostream& err);
 // `megascale train FILE [--json]` (cli/train_command.cc).
 int cmd_train(const Args& args, std::ostream& out, std::ostream& err);
+// `megascale run FILE [--inject SPEC]... [--set K=V]... [--out FILE]` (cli/run_command.cc):
+// robust training with fault injection and a measured recovery profile.
+int cmd_run(const Args& args, std::ostream& out, std::ostream& err);
 // `megascale plan FILE [--json] [--runs N] [--seed S] [--sweep ...] [--plot F.svg]`
 // (cli/plan_command.cc): failures, recovery and ETTR of a multi-week run.
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err);

@@ -11,6 +11,7 @@
 // --sweep gpus scales the cluster (reliability/plan_inputs.h scaled_to_gpus).
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "base/text_file.h"
 #include "model/scenario.h"
 #include "reliability/ettr_plot.h"
+#include "reliability/measured_recovery.h"
 #include "reliability/plan_inputs.h"
 #include "reliability/plan_study.h"
 #include "report/estimate_report.h"
@@ -67,13 +69,19 @@ SweepSpec parse_sweep(const std::string& spec) {
 
 int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
   try {
-    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set", "--fidelity"});
+    const ParsedArgs p = parse_args(args, {"--json"}, {"--runs", "--seed", "--sweep", "--plot", "--set", "--fidelity", "--recovery-profile"});
     const std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity") : "event";
     if (fidelity != "event" && fidelity != "analytical")
       throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
     if (p.positional.size() != 1) throw UsageError("plan expects exactly one scenario FILE");
     if (p.has("--plot") && !p.has("--sweep")) throw UsageError("--plot needs --sweep");
-    const model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
+    model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
+    // Measured recovery times (`megascale run`) in place of the assumptions.
+    std::optional<reliability::MeasuredRecovery> measured;
+    if (p.has("--recovery-profile")) {
+      measured = reliability::load_recovery_profile(p.values.at("--recovery-profile"));
+      reliability::apply_measured_recovery(*measured, &s.recovery);
+    }
     int runs = s.run.runs;
     uint64_t seed = static_cast<uint64_t>(s.run.seed);
     if (p.has("--runs")) {
@@ -120,9 +128,10 @@ int cmd_plan(const Args& args, std::ostream& out, std::ostream& err) {
     request.scaled = scaled;
     // One healthy iteration: at event level (sim/event_run.h, the default) or in
     // closed form (--fidelity analytical: milliseconds, optimistic).
-    const reliability::PlanStudy study = reliability::plan_study(s, request, [&](const model::Scenario& x) {
+    reliability::PlanStudy study = reliability::plan_study(s, request, [&](const model::Scenario& x) {
       return reliability::IterationTime{sim::estimate_at(x, fidelity).iteration_time_s, fidelity};
     });
+    if (measured) reliability::mark_measured(*measured, &study.assumptions);
     if (p.has("--plot") &&
         !base::write_text_atomically(p.values.at("--plot"),
                                      reliability::ettr_sweep_svg(report::plan_plot(s, request, study))))

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -412,6 +413,93 @@ ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
                           "the shard(s) of rank(s) " + rank_list(failed) +
                               " failed their checks (see those ranks' errors)");
   return s;
+}
+
+void begin_checkpoint(Comm& world, const std::string& root, int64_t step) {
+  const int rank = world.rank();
+  std::exception_ptr error;
+  try {
+    ensure_dir(checkpoint_dir(root, step), rank);
+    if (rank == 0) std::filesystem::remove(marker_path(root, step));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Also the barrier: no rank starts writing before the stale marker is gone.
+  const std::vector<int> failed = failed_ranks(world, error != nullptr);
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw CheckpointError(checkpoint_dir(root, step), -1, "save failed",
+                          "rank(s) " + rank_list(failed) + " could not prepare the folder");
+}
+
+CheckpointPersister::~CheckpointPersister() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointPersister::start(const std::string& root, int64_t step, int rank, const CheckpointLayout& layout,
+                                ShardState state) {
+  if (pending_) {
+    throw std::logic_error("CheckpointPersister::start: step " + std::to_string(step_) +
+                           " is still being persisted (call finish_checkpoint first)");
+  }
+  if (thread_.joinable()) thread_.join();
+  pending_ = true;
+  root_ = root;
+  step_ = step;
+  world_size_ = layout.world_size;
+  write_s_ = 0;
+  error_ = nullptr;
+  written_.store(false, std::memory_order_release);
+  state.step = step;
+  thread_ = std::thread([this, path = shard_path(root, step, rank), rank, layout, s = std::move(state)] {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      write_shard_file(path, rank, layout, s);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    write_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    written_.store(true, std::memory_order_release);
+  });
+}
+
+void CheckpointPersister::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointPersister::clear() {
+  wait();
+  pending_ = false;
+}
+
+bool finish_checkpoint(Comm& world, CheckpointPersister& p, bool block) {
+  if (!p.pending()) throw std::logic_error("finish_checkpoint: no checkpoint is being persisted");
+  if (!block) {
+    float done = p.written() ? 1.0f : 0.0f;
+    world.all_reduce_sum(&done, 1);
+    if (done < static_cast<float>(world.size())) return false;
+  }
+  p.wait();
+  const int rank = world.rank();
+  std::exception_ptr error = p.error();
+  std::vector<int> failed = failed_ranks(world, error != nullptr);
+  if (failed.empty()) {
+    if (rank == 0) {
+      try {
+        const std::string text = marker_text(p.step(), p.world_size_);
+        write_atomically(marker_path(p.root(), p.step()), text.data(), text.size(), rank);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    failed = failed_ranks(world, error != nullptr);
+  }
+  p.clear();
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw CheckpointError(checkpoint_dir(p.root(), p.step()), -1, "save failed",
+                          "rank(s) " + rank_list(failed) + " failed to write; no marker written");
+  return true;
 }
 
 namespace {

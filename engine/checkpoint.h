@@ -22,13 +22,28 @@
 // checksum ("checksum mismatch"), then the layout (rank, world size, tp, pp, dp,
 // vpp, model description: "layout mismatch").
 //
-// Thread-safety: free functions; save/load are collective over the Comm.
+// Two-stage checkpoint (MegaScale NSDI'24 section 4: the training stalls
+// only while the state is copied to host memory; the copy is persisted in the
+// background): the caller snapshots its ShardState (stage 1), calls
+// begin_checkpoint (collective: folder made, a stale marker removed), hands
+// the snapshot to a CheckpointPersister, whose thread writes the shard as
+// above (stage 2), and calls finish_checkpoint at step boundaries: once every
+// rank's write ended, rank 0 writes COMPLETE. A crash before that leaves the
+// step's folder without its marker: latest_checkpoint() keeps returning the
+// previous complete checkpoint.
+//
+// Thread-safety: free functions; save/load/begin/finish are collective over
+// the Comm. A CheckpointPersister is driven by one thread (its own thread
+// only writes the shard).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -111,5 +126,62 @@ ShardState read_checkpoint_shard(const std::string& root, int64_t step, int rank
 
 // Largest step under `root` that has a marker, if any.
 std::optional<int64_t> latest_checkpoint(const std::string& root);
+
+// Two-stage checkpoint, the job's part before the background writes:
+// collective; every rank makes the step's folder and rank 0 removes a marker
+// left there by an earlier save of the same step, before any rank's new shard
+// lands. Throws CheckpointError on every rank when any rank failed.
+void begin_checkpoint(Comm& world, const std::string& root, int64_t step);
+
+// Two-stage checkpoint, this rank's background writer.
+class CheckpointPersister {
+ public:
+  CheckpointPersister() = default;
+  // Waits for a write in flight; never writes a marker.
+  ~CheckpointPersister();
+  CheckpointPersister(const CheckpointPersister&) = delete;
+  CheckpointPersister& operator=(const CheckpointPersister&) = delete;
+
+  // Writes `state` as `rank`'s shard of step `step` under `root`
+  // (write_shard_file: .tmp, fsync, rename) on a background thread.
+  // REQUIRES: !pending(); begin_checkpoint ran for this step.
+  void start(const std::string& root, int64_t step, int rank, const CheckpointLayout& layout,
+             ShardState state);
+  // Started and not yet finished by finish_checkpoint.
+  bool pending() const { return pending_; }
+  // The background write ended (either way). Never blocks.
+  bool written() const { return written_.load(std::memory_order_acquire); }
+  // Blocks until the background write ended.
+  void wait();
+  int64_t step() const { return step_; }
+  const std::string& root() const { return root_; }
+  // After wait(): the write's seconds and its error (nullptr when it succeeded).
+  double write_s() const { return write_s_; }
+  std::exception_ptr error() const { return error_; }
+  // Used by finish_checkpoint.
+  void clear();
+
+ private:
+  std::thread thread_;
+  std::atomic<bool> written_{false};
+  bool pending_ = false;
+  std::string root_;
+  int64_t step_ = -1;
+  int world_size_ = 1;
+  double write_s_ = 0;
+  std::exception_ptr error_;
+
+  friend bool finish_checkpoint(Comm& world, CheckpointPersister& persister, bool block);
+};
+
+// Two-stage checkpoint, the job's part after the background writes:
+// collective, called at the same point on every rank while
+// persister.pending(). With block = false, one all-reduce first asks whether
+// every rank's write ended; if one has not, returns false and nothing
+// changes. Otherwise (or with block = true, after waiting for this rank's
+// write) the ranks agree on the outcome and rank 0 writes the COMPLETE
+// marker; returns true and the persister is no longer pending. Throws
+// CheckpointError on every rank when any rank's write failed (no marker).
+bool finish_checkpoint(Comm& world, CheckpointPersister& persister, bool block);
 
 }  // namespace megascale::engine

@@ -147,8 +147,15 @@ struct Trainer::Impl {
   std::unique_ptr<NodeDataLoader> loader;
   CheckpointLayout layout;
   int64_t start_step = 0;
+  double load_s = 0;
   double peak_flops = 0;
   int lock_fd = -1;  // rank 0's flock on <checkpoint_dir>/LOCK, held for the run
+  CheckpointPersister persister;  // the checkpoint being written in the background
+  struct Persisting {
+    int64_t step = 0;
+    double stall_s = 0;  // the step's stall: snapshot to host memory (+ waiting for the previous write)
+    uint64_t bytes = 0;
+  } persisting;
 
   ~Impl() {
     if (lock_fd >= 0) ::close(lock_fd);  // releases the checkpoint_dir lock
@@ -301,12 +308,14 @@ struct Trainer::Impl {
     world.broadcast(&found, 1, 0);
     if (found < 0) return;
     const int64_t step = static_cast<int64_t>(found);
+    const auto t0 = std::chrono::steady_clock::now();
     const ShardState state = load_checkpoint(world, options.checkpoint_dir, step, layout);
     on_every_rank(world, [&] { restore(state, step); }, [&](int rank) {
       throw CheckpointError(checkpoint_dir(options.checkpoint_dir, step), rank, "refused",
                             "world rank " + std::to_string(rank) + " could not restore its shard");
     });
     start_step = step;
+    load_s = seconds_since(t0);
   }
 
   // Copies one rank's shard into the chunks and optimizers.
@@ -330,6 +339,7 @@ struct Trainer::Impl {
   }
 
   void save(int64_t step) {
+    const auto t0 = std::chrono::steady_clock::now();
     executor->sync_parameters();
     ShardState state;
     state.step = step;
@@ -365,7 +375,30 @@ struct Trainer::Impl {
                                                              : "; the checkpoints already in " + options.checkpoint_dir +
                                                                    " are the last finite ones"));
     }
-    save_checkpoint(world, options.checkpoint_dir, step, layout, state);
+    // Stage 2 (two-stage checkpoint, engine/checkpoint.h): the previous
+    // checkpoint's background write must have ended first (the step waits for
+    // it: part of its stall), then this one is persisted in the background.
+    if (persister.pending()) finish_persist(true);
+    begin_checkpoint(world, options.checkpoint_dir, step);
+    uint64_t bytes = 0;
+    for (const NamedArray& a : state.arrays) bytes += a.data.size() * sizeof(float);
+    persisting = {step, 0, bytes};
+    persister.start(options.checkpoint_dir, step, world.rank(), layout, std::move(state));
+    persisting.stall_s = seconds_since(t0);
+  }
+
+  // Ends the background persist once every rank's write ended (block: wait
+  // for it): rank 0 writes the marker; reports the checkpoint. Collective.
+  void finish_persist(bool block) {
+    if (block && !persister.written()) {
+      if (options.on_storage_wait) options.on_storage_wait(true);
+      persister.wait();
+      if (options.on_storage_wait) options.on_storage_wait(false);
+    }
+    if (!finish_checkpoint(world, persister, block)) return;
+    if (options.on_checkpoint) {
+      options.on_checkpoint(persisting.step, persisting.stall_s, persister.write_s(), persisting.bytes);
+    }
   }
 
   // Stops the job when this rank makes no progress for options.watchdog_s: a
@@ -428,15 +461,18 @@ struct Trainer::Impl {
     for (int64_t step = start_step; step < options.steps; ++step) {
       const Batch batch = loader->next();
       const auto t0 = std::chrono::steady_clock::now();
+      if (options.on_step_begin) options.on_step_begin(step + 1);
       const StepResult r = executor->step(batch, options.learning_rate);
       watchdog.progress(step + 1);
-      float elapsed = static_cast<float>(seconds_since(t0));
+      const double rank_step_s = seconds_since(t0);
+      float elapsed = static_cast<float>(rank_step_s);
       world.broadcast(&elapsed, 1, 0);
       StepReport report;
       report.step = step + 1;
       report.loss = r.loss;
       report.grad_norm = r.grad_norm;
       report.step_time_s = elapsed;
+      report.rank_step_s = rank_step_s;
       const model::Throughput rate = model::throughput(scenario, elapsed, usable_cores, peak_flops);
       report.tokens_per_s = rate.tokens_per_s;
       report.mfu = rate.mfu;
@@ -453,11 +489,13 @@ struct Trainer::Impl {
                                                                : "; the checkpoints already in " + options.checkpoint_dir +
                                                                      " are the last finite ones"));
       }
+      if (persister.pending()) finish_persist(false);  // one tiny all-reduce while a persist runs
       if (options.checkpoint_every > 0 && !options.checkpoint_dir.empty() &&
           report.step % options.checkpoint_every == 0) {
         save(report.step);
       }
     }
+    if (persister.pending()) finish_persist(true);
     executor->sync_parameters();
     if (trace) {
       const std::vector<TraceEvent> merged = merge_traces(world, *trace, options.trace);
@@ -475,6 +513,8 @@ Trainer::~Trainer() = default;
 void Trainer::run(const std::function<void(const StepReport&)>& on_step) { impl_->run(on_step); }
 
 int64_t Trainer::start_step() const { return impl_->start_step; }
+
+double Trainer::checkpoint_load_s() const { return impl_->load_s; }
 
 std::vector<float> Trainer::parameters() {
   impl_->executor->sync_parameters();

@@ -57,6 +57,24 @@ struct TrainOptions {
   // The backend ("cpu" or "cuda") and, on CUDA, the GEMM precision
   // (engine/device_factory.h). Used when the Trainer is given no Device.
   DeviceOptions device;
+  // Checkpoints are two-stage (engine/checkpoint.h): the step stalls only to
+  // copy the state to host memory; a background thread writes the shard, and
+  // at the first step end where every rank's write ended rank 0 writes the
+  // marker (the last one at the end of run()). Called on every rank once a
+  // checkpoint is complete: the step, the seconds the step stalled (the
+  // snapshot, plus waiting for the previous checkpoint's write when it had
+  // not ended), the seconds the background write of this rank's shard took
+  // (off the critical path), and this rank's shard bytes. Optional.
+  std::function<void(int64_t step, double snapshot_s, double persist_s, uint64_t shard_bytes)> on_checkpoint;
+  // Called on every rank at the start of each step (1-based), inside the
+  // step's timed region (StepReport::rank_step_s): robust/heartbeat.h injects
+  // the slow fault here, as extra compute of the step. Optional.
+  std::function<void(int64_t step)> on_step_begin;
+  // Called with true before this rank blocks until its checkpoint write ended
+  // (the previous write at a new save when it has not ended, or the last one
+  // at the end of run()), and with false after: a stall then is the storage's
+  // (robust/heartbeat.h reports it). Optional.
+  std::function<void(bool waiting)> on_storage_wait;
 };
 
 struct StepReport {
@@ -64,6 +82,7 @@ struct StepReport {
   double loss = 0;
   double grad_norm = 0;
   double step_time_s = 0;    // wall time of the step (world rank 0's clock)
+  double rank_step_s = 0;    // this rank's own wall time of the step (no data wait)
   double tokens_per_s = 0;
   double mfu = 0;            // see header comment
 };
@@ -100,6 +119,9 @@ class Trainer {
 
   // The first step run() will execute (after a resume, the checkpoint's step).
   int64_t start_step() const;
+  // Seconds the constructor spent loading the checkpoint it resumed from (0:
+  // no resume).
+  double checkpoint_load_s() const;
   // Flat parameters of every chunk of this rank, concatenated (after a sync).
   std::vector<float> parameters();
 

@@ -213,6 +213,19 @@ struct FaultSpec {
   std::string kind = "crash";       // crash | hang | slowdown | node_down | link_flap | traffic_drop
 };
 
+// A fault injected into a live run (`megascale run`, robust/fault_injection.h):
+// [[inject]] in the scenario or `--inject NAME:rank=R:step=S[:percent=P]`.
+inline constexpr std::string_view kInjectFaults[] = {"kill",         "hang",
+                                                     "slow",         "traffic_stop",
+                                                     "corrupt_checkpoint", "redis_kill"};
+struct InjectSpec {
+  // kill | hang | slow | traffic_stop | corrupt_checkpoint | redis_kill
+  std::string fault = "kill";
+  int rank = 0;         // world rank it hits (redis_kill: unused)
+  int step = 1;         // fires during this 1-based step
+  double percent = 0;   // slow: extra time per step, % of the rank's compute time
+};
+
 // Failure processes ([failures]); reliability/failure_model.h turns them into
 // Poisson rates. A rate < 0 means "from the preset" (0 when the preset is "none").
 // Units: failures per component-hour.
@@ -274,6 +287,22 @@ struct RecoveryConfig {
   double checkpoint_interval_s = 1800;
   double pcie_gbs = 20;                  // GPU -> pinned host, per GPU (PCIe4 x16 ~25 GB/s peak)
   double storage_write_gbs = 50;         // aggregate GB/s (assumed)
+  // A live run (`megascale run`, robust/): what its driver uses besides
+  // heartbeat_period_s, heartbeat_misses and spare_nodes above. `megascale plan`
+  // ignores these.
+  std::string redis;                     // "host:port" of a Redis to use; "" = start a private one
+  // No rank's step advances for this long: a hang (or a silent traffic stop).
+  // Assumption: MegaScale publishes no threshold; 60 s keeps a step of a large
+  // model (tens of seconds) clear of it. Tiny CPU runs set a few seconds.
+  double step_stall_s = 60;
+  // A rank whose compute time per step exceeds slow_factor x the median of the
+  // other ranks' for slow_steps consecutive steps is reported slow (MegaScale
+  // NSDI'24 section 5: stragglers found from per-rank compute time);
+  // evicted only with evict_slow. Both figures are assumptions.
+  double slow_factor = 1.5;
+  int slow_steps = 3;
+  bool evict_slow = false;
+  int max_restarts = 8;                  // the driver gives up after this many recoveries
 
   static RecoveryConfig megascale();
   static RecoveryConfig baseline();
@@ -305,6 +334,7 @@ struct Scenario {
   FailureConfig failures;
   RecoveryConfig recovery;
   RunConfig run;
+  std::vector<InjectSpec> inject;  // [[inject]]: faults for `megascale run`
 
   // Tokens processed per iteration: global_batch * seq_len.
   int64_t tokens_per_iteration() const {

@@ -336,7 +336,7 @@ Optimizations read_optimizations(const Section& s) {
 
 constexpr std::string_view kTopLevelKeys[] = {"name",     "model",         "parallel", "hardware",
                                               "cluster",  "optimizations", "network",  "failures",
-                                              "recovery", "run",           "train"};
+                                              "recovery", "run",           "train",    "inject"};
 
 constexpr std::string_view kFailureKeys[] = {
     "preset",         "rate_scale",       "gpu_per_hour",      "node_per_hour",   "nic_per_hour",
@@ -393,7 +393,9 @@ constexpr std::string_view kRecoveryKeys[] = {
     "self_check_s",    "false_negative",     "false_positive",    "manual_handling_s",
     "spare_nodes",     "replacement_s",      "repair_s",          "init",
     "process_start_s", "checkpoint_load",    "storage_read_gbs",  "checkpoint",
-    "checkpoint_interval", "pcie_gbs",       "storage_write_gbs", "traffic_drop_detect_s"};
+    "checkpoint_interval", "pcie_gbs",       "storage_write_gbs", "traffic_drop_detect_s",
+    "redis",           "step_stall_s",       "slow_factor",       "slow_steps",
+    "evict_slow",      "max_restarts"};
 constexpr std::string_view kRecoveryPresets[] = {"megascale", "baseline"};
 constexpr std::string_view kInitDesigns[] = {"tcpstore", "redis", "ordered"};
 constexpr std::string_view kLoadDesigns[] = {"every_rank", "one_per_dp_group"};
@@ -430,7 +432,44 @@ RecoveryConfig read_recovery(const Section& s) {
   if (r.checkpoint_interval_s <= 0) s.fail("checkpoint_interval", "must be > 0");
   r.pcie_gbs = s.positive_number("pcie_gbs").value_or(r.pcie_gbs);
   r.storage_write_gbs = s.positive_number("storage_write_gbs").value_or(r.storage_write_gbs);
+  r.redis = s.string("redis").value_or(r.redis);
+  if (!r.redis.empty()) {
+    const size_t colon = r.redis.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : r.redis.substr(colon + 1);
+    if (colon == 0 || port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
+        port.size() > 5 || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+      s.fail("redis", "expected \"host:port\" (port 1..65535), got \"" + r.redis + "\"");
+    }
+  }
+  r.step_stall_s = s.positive_number("step_stall_s").value_or(r.step_stall_s);
+  r.slow_factor = s.positive_number("slow_factor").value_or(r.slow_factor);
+  if (r.slow_factor <= 1.0) s.fail("slow_factor", "must be > 1 (a multiple of the median compute time)");
+  r.slow_steps = s.integer("slow_steps", 1).value_or(r.slow_steps);
+  r.evict_slow = s.boolean("evict_slow").value_or(r.evict_slow);
+  r.max_restarts = s.integer("max_restarts", 0).value_or(r.max_restarts);
   return r;
+}
+
+constexpr std::string_view kInjectKeys[] = {"fault", "rank", "step", "percent"};
+
+// [[inject]]: faults for a live run; rank and step are checked against the
+// scenario once cluster and train are read.
+std::vector<InjectSpec> read_inject(const Section& top) {
+  std::vector<InjectSpec> out;
+  for (const Section& f : top.table_array("inject")) {
+    f.reject_unknown_keys(kInjectKeys);
+    InjectSpec spec;
+    const std::optional<std::string> fault = f.choice("fault", kInjectFaults);
+    if (!fault) f.fail_missing("fault", "one of kill, hang, slow, traffic_stop, corrupt_checkpoint, redis_kill");
+    spec.fault = *fault;
+    spec.rank = f.integer("rank", 0).value_or(spec.rank);
+    spec.step = f.integer("step", 1).value_or(spec.step);
+    spec.percent = f.positive_number("percent").value_or(spec.percent);
+    if (spec.fault == "slow" && spec.percent <= 0) f.fail_missing("percent", "slow needs the extra time, e.g. percent = 200");
+    if (spec.fault != "slow" && f.node("percent") != nullptr) f.fail("percent", "only fault = \"slow\" takes a percent");
+    out.push_back(spec);
+  }
+  return out;
 }
 
 constexpr std::string_view kRunKeys[] = {"duration", "tokens", "runs", "seed", "iteration_time_s"};
@@ -508,6 +547,18 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   if (std::optional<Section> s = top.subsection("failures")) sc.failures = read_failures(*s);
   if (std::optional<Section> s = top.subsection("recovery")) sc.recovery = read_recovery(*s);
   if (std::optional<Section> s = top.subsection("run")) sc.run = read_run(*s);
+  sc.inject = read_inject(top);
+  for (size_t i = 0; i < sc.inject.size(); ++i) {
+    const std::string key = "inject[" + std::to_string(i) + "]";
+    if (sc.inject[i].rank >= sc.cluster.gpus) {
+      top.fail(key + ".rank", "rank " + std::to_string(sc.inject[i].rank) + " is not below cluster.gpus = " +
+                                  std::to_string(sc.cluster.gpus));
+    }
+    if (sc.inject[i].step > sc.train.steps) {
+      top.fail(key + ".step", "step " + std::to_string(sc.inject[i].step) + " is after the last step (train.steps = " +
+                                  std::to_string(sc.train.steps) + ")");
+    }
+  }
   if (sc.parallel.cp > 1) {
     // Context parallelism, folded (model/config.h ParallelConfig): Megatron-Core
     // splits each sequence into 2 cp chunks, two per CP rank (causal load balance).

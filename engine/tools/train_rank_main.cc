@@ -12,7 +12,9 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,8 @@
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "robust/heartbeat.h"
+#include "robust/keys.h"
 
 namespace megascale::tools {
 namespace {
@@ -53,7 +57,7 @@ engine::TrainOptions train_options(const model::Scenario& s) {
 }
 
 int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world, engine::Comm& node,
-                  std::ostream& out);
+                  std::ostream& out, robust::RankAgent* agent);
 
 int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::ostream& out,
              std::ostream& err) {
@@ -67,8 +71,21 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
     }
     return 2;
   }
+  // Started by `megascale run` (robust/driver.h): heartbeats to Redis, the
+  // world monitored, the injected faults armed.
+  std::unique_ptr<robust::RankAgent> agent;
   try {
-    return train_on_rank(s, json, *world, *node, out);
+    if (std::optional<robust::RankAgentConfig> c = robust::rank_agent_config_from_env(world->rank())) {
+      c->checkpoint_dir = s.train.checkpoint_dir;
+      c->layout = engine::make_checkpoint_layout(s.model, s.parallel);
+      agent = std::make_unique<robust::RankAgent>(*c);
+    }
+  } catch (const std::invalid_argument& e) {
+    err << "megascale train: rank " << world->rank() << ": " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return train_on_rank(s, json, agent ? agent->wrap(*world) : *world, *node, out, agent.get());
   } catch (const engine::TrainingDiverged& e) {
     // Every rank stops at the same step with the same message: rank 0 says it.
     if (world->rank() == 0) err << "megascale train: " << e.what() << "\n" << std::flush;
@@ -86,15 +103,23 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
 }
 
 int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
-                  engine::Comm& node, std::ostream& out) {
+                  engine::Comm& node, std::ostream& out, robust::RankAgent* agent) {
   // train.device = "cuda": one GPU per rank (the node-local rank's), and an
   // NcclComm over the MPI world for everything the engine moves; the node
   // communicator stays MPI (the data loader shares host memory through it).
-  const engine::TrainOptions options = train_options(s);
+  engine::TrainOptions options = train_options(s);
+  if (agent != nullptr) {
+    options.on_checkpoint = [agent](int64_t step, double snapshot_s, double persist_s, uint64_t bytes) {
+      agent->on_checkpoint(step, snapshot_s, persist_s, bytes);
+    };
+    options.on_step_begin = [agent](int64_t step) { agent->begin_step(step); };
+    options.on_storage_wait = [agent](bool waiting) { agent->storage_wait(waiting); };
+  }
   const std::unique_ptr<engine::Device> device = engine::make_device(options.device);
   const std::unique_ptr<engine::Comm> device_world = engine::make_device_comm(*device, world_comm);
   engine::Comm* world = device_world ? device_world.get() : &world_comm;
   engine::Trainer trainer(s, options, *world, node, device.get());
+  if (agent != nullptr) agent->begin_training(trainer.start_step(), trainer.checkpoint_load_s());
   if (world->rank() == 0 && !json) {
     out << s.name << ": " << s.cluster.gpus << " processes, TP " << s.parallel.tp << " PP "
         << s.parallel.pp << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp
@@ -106,6 +131,7 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
   const model::GpuProfile& profile = model::hardware_profile(s);
   bool warned = false;
   trainer.run([&](const engine::StepReport& r) {
+    if (agent != nullptr) agent->on_step(r.step, r.rank_step_s);
     if (world->rank() != 0) return;
     const bool mfu_valid = r.mfu > 0 && r.mfu <= 1;
     std::string mfu_problem;
@@ -139,6 +165,7 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
       out << std::flush;
     }
   });
+  if (agent != nullptr) agent->set_phase("done");
   return 0;
 }
 
@@ -162,6 +189,14 @@ int main(int argc, char** argv) {
   if (files.size() != 1) {
     std::cerr << "usage: megascale-train FILE [--json] [--set KEY=VALUE]... (normally started by `megascale train`)\n";
     return 2;
+  }
+  // Under `megascale run`, each rank's stderr goes to its own log, which the
+  // driver scans for error keywords (robust/diagnosis.h).
+  const char* log_dir = std::getenv(robust::kEnvLogDir);
+  const char* world_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (log_dir != nullptr && world_rank != nullptr) {
+    const std::string log = std::string(log_dir) + "/rank_" + world_rank + ".log";
+    if (std::FILE* f = std::freopen(log.c_str(), "a", stderr)) (void)f;
   }
   try {
     const model::Scenario s = model::load_scenario(files[0], overrides);

@@ -1,8 +1,11 @@
 // tests/engine/checkpoint_test.cc: save/load round trip and every refusal
-// (corrupt, truncated, partial, different layout), ranks as threads.
+// (corrupt, truncated, partial, different layout), ranks as threads; the
+// two-stage checkpoint (background persist, marker last, a crash mid-persist).
 #include "engine/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -179,6 +182,118 @@ TEST_F(CheckpointDir, ResavingAStepReplacesIt) {
   save(2, 5);
   save(2, 5);
   EXPECT_TRUE(load_error(2, 5, layout(2), 0).empty());
+}
+
+// Two-stage checkpoint: begin (collective), background write, finish (collective).
+TEST_F(CheckpointDir, TwoStagePersistsExactlyTheSnapshotAndMarksItLast) {
+  save(2, 2);  // the previous complete checkpoint
+  std::vector<ShardState> snapshot(2);
+  std::vector<int> polls(2, 0);
+  run_on_threads(2, [&](Comm& c) {
+    ShardState s = state_of(c.rank());
+    s.arrays[1].data.assign(1 << 16, 0.5f + c.rank());  // a bigger shard than step 2's
+    snapshot[c.rank()] = s;
+    CheckpointPersister p;
+    begin_checkpoint(c, root_, 4);
+    p.start(root_, 4, c.rank(), layout(2), std::move(s));
+    EXPECT_TRUE(p.pending());
+    EXPECT_THROW(p.start(root_, 4, c.rank(), layout(2), ShardState{}), std::logic_error);
+    // Every rank's shard written, the marker not yet: a crash now leaves step 2.
+    p.wait();
+    c.barrier();
+    EXPECT_TRUE(fs::exists(shard_path(root_, 4, c.rank())));
+    EXPECT_FALSE(fs::exists(marker_path(root_, 4)));
+    EXPECT_EQ(latest_checkpoint(root_), 2);
+    c.barrier();
+    while (!finish_checkpoint(c, p, false)) ++polls[c.rank()];
+    EXPECT_FALSE(p.pending());
+    EXPECT_GT(p.write_s(), 0.0);
+    EXPECT_THROW(finish_checkpoint(c, p, false), std::logic_error);
+  });
+  EXPECT_EQ(polls[0], 0);  // every write had ended: the first poll finishes
+  EXPECT_EQ(latest_checkpoint(root_), 4);
+  std::vector<ShardState> loaded(2);
+  run_on_threads(2, [&](Comm& c) { loaded[c.rank()] = load_checkpoint(c, root_, 4, layout(2)); });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(loaded[r].step, 4);
+    ASSERT_EQ(loaded[r].arrays.size(), snapshot[r].arrays.size());
+    for (size_t i = 0; i < loaded[r].arrays.size(); ++i) {
+      EXPECT_EQ(loaded[r].arrays[i].name, snapshot[r].arrays[i].name);
+      EXPECT_EQ(loaded[r].arrays[i].data, snapshot[r].arrays[i].data);  // bitwise
+    }
+    EXPECT_EQ(loaded[r].values, snapshot[r].values);
+  }
+}
+
+TEST_F(CheckpointDir, TwoStageRemovesAStaleMarkerBeforeWriting) {
+  save(2, 4);
+  ASSERT_TRUE(fs::exists(marker_path(root_, 4)));
+  run_on_threads(2, [&](Comm& c) {
+    begin_checkpoint(c, root_, 4);
+    // Until the new save finishes, step 4 is not complete: its old shards may
+    // already be half replaced.
+    EXPECT_FALSE(fs::exists(marker_path(root_, 4)));
+    CheckpointPersister p;
+    p.start(root_, 4, c.rank(), layout(2), state_of(c.rank()));
+    finish_checkpoint(c, p, true);
+  });
+  EXPECT_EQ(latest_checkpoint(root_), 4);
+}
+
+TEST_F(CheckpointDir, TwoStageWriteFailureIsAnErrorOnEveryRankAndNoMarker) {
+  save(2, 2);
+  std::vector<std::string> errors(2);
+  run_on_threads(2, [&](Comm& c) {
+    begin_checkpoint(c, root_, 4);
+    if (c.rank() == 1) fs::create_directories(shard_path(root_, 4, 1));  // the rename onto it fails
+    c.barrier();
+    CheckpointPersister p;
+    p.start(root_, 4, c.rank(), layout(2), state_of(c.rank()));
+    try {
+      finish_checkpoint(c, p, true);
+    } catch (const CheckpointError& e) {
+      errors[c.rank()] = e.what();
+    }
+    EXPECT_FALSE(p.pending());
+  });
+  EXPECT_NE(errors[1].find("shard_00001.msck"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[0].find("rank(s) 1 failed to write; no marker written"), std::string::npos) << errors[0];
+  EXPECT_FALSE(fs::exists(marker_path(root_, 4)));
+  EXPECT_EQ(latest_checkpoint(root_), 2);
+}
+
+// A process SIGKILLed while its background write runs: step 4 stays partial,
+// step 2 is still the latest complete checkpoint and loads.
+TEST_F(CheckpointDir, TwoStageCrashDuringPersistLeavesThePreviousCheckpoint) {
+  save(1, 2);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto comms = make_thread_comms(1);
+    begin_checkpoint(*comms[0], root_, 4);
+    ShardState s = state_of(0);
+    s.arrays[1].data.assign(size_t{16} << 20, 1.0f);  // 64 MiB: the write takes a while
+    CheckpointPersister p;
+    p.start(root_, 4, 0, layout(1), std::move(s));
+    // Die as soon as the shard's temporary file is there (or the write ended).
+    for (int i = 0; i < 20000 && !p.written(); ++i) {
+      bool tmp = false;
+      for (const auto& e : fs::directory_iterator(checkpoint_dir(root_, 4)))
+        tmp = tmp || e.path().filename().string().find(".tmp") != std::string::npos;
+      if (tmp) break;
+      ::usleep(100);
+    }
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_TRUE(fs::is_directory(checkpoint_dir(root_, 4)));
+  EXPECT_FALSE(fs::exists(marker_path(root_, 4)));
+  EXPECT_EQ(latest_checkpoint(root_), 2);
+  EXPECT_EQ(partial_checkpoints(root_), std::vector<int64_t>{4});
+  EXPECT_TRUE(load_error(1, 2, layout(1), 0).empty());
 }
 
 TEST(CheckpointLayout, DescribesModelAndLayout) {

@@ -150,6 +150,39 @@ TEST_F(TrainerTest, ResumesFromItsCheckpointWithIdenticalLosses) {
   EXPECT_EQ(c[0].loss, a[0].loss);
 }
 
+// Two-stage checkpoints: each one is reported once, complete (its marker on
+// disk) when reported, with the step's stall and the persist measured apart.
+TEST_F(TrainerTest, ReportsEveryCheckpointOnceCompleteWithStallAndPersist) {
+  const model::Scenario s = tiny_scenario();
+  TrainOptions o = options(7);
+  o.checkpoint_dir = (dir_ / "ckpt").string();
+  o.checkpoint_every = 2;
+  struct Seen {
+    int64_t step;
+    double stall_s, persist_s;
+    uint64_t bytes;
+    bool marker;
+  };
+  std::vector<Seen> seen;
+  o.on_checkpoint = [&](int64_t step, double stall_s, double persist_s, uint64_t bytes) {
+    seen.push_back({step, stall_s, persist_s, bytes, fs::exists(marker_path(o.checkpoint_dir, step))});
+  };
+  std::vector<int64_t> begun;
+  o.on_step_begin = [&](int64_t step) { begun.push_back(step); };
+  train(s, o);
+  ASSERT_EQ(seen.size(), 3u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].step, 2 * static_cast<int64_t>(i) + 2);
+    EXPECT_TRUE(seen[i].marker) << "step " << seen[i].step << " reported before its marker";
+    EXPECT_GT(seen[i].stall_s, 0.0);
+    EXPECT_GT(seen[i].persist_s, 0.0);
+    EXPECT_GT(seen[i].bytes, 0u);
+  }
+  EXPECT_EQ(latest_checkpoint(o.checkpoint_dir), 6);
+  EXPECT_TRUE(partial_checkpoints(o.checkpoint_dir).empty());
+  EXPECT_EQ(begun, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
+}
+
 TEST_F(TrainerTest, WritesTheTraceFiles) {
   const model::Scenario s = tiny_scenario();
   TrainOptions o = options(2);

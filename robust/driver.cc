@@ -1,0 +1,831 @@
+// robust/driver.cc: see driver.h.
+#include "robust/driver.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "base/json.h"
+#include "robust/detector.h"
+#include "robust/diagnosis.h"
+#include "robust/executor.h"
+#include "robust/fault_injection.h"
+#include "robust/keys.h"
+#include "robust/recovery_profile.h"
+#include "robust/redis_client.h"
+#include "robust/redis_server.h"
+
+namespace megascale::robust {
+namespace {
+
+// At most this many spare executors run on one machine, whatever
+// [recovery] spare_nodes says (its default, 32, sizes a 12,288-GPU job).
+constexpr int kMaxLocalSpares = 4;
+// How long the driver waits for mpirun's report of a rank's death after
+// noticing it, before naming the rank from the executors' reports instead.
+constexpr double kSignalReportWait_s = 1.5;
+// A stall while a rank waits for its checkpoint write to reach storage is a
+// fault only after this many x [recovery] step_stall_s. Assumption: fsync of a
+// 1 MB shard took over 3 s on this project's 2-core machine shared with
+// compiler jobs; a storage that slow is not a rank's fault.
+constexpr double kStorageWaitFactor = 10;
+
+std::string fixed(double v, int decimals = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+// New complete lines of a growing file.
+class LogTail {
+ public:
+  LogTail(std::string path, int rank) : path_(std::move(path)), rank_(rank) {}
+  int rank() const { return rank_; }
+  const std::string& path() const { return path_; }
+  std::vector<std::string> read() {
+    std::vector<std::string> lines;
+    std::ifstream in(path_, std::ios::binary);
+    if (!in) return lines;
+    in.seekg(pos_);
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    pos_ += static_cast<std::streamoff>(chunk.size());
+    partial_ += chunk;
+    size_t start = 0, nl;
+    while ((nl = partial_.find('\n', start)) != std::string::npos) {
+      lines.push_back(partial_.substr(start, nl - start));
+      start = nl + 1;
+    }
+    partial_.erase(0, start);
+    return lines;
+  }
+
+ private:
+  std::string path_;
+  int rank_;
+  std::streamoff pos_ = 0;
+  std::string partial_;
+};
+
+// Children of `parent` (from /proc), so that the ranks mpirun forked die with it
+// even when they are in another process group.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+using Fired = FiredFault;
+
+class Driver {
+ public:
+  Driver(const DriverOptions& o, std::ostream& out, std::ostream& err) : o_(o), s_(o.scenario), out_(out), err_(err) {}
+  int run();
+
+ private:
+  void event(const std::string& text) {
+    const double t = wall_now_s() - start_s_;
+    profile_.events.push_back(fixed(t, 3) + " s: " + text);
+    out_ << "[run " << fixed(t, 1) << " s] " << text << "\n" << std::flush;
+  }
+  void start_control_plane();
+  void stop_control_plane();
+  void publish_layout();
+  pid_t launch();
+  void kill_attempt();
+  std::vector<RankStatus> read_statuses();
+  void read_fired();
+  void read_stdout();
+  std::optional<Detection> scan_logs(bool* checksum, long long* bad_step);
+  bool handle_fault(const Detection& d, bool checksum, long long bad_step, const std::vector<RankStatus>& st);
+  int node_of_rank(int rank) const { return slot_node_[static_cast<size_t>(rank / gpus_per_node_)]; }
+  void finish_pending_ready(const std::vector<RankStatus>& st, double now);
+
+  const DriverOptions& o_;
+  const model::Scenario& s_;
+  std::ostream& out_;
+  std::ostream& err_;
+  RecoveryProfile profile_;
+  double start_s_ = 0;
+  std::string job_;
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<RedisClient> redis_;
+  std::string redis_address_;
+  std::vector<pid_t> executors_;
+  int ranks_ = 0, gpus_per_node_ = 1, nodes_ = 0;
+  std::vector<int> slot_node_;   // logical node -> executor id
+  std::vector<int> spares_;      // executor ids free to take a slot
+  std::set<int> bad_nodes_;
+  int attempt_ = 0;
+  pid_t mpirun_ = -1;
+  double launched_at_ = 0;
+  std::vector<LogTail> logs_;
+  std::unique_ptr<LogTail> stdout_;
+  std::map<int64_t, double> losses_;
+  int64_t first_step_this_attempt_ = -1;
+  double first_step_at_ = 0;
+  std::vector<Fired> fired_;
+  std::set<std::string> fired_seen_;
+  std::vector<model::InjectSpec> pending_faults_;
+  std::optional<size_t> pending_record_;  // the fault whose restart is being measured
+  std::optional<size_t> redis_record_;
+  double redis_restarted_at_ = 0;
+  double redis_ok_since_ = 0;
+  std::vector<uint64_t> traffic_;
+};
+
+void Driver::start_control_plane() {
+  if (s_.recovery.redis.empty()) {
+    server_ = std::make_unique<RedisServer>(free_local_port(), o_.work_dir + "/redis");
+    server_->start();
+    redis_address_ = server_->address();
+    event("started redis-server on " + redis_address_ + " (pid " + std::to_string(server_->pid()) + ")");
+  } else {
+    redis_address_ = s_.recovery.redis;
+    event("using Redis at " + redis_address_ + " ([recovery] redis)");
+  }
+  const auto [host, port] = parse_host_port(redis_address_);
+  redis_ = std::make_unique<RedisClient>(host, port, 0.5);
+  if (!redis_->ping()) throw std::runtime_error("Redis at " + redis_address_ + " does not answer: " + redis_->error());
+  const int spares = std::min(s_.recovery.spare_nodes, kMaxLocalSpares);
+  for (int n = 0; n < nodes_ + spares; ++n) {
+    ExecutorOptions eo{redis_address_, job_, n, s_.recovery.heartbeat_period_s};
+    executors_.push_back(spawn_executor(o_.self_binary, eo, o_.work_dir + "/executor_" + std::to_string(n) + ".log"));
+    if (n >= nodes_) spares_.push_back(n);
+  }
+  for (int n = 0; n < nodes_; ++n) slot_node_.push_back(n);
+  // Rendezvous: every executor registered.
+  const double deadline = wall_now_s() + 10;
+  while (wall_now_s() < deadline) {
+    int up = 0;
+    for (int n = 0; n < nodes_ + spares; ++n) up += redis_->hgetall(job_key(job_, "executor:" + std::to_string(n))).empty() ? 0 : 1;
+    if (up == nodes_ + spares) {
+      event(std::to_string(nodes_) + " executors and " + std::to_string(spares) + " spare(s) registered");
+      return;
+    }
+    sleep_s(0.05);
+  }
+  throw std::runtime_error("the executors did not register in Redis within 10 s; see " + o_.work_dir + "/executor_*.log");
+}
+
+void Driver::stop_control_plane() {
+  if (redis_) redis_->set(job_key(job_, "stop"), "1");
+  for (pid_t p : executors_) {
+    ::kill(p, SIGTERM);
+    int status = 0;
+    ::waitpid(p, &status, 0);
+  }
+  executors_.clear();
+  if (server_) server_->stop();
+}
+
+void Driver::publish_layout() {
+  std::map<std::string, std::string> layout = {{"attempt", std::to_string(attempt_)}};
+  for (int r = 0; r < ranks_; ++r) layout["rank:" + std::to_string(r)] = std::to_string(node_of_rank(r));
+  redis_->del(job_key(job_, "layout"));
+  redis_->hset(job_key(job_, "layout"), layout);
+}
+
+pid_t Driver::launch() {
+  ++attempt_;
+  for (int r = 0; r < ranks_; ++r) redis_->del(job_key(job_, "rank:" + std::to_string(r)));
+  for (int n = 0; n < nodes_ + static_cast<int>(spares_.size()) + static_cast<int>(bad_nodes_.size()); ++n) {
+    redis_->del(job_key(job_, "node:" + std::to_string(n)));
+  }
+  publish_layout();
+  const std::string dir = o_.work_dir + "/attempt_" + std::to_string(attempt_);
+  std::filesystem::create_directories(dir);
+  logs_.clear();
+  logs_.emplace_back(dir + "/mpirun.err", -1);
+  for (int r = 0; r < ranks_; ++r) logs_.emplace_back(dir + "/rank_" + std::to_string(r) + ".log", r);
+  stdout_ = std::make_unique<LogTail>(dir + "/mpirun.out", -1);
+  first_step_this_attempt_ = -1;
+  first_step_at_ = 0;
+  std::string nodes;
+  for (int r = 0; r < ranks_; ++r) {
+    if (r > 0) nodes += ",";
+    nodes += std::to_string(node_of_rank(r));
+  }
+  std::vector<model::InjectSpec> rank_faults;
+  for (const model::InjectSpec& f : pending_faults_) {
+    if (f.fault != "redis_kill") rank_faults.push_back(f);
+  }
+  const std::map<std::string, std::string> env = {
+      {kEnvRedis, redis_address_},           {kEnvJob, job_},
+      {kEnvAttempt, std::to_string(attempt_)}, {kEnvNodes, nodes},
+      {kEnvInject, format_inject_list(rank_faults)}, {kEnvHeartbeat, fixed(s_.recovery.heartbeat_period_s, 6)},
+      {kEnvLogDir, dir}};
+  std::vector<std::string> args = {"mpirun", "--oversubscribe", "-np", std::to_string(ranks_)};
+  for (const auto& [k, v] : env) {
+    args.push_back("-x");
+    args.push_back(k);
+  }
+  args.push_back(o_.engine_binary);
+  args.push_back(o_.scenario_path);
+  args.push_back("--json");
+  for (const std::string& ov : o_.overrides) {
+    args.push_back("--set");
+    args.push_back(ov);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  out_.flush();
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(errno));
+  if (child == 0) {
+    ::setpgid(0, 0);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    const int o = ::open((dir + "/mpirun.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open((dir + "/mpirun.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o >= 0) ::dup2(o, STDOUT_FILENO);
+    if (e >= 0) ::dup2(e, STDERR_FILENO);
+    ::execvp("mpirun", argv.data());
+    const char* msg = "megascale run: cannot run mpirun (is openmpi-bin installed? scripts/setup.sh)\n";
+    (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  mpirun_ = child;
+  launched_at_ = wall_now_s();
+  event("attempt " + std::to_string(attempt_) + ": mpirun -np " + std::to_string(ranks_) + " (pid " +
+        std::to_string(child) + "), ranks on nodes " + nodes +
+        (rank_faults.empty() ? std::string() : ", armed: " + format_inject_list(rank_faults)));
+  return child;
+}
+
+void Driver::kill_attempt() {
+  if (mpirun_ <= 0) return;
+  std::vector<pid_t> victims = children_of(mpirun_);
+  for (const RankStatus& st : read_statuses()) {
+    if (st.pid > 0) victims.push_back(st.pid);
+  }
+  ::kill(-mpirun_, SIGKILL);
+  for (pid_t p : victims) ::kill(p, SIGKILL);
+  int status = 0;
+  while (::waitpid(mpirun_, &status, 0) < 0 && errno == EINTR) {
+  }
+  // The ranks are reaped by init once mpirun is gone; wait until they are.
+  const double deadline = wall_now_s() + 5;
+  for (pid_t p : victims) {
+    while (::kill(p, 0) == 0 && wall_now_s() < deadline) {
+      std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
+      std::string text;
+      std::getline(stat, text);
+      const size_t close = text.rfind(')');
+      if (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z') break;
+      sleep_s(0.01);
+    }
+  }
+  mpirun_ = -1;
+}
+
+std::vector<RankStatus> Driver::read_statuses() {
+  std::vector<RankStatus> out;
+  for (int r = 0; r < ranks_; ++r) {
+    RankStatus st = parse_rank_status(r, redis_->hgetall(job_key(job_, "rank:" + std::to_string(r))));
+    if (st.present && st.attempt != attempt_) {
+      st = RankStatus{};
+      st.rank = r;
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
+void Driver::read_fired() {
+  bool ok = false;
+  for (const std::string& e : redis_->lrange(job_key(job_, "fired"), &ok)) {
+    if (!fired_seen_.insert(e).second) continue;
+    Fired f;
+    char name[64] = {};
+    if (std::sscanf(e.c_str(), "%63[^|]|%d|%d|%lf", name, &f.rank, &f.step, &f.at_s) != 4) continue;
+    f.fault = name;
+    fired_.push_back(f);
+    pending_faults_.erase(std::remove_if(pending_faults_.begin(), pending_faults_.end(),
+                                         [&](const model::InjectSpec& p) { return p.fault == f.fault && p.rank == f.rank; }),
+                          pending_faults_.end());
+    event("rank " + std::to_string(f.rank) + " reports the injected fault " + f.fault + " at step " + std::to_string(f.step));
+  }
+}
+
+void Driver::read_stdout() {
+  if (!stdout_) return;
+  for (const std::string& line : stdout_->read()) {
+    const base::Json j = base::Json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j.contains("loss")) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    const double loss = j["loss"].is_number() ? j["loss"].get<double>() : std::numeric_limits<double>::quiet_NaN();
+    const auto it = losses_.find(step);
+    if (it != losses_.end() && std::memcmp(&it->second, &loss, sizeof loss) != 0) {
+      profile_.reruns_identical = false;
+      event("step " + std::to_string(step) + " re-run gave loss " + j["loss"].dump() + ", not the first run's");
+    }
+    losses_[step] = loss;
+    if (first_step_this_attempt_ < 0) {
+      first_step_this_attempt_ = step;
+      first_step_at_ = wall_now_s();
+      if (pending_record_) profile_.faults[*pending_record_].first_step_at_s = first_step_at_;
+    }
+    if (pending_record_) {
+      FaultRecord& rec = profile_.faults[*pending_record_];
+      if (rec.caught_up_at_s == 0 && step >= rec.interrupted_step) rec.caught_up_at_s = wall_now_s();
+    }
+  }
+}
+
+std::optional<Detection> Driver::scan_logs(bool* checksum, long long* bad_step) {
+  std::optional<Detection> found;
+  for (LogTail& t : logs_) {
+    for (const std::string& line : t.read()) {
+      const std::optional<LogFinding> f = scan_log_line(line, t.rank());
+      if (!f) continue;
+      event("log " + std::filesystem::path(t.path()).filename().string() + ": " + f->kind + ": " + line.substr(0, 200));
+      if (f->kind == "checksum_mismatch") {
+        *checksum = true;
+        *bad_step = f->step;
+        found = Detection{"log_error", wall_now_s(), f->rank, f->kind + ": " + line};
+      } else if (!found || (found->rank < 0 && f->rank >= 0)) {
+        found = Detection{"log_error", wall_now_s(), f->rank, f->kind + ": " + line};
+      }
+    }
+  }
+  return found;
+}
+
+void Driver::finish_pending_ready(const std::vector<RankStatus>& st, double now) {
+  (void)now;
+  if (!pending_record_) return;
+  FaultRecord& rec = profile_.faults[*pending_record_];
+  if (rec.ready_at_s > 0) return;
+  double ready = 0, load = 0;
+  for (const RankStatus& r : st) {
+    if (!r.present || r.ready_at_s <= 0) return;
+    ready = std::max(ready, r.ready_at_s);
+    load = std::max(load, r.load_s);
+  }
+  rec.ready_at_s = ready;
+  rec.checkpoint_load_s = load;
+  rec.resumed_from_step = st.empty() ? -1 : st[0].start_step;
+}
+
+bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step, const std::vector<RankStatus>& st) {
+  read_fired();
+  // A checkpoint refused at load is the consequence of an earlier fault
+  // (corrupt_checkpoint): move it aside, note it on that fault, relaunch.
+  if (checksum) {
+    const std::string dir = o_.scenario.train.checkpoint_dir;
+    char name[32];
+    std::snprintf(name, sizeof name, "step_%08lld", bad_step);
+    const std::filesystem::path from = std::filesystem::path(dir) / name;
+    const std::filesystem::path to = std::filesystem::path(dir) / (std::string(name) + ".corrupt");
+    std::error_code ec;
+    std::filesystem::remove_all(to, ec);
+    std::filesystem::rename(from, to, ec);
+    kill_attempt();
+    const std::string note = "checkpoint step " + std::to_string(bad_step) + " refused (rank " +
+                             std::to_string(d.rank) + "'s shard failed its CRC check); moved to " + to.string() +
+                             (ec ? " (failed: " + ec.message() + ")" : std::string()) +
+                             "; resuming from the previous complete checkpoint";
+    event(note);
+    if (pending_record_) {
+      profile_.faults[*pending_record_].notes.push_back(note);
+      profile_.faults[*pending_record_].ready_at_s = 0;
+      profile_.faults[*pending_record_].first_step_at_s = 0;
+      profile_.faults[*pending_record_].caught_up_at_s = 0;
+      profile_.faults[*pending_record_].relaunched_at_s = wall_now_s();
+    }
+    return !ec;
+  }
+  FaultRecord rec;
+  // The fault this detection belongs to (diagnosis.h match_detection).
+  const int index = match_detection(fired_, d);
+  if (index >= 0) {
+    Fired* match = &fired_[static_cast<size_t>(index)];
+    match->matched = true;
+    rec.fault = match->fault;
+    rec.rank = match->rank;
+    rec.step = match->step;
+    rec.injected_at_s = match->at_s;
+  }
+  rec.detected_by = d.kind;
+  rec.detection_detail = d.detail;
+  rec.detected_at_s = d.at_s;
+  event("detected (" + d.kind + "): " + d.detail);
+  // Diagnosis.
+  int culprit = d.rank;
+  std::string why = d.detail;
+  if (d.kind == "stall") {
+    const HangDiagnosis h = diagnose_hang(st);
+    rec.chain = h.lines;
+    for (const std::string& l : h.lines) event("  " + l);
+    if (h.culprits.size() == 1) {
+      culprit = h.culprits[0];
+      why = "wait-for chain ends at rank " + std::to_string(culprit);
+    } else {
+      why = "wait-for chain ends at " + std::to_string(h.culprits.size()) + " ranks";
+    }
+  } else if (d.kind != "slow" && (d.kind != "log_error" || culprit < 0 || d.detail.rfind("signal", 0) != 0)) {
+    // A rank died (or the job exited): mpirun names the rank that died on a
+    // signal; wait briefly for that report.
+    const double until = wall_now_s() + kSignalReportWait_s;
+    bool named = false;
+    while (!named && wall_now_s() < until) {
+      for (LogTail& t : logs_) {
+        for (const std::string& line : t.read()) {
+          const std::optional<LogFinding> f = scan_log_line(line, t.rank());
+          if (f && f->kind == "signal") {
+            culprit = f->rank;
+            why = "mpirun: " + line;
+            named = true;
+          }
+        }
+      }
+      if (!named) sleep_s(0.05);
+    }
+  }
+  rec.diagnosed_rank = culprit;
+  rec.diagnosed_node = culprit >= 0 ? node_of_rank(culprit) : -1;
+  rec.diagnosis = culprit >= 0 ? "rank " + std::to_string(culprit) + " on node " + std::to_string(rec.diagnosed_node) + ": " + why
+                               : "no rank named: " + why;
+  rec.diagnosis_right = rec.fault != "none" && culprit == rec.rank;
+  rec.diagnosed_at_s = wall_now_s();
+  event("diagnosis: " + rec.diagnosis);
+  // Eviction.
+  int64_t reached = 0;
+  for (const auto& [step, loss] : losses_) reached = std::max(reached, step);
+  rec.interrupted_step = reached;
+  kill_attempt();
+  if (culprit >= 0) {
+    const int slot = culprit / gpus_per_node_;
+    const int bad = slot_node_[static_cast<size_t>(slot)];
+    rec.evicted_node = bad;
+    if (!spares_.empty()) {
+      bad_nodes_.insert(bad);
+      slot_node_[static_cast<size_t>(slot)] = spares_.front();
+      spares_.erase(spares_.begin());
+      rec.replacement_node = slot_node_[static_cast<size_t>(slot)];
+      event("evicted node " + std::to_string(bad) + "; spare node " + std::to_string(rec.replacement_node) +
+            " takes its slot");
+    } else {
+      rec.replacement_node = bad;
+      rec.notes.push_back("no spare left: node " + std::to_string(bad) + " returns to service (local processes)");
+      event(rec.notes.back());
+    }
+  }
+  rec.evicted_at_s = wall_now_s();
+  rec.restarted = true;
+  profile_.faults.push_back(rec);
+  pending_record_ = profile_.faults.size() - 1;
+  // Other faults this attempt fired ended with it, before anything could
+  // detect them: not missed, superseded.
+  read_fired();
+  for (Fired& f : fired_) {
+    if (f.matched || f.fault == "redis_kill") continue;
+    f.matched = true;
+    FaultRecord s;
+    s.fault = f.fault;
+    s.rank = f.rank;
+    s.step = f.step;
+    s.injected_at_s = f.at_s;
+    s.superseded = true;
+    s.notes.push_back("fired in attempt " + std::to_string(attempt_) + ", which the recovery from " + rec.fault +
+                      " (" + d.kind + ") ended before it could be detected");
+    event("fault " + f.fault + " of rank " + std::to_string(f.rank) + " superseded: " + s.notes.back());
+    profile_.faults.push_back(s);
+  }
+  return true;
+}
+
+int Driver::run() {
+  start_s_ = wall_now_s();
+  ranks_ = s_.cluster.gpus;
+  gpus_per_node_ = std::max(1, std::min(s_.hardware.gpus_per_node, ranks_));
+  nodes_ = (ranks_ + gpus_per_node_ - 1) / gpus_per_node_;
+  job_ = s_.name + "-" + std::to_string(::getpid());
+  pending_faults_ = o_.faults;
+  profile_.scenario = s_.name;
+  profile_.source = s_.source;
+  profile_.ranks = ranks_;
+  profile_.nodes = nodes_;
+  profile_.spare_nodes = std::min(s_.recovery.spare_nodes, kMaxLocalSpares);
+  profile_.steps = s_.train.steps;
+  profile_.heartbeat_period_s = s_.recovery.heartbeat_period_s;
+  profile_.heartbeat_misses = s_.recovery.heartbeat_misses;
+  profile_.step_stall_s = s_.recovery.step_stall_s;
+  int rc = 1;
+  try {
+    std::filesystem::create_directories(o_.work_dir);
+    start_control_plane();
+    profile_.control_plane = "local processes: " + std::to_string(nodes_) + " executor(s) + " +
+                             std::to_string(profile_.spare_nodes) + " spare(s), Redis at " + redis_address_ +
+                             " (no network namespaces)";
+    const double scan_s = std::max(0.02, s_.recovery.heartbeat_period_s / 4);
+    const double missed_s = s_.recovery.heartbeat_period_s * s_.recovery.heartbeat_misses;
+    int restarts = 0;
+    bool done = false;
+    redis_ok_since_ = wall_now_s();
+    while (!done) {
+      launch();
+      StallDetector stall(s_.recovery.step_stall_s);
+      SlowDetector slow(s_.recovery.slow_factor, s_.recovery.slow_steps, ranks_);
+      std::set<int> reported_slow;
+      bool all_ready = false;
+      std::optional<Detection> detection;
+      bool checksum = false;
+      long long bad_step = -1;
+      int exit_status = -1;
+      std::vector<RankStatus> st;
+      while (!detection) {
+        sleep_s(scan_s);
+        const double now = wall_now_s();
+        // Redis.
+        if (!redis_->ping()) {
+          if (!server_) {
+            if (now - redis_ok_since_ > 30) throw std::runtime_error("Redis at " + redis_address_ + " unreachable for 30 s: " + redis_->error());
+          } else {
+            Detection d{"redis_down", now, -1, "Redis at " + redis_address_ + " does not answer: " + redis_->error()};
+            FaultRecord rec;
+            for (Fired& f : fired_) {
+              if (!f.matched && f.fault == "redis_kill") {
+                f.matched = true;
+                rec.fault = f.fault;
+                rec.step = f.step;
+                rec.injected_at_s = f.at_s;
+                break;
+              }
+            }
+            rec.detected_by = d.kind;
+            rec.detection_detail = d.detail;
+            rec.detected_at_s = now;
+            rec.diagnosis = "the control plane (Redis) is down; training goes on";
+            rec.diagnosis_right = rec.fault == "redis_kill";
+            event("detected (redis_down): " + d.detail);
+            server_->start();
+            rec.diagnosed_at_s = wall_now_s();
+            rec.relaunched_at_s = rec.diagnosed_at_s;
+            publish_layout();
+            event("restarted redis-server on " + redis_address_ + "; waiting for every heartbeat");
+            profile_.faults.push_back(rec);
+            redis_record_ = profile_.faults.size() - 1;
+            redis_restarted_at_ = rec.relaunched_at_s;
+            redis_ok_since_ = wall_now_s();
+          }
+          continue;
+        }
+        st = read_statuses();
+        // The driver-side fault: kill Redis once a rank reached its step.
+        int64_t max_step = 0;
+        uint64_t traffic = 0;
+        for (const RankStatus& r : st) {
+          max_step = std::max(max_step, r.step);
+          traffic += r.bytes_sent + r.bytes_recv;
+        }
+        for (auto it = pending_faults_.begin(); it != pending_faults_.end(); ++it) {
+          if (it->fault == "redis_kill" && server_ && max_step >= it->step) {
+            // The step the ranks had reached (heartbeats lag): when it fired, not when it was due.
+            fired_.push_back({"redis_kill", -1, static_cast<int>(max_step), wall_now_s(), false});
+            event("injecting redis_kill at step " + std::to_string(max_step));
+            server_->kill();
+            pending_faults_.erase(it);
+            break;
+          }
+        }
+        read_fired();
+        read_stdout();
+        finish_pending_ready(st, now);
+        if (redis_record_) {
+          FaultRecord& rec = profile_.faults[*redis_record_];
+          bool back = true;
+          double first = 0;
+          for (const RankStatus& r : st) {
+            back = back && r.present && r.time_s > redis_restarted_at_;
+            first = std::max(first, r.time_s);
+          }
+          if (back || mpirun_ < 0) {
+            rec.ready_at_s = first;
+            rec.first_step_at_s = first;
+            event("every rank heartbeats to the restarted Redis");
+            redis_record_.reset();
+          }
+        }
+        // Logs, then the job's exit.
+        if (std::optional<Detection> d = scan_logs(&checksum, &bad_step)) detection = d;
+        int status = 0;
+        if (!detection && ::waitpid(mpirun_, &status, WNOHANG) == mpirun_) {
+          exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          read_stdout();
+          if (std::optional<Detection> d = scan_logs(&checksum, &bad_step)) detection = d;
+          mpirun_ = -1;
+          if (!detection && exit_status == 0 && !losses_.empty() && losses_.rbegin()->first >= s_.train.steps) {
+            done = true;
+            break;
+          }
+          if (!detection) detection = Detection{"job_exited", now, -1, "mpirun exited with status " + std::to_string(exit_status)};
+          break;
+        }
+        if (detection) break;
+        // Executors: a rank's process gone.
+        for (int n = 0; n < nodes_ + profile_.spare_nodes && !detection; ++n) {
+          const std::map<std::string, std::string> rep = redis_->hgetall(job_key(job_, "node:" + std::to_string(n)));
+          if (!rep.count("attempt") || rep.at("attempt") != std::to_string(attempt_)) continue;
+          for (const auto& [k, v] : rep) {
+            if (k.rfind("alive:", 0) == 0 && v == "0") {
+              const int r = std::atoi(k.c_str() + 6);
+              if (r >= 0 && r < ranks_ && st[static_cast<size_t>(r)].phase == "done") continue;  // finished
+              detection = Detection{"process_gone", now, r, "executor " + std::to_string(n) + ": rank " + std::to_string(r) + " is gone"};
+              break;
+            }
+          }
+        }
+        if (detection) break;
+        // Heartbeats.
+        if (now - redis_ok_since_ > missed_s) {
+          for (const RankStatus& r : st) {
+            if (r.present && r.phase != "done" && now - r.time_s > missed_s) {
+              detection = Detection{"heartbeat_missed", now, r.rank,
+                                    "rank " + std::to_string(r.rank) + ": no heartbeat for " + fixed(now - r.time_s) + " s"};
+              break;
+            }
+          }
+        }
+        if (detection) break;
+        // Progress.
+        bool ready = !st.empty();
+        for (const RankStatus& r : st) ready = ready && r.present && r.ready_at_s > 0;
+        if (ready && !all_ready) {
+          all_ready = true;
+          stall.reset(now);
+        }
+        if (all_ready) {
+          stall.observe(now, max_step, traffic);
+          std::optional<double> idle = stall.stalled(now);
+          // A rank waiting for its checkpoint write (fsync on a busy disk took
+          // several seconds on this project's shared machine) stalls the job
+          // on storage, not on a rank: that gets kStorageWaitFactor x longer.
+          int io_rank = -1;
+          double io_wait_s = 0;
+          for (const RankStatus& r : st) {
+            if (r.storage_wait_since_s > 0 && now - r.storage_wait_since_s > io_wait_s) {
+              io_rank = r.rank;
+              io_wait_s = now - r.storage_wait_since_s;
+            }
+          }
+          if (idle && io_rank >= 0 && io_wait_s <= kStorageWaitFactor * s_.recovery.step_stall_s) idle.reset();
+          if (idle) {
+            detection = Detection{"stall", now, -1, "no step and no traffic for " + fixed(*idle) + " s (at step " +
+                                                        std::to_string(max_step) + ")" +
+                                                        (io_rank >= 0 ? "; rank " + std::to_string(io_rank) +
+                                                                            " has waited " + fixed(io_wait_s) +
+                                                                            " s for its checkpoint write"
+                                                                      : std::string())};
+            break;
+          }
+          for (const RankStatus& r : st) slow.add(r.rank, r.compute_hist);
+          if (std::optional<std::pair<int, std::string>> sr = slow.slow_rank()) {
+            if (s_.recovery.evict_slow) {
+              detection = Detection{"slow", now, sr->first, sr->second};
+              break;
+            }
+            if (reported_slow.insert(sr->first).second) {
+              read_fired();
+              FaultRecord rec;
+              for (Fired& f : fired_) {
+                if (!f.matched && f.fault == "slow") {
+                  f.matched = true;
+                  rec.fault = f.fault;
+                  rec.rank = f.rank;
+                  rec.step = f.step;
+                  rec.injected_at_s = f.at_s;
+                  break;
+                }
+              }
+              rec.detected_by = "slow";
+              rec.detection_detail = sr->second;
+              rec.detected_at_s = now;
+              rec.diagnosed_rank = sr->first;
+              rec.diagnosed_node = node_of_rank(sr->first);
+              rec.diagnosis = "rank " + std::to_string(sr->first) + " on node " + std::to_string(rec.diagnosed_node) +
+                              " is slow (reported; [recovery] evict_slow = false keeps it)";
+              rec.diagnosis_right = rec.fault == "slow" && rec.rank == sr->first;
+              rec.diagnosed_at_s = now;
+              profile_.faults.push_back(rec);
+              event("slow rank: " + sr->second + " (not evicted)");
+            }
+          }
+        }
+      }
+      if (done) {
+        if (redis_record_) {
+          profile_.faults[*redis_record_].notes.push_back(
+              "the job finished before every rank heartbeated to the restarted Redis: no time back measured");
+          redis_record_.reset();
+        }
+        break;
+      }
+      if (++restarts > s_.recovery.max_restarts) {
+        kill_attempt();
+        throw std::runtime_error("gave up after " + std::to_string(s_.recovery.max_restarts) +
+                                 " recoveries ([recovery] max_restarts); last: " + detection->detail);
+      }
+      if (!handle_fault(*detection, checksum, bad_step, st)) {
+        throw std::runtime_error("could not recover from: " + detection->detail);
+      }
+      if (pending_record_) profile_.faults[*pending_record_].relaunched_at_s = wall_now_s();
+    }
+    profile_.completed = true;
+    rc = 0;
+    event("training complete: " + std::to_string(s_.train.steps) + " steps in " + std::to_string(attempt_) + " attempt(s)");
+  } catch (const std::exception& e) {
+    profile_.error = e.what();
+    err_ << "megascale run: " << e.what() << "\n";
+    if (mpirun_ > 0) kill_attempt();
+  }
+  // Checkpoint timings from the last heartbeats (slowest rank, mean per checkpoint).
+  if (redis_ && redis_->ping()) {
+    for (const RankStatus& r : read_statuses()) {
+      if (r.ckpt_count <= 0) continue;
+      profile_.checkpoints = std::max<int>(profile_.checkpoints, static_cast<int>(r.ckpt_count));
+      profile_.checkpoint_snapshot_s = std::max(profile_.checkpoint_snapshot_s, r.ckpt_snapshot_total_s / r.ckpt_count);
+      profile_.checkpoint_persist_s = std::max(profile_.checkpoint_persist_s, r.ckpt_persist_total_s / r.ckpt_count);
+      profile_.checkpoint_bytes_per_rank = std::max(profile_.checkpoint_bytes_per_rank, r.ckpt_bytes);
+    }
+  }
+  // Faults that fired and were never detected.
+  read_fired();
+  for (const Fired& f : fired_) {
+    if (f.matched) continue;
+    FaultRecord rec;
+    rec.fault = f.fault;
+    rec.rank = f.rank;
+    rec.step = f.step;
+    rec.injected_at_s = f.at_s;
+    profile_.faults.push_back(rec);
+  }
+  stop_control_plane();
+  profile_.attempts = attempt_;
+  profile_.wall_s = wall_now_s() - start_s_;
+  for (int64_t step = 1; step <= s_.train.steps; ++step) {
+    const auto it = losses_.find(step);
+    profile_.losses.push_back(it == losses_.end() ? std::numeric_limits<double>::quiet_NaN() : it->second);
+  }
+  for (const FaultRecord& f : profile_.faults) {
+    const bool detected = !f.detected_by.empty();
+    out_ << "fault=" << f.fault << " rank=" << f.rank << " step=" << f.step
+         << " detected_by=" << (detected ? f.detected_by : f.superseded ? "superseded" : "none")
+         << " detected_s=" << (detected && f.injected_at_s > 0 ? fixed(f.detected_at_s - f.injected_at_s) : "n/a")
+         << " diagnosis=" << (f.diagnosis_right ? "right" : "wrong")
+         << " resumed_s=" << (f.first_step_at_s > 0 && f.injected_at_s > 0 ? fixed(f.first_step_at_s - f.injected_at_s) : "n/a")
+         << "\n";
+  }
+  if (!write_profile(o_.profile_path, profile_)) {
+    err_ << "megascale run: cannot write " << o_.profile_path << "\n";
+    return 1;
+  }
+  out_ << "wrote " << o_.profile_path << "\n";
+  return rc;
+}
+
+}  // namespace
+
+int run_driver(const DriverOptions& o, std::ostream& out, std::ostream& err) {
+  Driver d(o, out, err);
+  return d.run();
+}
+
+}  // namespace megascale::robust

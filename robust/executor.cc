@@ -1,0 +1,104 @@
+// robust/executor.cc: see executor.h.
+#include "robust/executor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "robust/keys.h"
+#include "robust/redis_client.h"
+
+namespace megascale::robust {
+namespace {
+
+// A live process, not a zombie (a rank mpirun has not reaped yet is gone for us).
+bool process_alive(int pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return true;
+  return text[close + 2] != 'Z' && text[close + 2] != 'X';
+}
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
+}
+
+}  // namespace
+
+int run_executor(const ExecutorOptions& o) {
+  const auto [host, port] = parse_host_port(o.redis);
+  RedisClient redis(host, port, 0.5);
+  const pid_t parent = ::getppid();
+  const std::string node_key = job_key(o.job, "node:" + std::to_string(o.node));
+  std::map<int, std::pair<int, double>> gone;  // rank -> (pid, first seen gone)
+  while (::getppid() == parent) {
+    const double now = wall_now_s();
+    redis.hset(job_key(o.job, "executor:" + std::to_string(o.node)),
+               {{"pid", std::to_string(::getpid())}, {"state", "up"}, {"time_s", num(now)}});
+    if (redis.get(job_key(o.job, "stop"))) break;
+    bool ok = false;
+    const std::map<std::string, std::string> layout = redis.hgetall(job_key(o.job, "layout"), &ok);
+    if (ok) {
+      const std::string attempt = layout.count("attempt") ? layout.at("attempt") : "";
+      std::map<std::string, std::string> report = {{"time_s", num(now)}, {"attempt", attempt}};
+      for (const auto& [k, v] : layout) {
+        if (k.rfind("rank:", 0) != 0 || std::atoi(v.c_str()) != o.node) continue;
+        const int rank = std::atoi(k.c_str() + 5);
+        const std::map<std::string, std::string> status =
+            redis.hgetall(job_key(o.job, "rank:" + std::to_string(rank)));
+        const auto a = status.find("attempt");
+        const auto p = status.find("pid");
+        if (a == status.end() || a->second != attempt || p == status.end()) continue;  // not started yet
+        const int pid = std::atoi(p->second.c_str());
+        const bool alive = process_alive(pid);
+        report["alive:" + std::to_string(rank)] = alive ? "1" : "0";
+        if (!alive) {
+          auto it = gone.find(rank);
+          if (it == gone.end() || it->second.first != pid) it = gone.insert_or_assign(rank, std::make_pair(pid, now)).first;
+          report["gone_at:" + std::to_string(rank)] = num(it->second.second);
+        }
+      }
+      redis.hset(node_key, report);
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.period_s));
+  }
+  return 0;
+}
+
+pid_t spawn_executor(const std::string& self_binary, const ExecutorOptions& o, const std::string& log_path) {
+  std::vector<std::string> args = {self_binary, "run", "--executor", "--redis", o.redis, "--job", o.job,
+                                   "--node", std::to_string(o.node), "--period", num(o.period_s)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) throw std::runtime_error(std::string("cannot start an executor: ") + std::strerror(errno));
+  if (child == 0) {
+    ::setpgid(0, 0);
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return child;
+}
+
+}  // namespace megascale::robust

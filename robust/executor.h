@@ -1,0 +1,40 @@
+// robust/executor.h: one executor per node of a `megascale run` job.
+//
+// defines: ExecutorOptions, run_executor, spawn_executor
+//
+// An executor registers in Redis (ms:<job>:executor:<n>, rewritten every
+// heartbeat period with its pid and time) and watches the ranks the layout
+// (ms:<job>:layout) puts on its node: for each it checks the pid the rank's
+// heartbeat gave is still a live process (not gone, not a zombie) and writes
+// ms:<job>:node:<n> alive:<r> = 1|0 and gone_at:<r> (the wall time it first
+// saw it gone). It exits when ms:<job>:stop appears or the driver (its parent)
+// is gone. Redis down: it keeps polling and reconnects.
+//
+// On one machine the executors are local processes (`megascale run
+// --executor ...`, spawned by the driver); the ranks themselves are started by
+// the driver's mpirun and the "node" is the slot the layout assigns.
+//
+// Thread-safety: run_executor is a process's main loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace megascale::robust {
+
+struct ExecutorOptions {
+  std::string redis;   // host:port
+  std::string job;
+  int node = 0;
+  double period_s = 1;
+};
+
+// Runs until told to stop; returns the process exit status (0).
+int run_executor(const ExecutorOptions& o);
+
+// Starts `self_binary run --executor ...` as a child process; returns its pid.
+// Throws std::runtime_error when it cannot fork.
+pid_t spawn_executor(const std::string& self_binary, const ExecutorOptions& o, const std::string& log_path);
+
+}  // namespace megascale::robust

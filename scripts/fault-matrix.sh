@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/fault-matrix.sh [MEGASCALE_BINARY]: the fault matrix of `megascale
+# run` (robust/), a CI gate (ctest fault_matrix).
+#
+# Runs scenarios/cpu/robust-tiny.toml (2 CPU ranks, DP 2, a checkpoint every 2
+# steps) once without a fault, then once per fault, each from an empty
+# checkpoint folder, and prints one line per fault:
+#   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
+# detected_s: injection -> the driver's detection; resumed_s: injection -> the
+# first step of the relaunched job (redis_kill: -> every rank heartbeating to
+# the restarted Redis; training never stops). loss: the run's loss per step
+# against the uninterrupted run's, bit for bit (JSON numbers as written). Exits 1
+# when any line is not right and identical, a run did not complete, or a run
+# detected a fault where none was injected (a false positive).
+# Local processes only (no network namespaces): each executor is a "node".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="${1:-build/megascale}"
+SCENARIO="scenarios/cpu/robust-tiny.toml"
+TMP="$(mktemp -d /tmp/megascale-fault-matrix.XXXXXX)"
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+command -v jq >/dev/null || { echo "fault-matrix: jq is needed (apt-get install jq)"; exit 2; }
+if ! command -v redis-server >/dev/null; then
+  echo "SKIPPED: redis-server is not installed (scripts/setup.sh installs it)"
+  exit 0
+fi
+
+run() {  # run NAME [--inject SPEC]
+  local name="$1"; shift
+  "$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/$name/ckpt\"" --set "train.work_dir=\"$TMP/$name/work\"" \
+    --out "$TMP/$name.json" --work-dir "$TMP/$name/run" "$@" >"$TMP/$name.log" 2>&1 || true
+}
+
+run reference
+if [ "$(jq -r .completed "$TMP/reference.json" 2>/dev/null)" != "true" ]; then
+  echo "fault-matrix: the uninterrupted run failed:"; cat "$TMP/reference.log"; exit 1
+fi
+REF="$(jq -c .losses "$TMP/reference.json")"
+if [ "$(jq -r '.faults | length' "$TMP/reference.json")" != "0" ]; then
+  echo "fault-matrix: the run without a fault detected one (a false positive):"
+  jq -r '.faults[] | "    \(.detected_by): \(.detection_detail)"' "$TMP/reference.json"; exit 1
+fi
+
+FAULTS=(
+  "kill:rank=1:step=5"
+  "hang:rank=0:step=5"
+  "traffic_stop:rank=1:step=6"
+  "corrupt_checkpoint:rank=1:step=8"
+  "redis_kill:step=5"
+  "slow:rank=1:step=3:percent=400"
+)
+status=0
+for spec in "${FAULTS[@]}"; do
+  name="${spec%%:*}"
+  run "$name" --inject "$spec"
+  json="$TMP/$name.json"
+  if [ ! -s "$json" ]; then
+    echo "fault=$name detected_s=n/a diagnosis=wrong resumed_s=n/a loss=differs (no profile; log follows)"
+    sed 's/^/    /' "$TMP/$name.log"; status=1; continue
+  fi
+  line="$(jq -r --arg f "$name" --argjson ref "$REF" '
+    ([.faults[] | select(.fault == $f)][0]) as $r
+    | "fault=\($f) detected_s=\(if $r.stages_s.detection_s == null then "n/a" else ($r.stages_s.detection_s * 100 | round / 100) end)"
+      + " diagnosis=\(if $r.diagnosis_right then "right" else "wrong" end)"
+      + " resumed_s=\(if $r.stages_s.resumed_s == null then "n/a" else ($r.stages_s.resumed_s * 100 | round / 100) end)"
+      + " loss=\(if .completed and .reruns_identical and .losses == $ref then "identical" else "differs" end)"' "$json")"
+  echo "$line"
+  extra="$(jq -r '[.faults[] | select(.fault == "none")] | length' "$json")"
+  if [ "$extra" != "0" ]; then
+    echo "    ($extra detection(s) with no injected fault: false positives)"; status=1
+  fi
+  case "$line" in
+    *diagnosis=right*loss=identical*) ;;
+    *) status=1; sed 's/^/    /' "$TMP/$name.log" | tail -40 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,184 @@
+// Diagnosis: the wait-for chain of a hang, and error keywords in logs.
+#include <gtest/gtest.h>
+
+#include "robust/detector.h"
+#include "robust/diagnosis.h"
+
+namespace megascale::robust {
+namespace {
+
+RankStatus rank_in(int rank, const std::string& group, int64_t seq, const std::string& state,
+                   std::map<std::string, int64_t> seqs) {
+  RankStatus s;
+  s.rank = rank;
+  s.node = rank;
+  s.present = true;
+  s.coll_op = "all_reduce";
+  s.coll_group = group;
+  s.coll_seq = seq;
+  s.coll_state = state;
+  s.seq_by_group = std::move(seqs);
+  return s;
+}
+
+TEST(Diagnosis, GroupMembersFromTheName) {
+  EXPECT_EQ(group_members("c3[0,2,5]"), (std::vector<int>{0, 2, 5}));
+  EXPECT_TRUE(group_members("nonsense").empty());
+}
+
+TEST(Diagnosis, TheRankBehindInSequenceIsTheCulprit) {
+  // Ranks 0, 1, 3 posted all_reduce #7 of the world; rank 2 entered only #6
+  // (stuck before its collective: a traffic stop).
+  const std::string g = "c0[0,1,2,3]";
+  std::vector<RankStatus> st = {rank_in(0, g, 7, "posted", {{g, 7}}), rank_in(1, g, 7, "posted", {{g, 7}}),
+                                rank_in(2, g, 6, "idle", {{g, 6}}), rank_in(3, g, 7, "posted", {{g, 7}})};
+  st[2].coll_op.clear();
+  const HangDiagnosis d = diagnose_hang(st);
+  EXPECT_EQ(d.culprits, std::vector<int>{2});
+  EXPECT_EQ(d.edges.size(), 3u);
+  ASSERT_FALSE(d.lines.empty());
+  EXPECT_EQ(d.lines.back(), "the wait chains end at rank 2 (node 2)");
+  EXPECT_NE(d.lines[0].find("waits for rank 2"), std::string::npos) << d.lines[0];
+  EXPECT_NE(d.lines[0].find("entered only #6"), std::string::npos) << d.lines[0];
+}
+
+TEST(Diagnosis, TheRankThatEnteredAndNeverPostedIsTheCulprit) {
+  // A hang inside the collective: rank 1 announced #4 and never posted its data.
+  const std::string g = "c1[0,1]";
+  const std::vector<RankStatus> st = {rank_in(0, g, 4, "posted", {{g, 4}}), rank_in(1, g, 4, "entered", {{g, 4}})};
+  const HangDiagnosis d = diagnose_hang(st);
+  EXPECT_EQ(d.culprits, std::vector<int>{1});
+  EXPECT_NE(d.lines[1].find("entered and never posted"), std::string::npos) << d.lines[1];
+}
+
+TEST(Diagnosis, ChainsThroughPointToPointAndGroupsEndAtOneRank) {
+  // Rank 0 waits in a DP all-reduce for rank 2; rank 2 waits on a receive from
+  // rank 3 (its pipeline peer); rank 3 is stuck before its collective on the
+  // TP group. The chain 0 -> 2 -> 3 ends at 3.
+  const std::string dp = "c2[0,2]", tp = "c3[2,3]";
+  RankStatus r0 = rank_in(0, dp, 5, "posted", {{dp, 5}});
+  RankStatus r2 = rank_in(2, tp, 0, "posted", {{dp, 4}, {tp, 9}});
+  r2.coll_op = "wait_recv";
+  r2.coll_peer = 3;
+  RankStatus r3 = rank_in(3, tp, 9, "idle", {{tp, 9}});
+  r3.coll_op.clear();
+  const HangDiagnosis d = diagnose_hang({r0, r2, r3});
+  EXPECT_EQ(d.culprits, std::vector<int>{3});
+}
+
+TEST(Diagnosis, NoWaitingRankNamesNobody) {
+  RankStatus a;
+  a.rank = 0;
+  a.coll_state = "idle";
+  const HangDiagnosis d = diagnose_hang({a});
+  EXPECT_TRUE(d.culprits.empty());
+  EXPECT_NE(d.lines.back().find("names nobody"), std::string::npos);
+}
+
+TEST(Diagnosis, LogKeywords) {
+  const auto sig = scan_log_line(
+      "mpirun noticed that process rank 1 with PID 4242 on node host exited on signal 9 (Killed).", -1);
+  ASSERT_TRUE(sig);
+  EXPECT_EQ(sig->kind, "signal");
+  EXPECT_EQ(sig->rank, 1);
+  const auto crc = scan_log_line(
+      "megascale train: rank 1: /tmp/c/step_00000006/shard_00001.msck (rank 1): checksum mismatch: stored 0x1, "
+      "contents give 0x2 (corrupt shard)",
+      1);
+  ASSERT_TRUE(crc);
+  EXPECT_EQ(crc->kind, "checksum_mismatch");
+  EXPECT_EQ(crc->rank, 1);
+  EXPECT_EQ(crc->step, 6);
+  // A peer's echo of another rank's refusal names nobody new.
+  EXPECT_FALSE(scan_log_line("megascale train: rank 0: /tmp/c/step_00000006: refused: the shard(s) of rank(s) 1 "
+                             "failed their checks (see those ranks' errors)",
+                             0));
+  const auto eng = scan_log_line("megascale train: rank 3: data loader failed", 3);
+  ASSERT_TRUE(eng);
+  EXPECT_EQ(eng->kind, "engine_error");
+  EXPECT_EQ(eng->rank, 3);
+  const auto crash = scan_log_line("Segmentation fault (core dumped)", 2);
+  ASSERT_TRUE(crash);
+  EXPECT_EQ(crash->rank, 2);
+  EXPECT_FALSE(scan_log_line("step 3 loss 4.1", 0));
+}
+
+TEST(Detector, SlowRankNeedsConsecutiveSteps) {
+  SlowDetector d(1.5, 3, 3);  // times well above the 2 ms noise floor
+  // Rank 2 slow at steps 1, 2 (noise resets at 3), then 4, 5, 6.
+  d.add(0, {{1, 1.0}, {2, 1.0}, {3, 1.0}, {4, 1.0}, {5, 1.0}});
+  d.add(1, {{1, 1.1}, {2, 1.0}, {3, 1.0}, {4, 1.0}, {5, 1.0}});
+  d.add(2, {{1, 2.0}, {2, 2.0}, {3, 1.2}, {4, 2.0}, {5, 2.0}});
+  EXPECT_FALSE(d.slow_rank());
+  d.add(0, {{6, 1.0}});
+  d.add(1, {{6, 1.0}});
+  EXPECT_FALSE(d.slow_rank()) << "step 6 is not reported by every rank yet";
+  d.add(2, {{6, 2.0}});
+  const auto slow = d.slow_rank();
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->first, 2);
+  EXPECT_NE(slow->second.find("step 6"), std::string::npos) << slow->second;
+  SlowDetector two(1.5, 1, 2);
+  two.add(0, {{1, 1.0}});
+  two.add(1, {{1, 1.4}});
+  EXPECT_FALSE(two.slow_rank());
+}
+
+TEST(Detector, StallNeedsNoStepAndNoTraffic) {
+  StallDetector s(2.0);
+  EXPECT_FALSE(s.stalled(100));
+  s.observe(100, 5, 1000);
+  s.observe(101.5, 5, 2000);  // traffic moved
+  EXPECT_FALSE(s.stalled(103));
+  s.observe(103, 5, 2000);
+  EXPECT_FALSE(s.stalled(103.4));
+  const auto idle = s.stalled(103.6);
+  ASSERT_TRUE(idle);
+  EXPECT_NEAR(*idle, 2.1, 1e-9);
+  s.observe(104, 6, 2000);  // a step finished
+  EXPECT_FALSE(s.stalled(105));
+}
+
+TEST(Detector, ParsesAHeartbeat) {
+  const RankStatus s = parse_rank_status(
+      1, {{"pid", "42"}, {"node", "3"}, {"attempt", "2"}, {"phase", "training"}, {"step", "7"},
+          {"coll_group", "c0[0,1]"}, {"coll_seq", "12"}, {"coll_state", "posted"}, {"seq:c0[0,1]", "12"},
+          {"seq:c1[1]", "3"}, {"compute_hist", "6:0.100000,7:0.200000"}, {"bytes_sent", "4096"}});
+  EXPECT_TRUE(s.present);
+  EXPECT_EQ(s.pid, 42);
+  EXPECT_EQ(s.node, 3);
+  EXPECT_EQ(s.step, 7);
+  EXPECT_EQ(s.seq_by_group.at("c1[1]"), 3);
+  ASSERT_EQ(s.compute_hist.size(), 2u);
+  EXPECT_EQ(s.compute_hist[1].first, 7);
+  EXPECT_DOUBLE_EQ(s.compute_hist[1].second, 0.2);
+  EXPECT_EQ(s.bytes_sent, 4096u);
+  EXPECT_FALSE(parse_rank_status(0, {}).present);
+}
+
+TEST(Diagnosis, StorageWaitIsParsed) {
+  EXPECT_DOUBLE_EQ(parse_rank_status(1, {{"storage_wait_since_s", "1700000000.5"}}).storage_wait_since_s,
+                   1700000000.5);
+  EXPECT_EQ(parse_rank_status(1, {{"pid", "9"}}).storage_wait_since_s, 0.0);
+}
+
+TEST(Diagnosis, ADetectionIsMatchedToTheFaultItCanBelongTo) {
+  // A slow fault fired first, a hang of rank 0 after it: the stall is the
+  // hang's, the slow detection the slow fault's, whatever fired earlier.
+  std::vector<FiredFault> fired = {{"slow", 1, 9, 100.0, false}, {"hang", 0, 15, 101.0, false}};
+  EXPECT_EQ(match_detection(fired, Detection{"stall", 104.0, -1, ""}), 1);
+  EXPECT_EQ(match_detection(fired, Detection{"slow", 104.0, 1, ""}), 0);
+  // Of two faults of the same kind class, the one of the named rank, else the earliest.
+  fired = {{"kill", 0, 5, 100.0, false}, {"kill", 1, 6, 100.2, false}};
+  EXPECT_EQ(match_detection(fired, Detection{"process_gone", 101.0, 1, ""}), 1);
+  EXPECT_EQ(match_detection(fired, Detection{"job_exited", 101.0, -1, ""}), 0);
+  // Matched faults and faults fired after the detection (beyond 0.5 s of clock
+  // slack) are not candidates: nothing left is a false positive.
+  fired[0].matched = true;
+  fired[1].at_s = 102.0;
+  EXPECT_EQ(match_detection(fired, Detection{"process_gone", 101.0, 0, ""}), -1);
+  EXPECT_EQ(match_detection({}, Detection{"stall", 1.0, -1, ""}), -1);
+}
+
+}  // namespace
+}  // namespace megascale::robust
