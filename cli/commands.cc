@@ -521,11 +521,11 @@ int run_cli(const Args& argv, std::ostream& out, std::ostream& err) {
   }
   const std::string command = argv[0];
   const Args rest(argv.begin() + 1, argv.end());
-  // `megascale COMMAND --help`: the usage, on stdout, exit 0 (net and calibrate
-  // have their own).
+  // `megascale COMMAND --help`: that command's usage, on stdout, exit 0 (net
+  // and calibrate have their own).
   if (command != "net" && command != "calibrate" && (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
                            std::find(rest.begin(), rest.end(), "-h") != rest.end())) {
-    out << usage();
+    out << command_usage(command);
     return 0;
   }
   if (command == "simulate") return cmd_simulate(rest, out, err);

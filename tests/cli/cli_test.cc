@@ -603,10 +603,16 @@ TEST(CliHardening, VersionAndHelpEverywhere) {
   RunResult r = run_megascale({"--version"});
   EXPECT_EQ(r.exit_code, 0) << dump(r);
   EXPECT_EQ(r.out.rfind("megascale ", 0), 0u) << r.out;
-  for (const char* command : {"simulate", "compare", "search", "validate", "train", "plan", "net"}) {
+  const RunResult all = run_megascale({"--help"});
+  for (const char* command : {"simulate", "compare", "search", "validate", "train", "plan", "net", "run", "check"}) {
     r = run_megascale({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command << "\n" << dump(r);
     EXPECT_NE(r.out.find("usage: megascale"), std::string::npos) << command << "\n" << dump(r);
+    // The command's own usage, not the whole list of commands.
+    if (std::string(command) != "net") {
+      EXPECT_EQ(r.out.rfind(std::string("usage: megascale ") + command + " ", 0), 0u) << r.out;
+      EXPECT_LT(r.out.size(), all.out.size() / 2) << command << "\n" << r.out;
+    }
   }
 }
 
