@@ -274,6 +274,12 @@ ProtocolFit fit_protocol_model(const NcclTestsRun& run, const FitOptions& o) {
       break;
     }
   }
+  // No split at all: the points give no line (e.g. sizes or times so extreme
+  // that every fit is degenerate; found by the input fuzz test under ASan, where
+  // indexing names3 with chosen.size() - 1 read out of bounds).
+  if (chosen.empty())
+    throw ImportError(run.source + ":" + std::to_string(run.first_line) +
+                      ": the measured points admit no protocol line (are the sizes and times of ordinary magnitude?)");
   static const std::vector<std::vector<std::string>> names3 = {{"Simple"}, {"LL", "Simple"}, {"LL", "LL128", "Simple"}};
   std::vector<std::string> names = names3[chosen.size() - 1];
   if (chosen.size() == 2 && pts[chosen[0].i].bytes >= 1024.0 * 1024) names[0] = "LL128";

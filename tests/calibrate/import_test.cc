@@ -117,5 +117,21 @@ TEST(Import, BadInputIsNamedAndNothingIsWritten) {
   EXPECT_FALSE(g.profile.measured()->gemm.empty());
 }
 
+// nccl-tests output whose sizes and times are so extreme that no protocol line
+// fits (a 1e-320 busbw, a -1e400 size): ImportError naming the file, not an
+// out-of-bounds read (the input fuzz test found it under ASan; the file is that
+// input).
+TEST(Import, PointsThatAdmitNoLineAreRefusedByName) {
+  ImportOptions o;
+  o.base = "H100-SXM5-80GB";
+  o.nccl_tests = {std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/fuzz/all_reduce_perf_degenerate.txt"};
+  try {
+    import_measurements(o);
+    FAIL() << "expected ImportError";
+  } catch (const ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("all_reduce_perf_degenerate.txt:"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace megascale::calibrate
