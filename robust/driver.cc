@@ -110,6 +110,24 @@ std::vector<pid_t> children_of(pid_t parent) {
 
 using Fired = FiredFault;
 
+// A record of fault `f`, which is now given to a detection (or superseded).
+FaultRecord take_fired(Fired& f) {
+  f.matched = true;
+  FaultRecord r;
+  r.fault = f.fault;
+  r.rank = f.rank;
+  r.step = f.step;
+  r.injected_at_s = f.at_s;
+  return r;
+}
+
+// The first fault of `kind` not yet given to a detection, or nullptr.
+Fired* first_unmatched(std::vector<Fired>& fired, const std::string& kind) {
+  for (Fired& f : fired)
+    if (!f.matched && f.fault == kind) return &f;
+  return nullptr;
+}
+
 class Driver {
  public:
   Driver(const DriverOptions& o, std::ostream& out, std::ostream& err) : o_(o), s_(o.scenario), out_(out), err_(err) {}
@@ -432,17 +450,9 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
     }
     return !ec;
   }
-  FaultRecord rec;
   // The fault this detection belongs to (diagnosis.h match_detection).
   const int index = match_detection(fired_, d);
-  if (index >= 0) {
-    Fired* match = &fired_[static_cast<size_t>(index)];
-    match->matched = true;
-    rec.fault = match->fault;
-    rec.rank = match->rank;
-    rec.step = match->step;
-    rec.injected_at_s = match->at_s;
-  }
+  FaultRecord rec = index >= 0 ? take_fired(fired_[static_cast<size_t>(index)]) : FaultRecord{};
   rec.detected_by = d.kind;
   rec.detection_detail = d.detail;
   rec.detected_at_s = d.at_s;
@@ -517,12 +527,7 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
   read_fired();
   for (Fired& f : fired_) {
     if (f.matched || f.fault == "redis_kill") continue;
-    f.matched = true;
-    FaultRecord s;
-    s.fault = f.fault;
-    s.rank = f.rank;
-    s.step = f.step;
-    s.injected_at_s = f.at_s;
+    FaultRecord s = take_fired(f);
     s.superseded = true;
     s.notes.push_back("fired in attempt " + std::to_string(attempt_) + ", which the recovery from " + rec.fault +
                       " (" + d.kind + ") ended before it could be detected");
@@ -580,16 +585,8 @@ int Driver::run() {
             if (now - redis_ok_since_ > 30) throw std::runtime_error("Redis at " + redis_address_ + " unreachable for 30 s: " + redis_->error());
           } else {
             Detection d{"redis_down", now, -1, "Redis at " + redis_address_ + " does not answer: " + redis_->error()};
-            FaultRecord rec;
-            for (Fired& f : fired_) {
-              if (!f.matched && f.fault == "redis_kill") {
-                f.matched = true;
-                rec.fault = f.fault;
-                rec.step = f.step;
-                rec.injected_at_s = f.at_s;
-                break;
-              }
-            }
+            Fired* killed = first_unmatched(fired_, "redis_kill");
+            FaultRecord rec = killed ? take_fired(*killed) : FaultRecord{};
             rec.detected_by = d.kind;
             rec.detection_detail = d.detail;
             rec.detected_at_s = now;
@@ -724,17 +721,8 @@ int Driver::run() {
             }
             if (reported_slow.insert(sr->first).second) {
               read_fired();
-              FaultRecord rec;
-              for (Fired& f : fired_) {
-                if (!f.matched && f.fault == "slow") {
-                  f.matched = true;
-                  rec.fault = f.fault;
-                  rec.rank = f.rank;
-                  rec.step = f.step;
-                  rec.injected_at_s = f.at_s;
-                  break;
-                }
-              }
+              Fired* slowed = first_unmatched(fired_, "slow");
+              FaultRecord rec = slowed ? take_fired(*slowed) : FaultRecord{};
               rec.detected_by = "slow";
               rec.detection_detail = sr->second;
               rec.detected_at_s = now;
