@@ -10,7 +10,13 @@
 namespace megascale::robust {
 namespace {
 
-base::Json seconds_or_null(bool have, double v) { return have ? base::Json(v) : base::Json(nullptr); }
+// A stage's duration is measured when its end points were seen and it is a
+// finite time >= 0: a negative difference means two clocks (a rank's and the
+// driver's) disagree, and is left out rather than written (the plan's reader,
+// reliability/measured_recovery.h, refuses negative times).
+bool measured(bool have, double v) { return have && std::isfinite(v) && v >= 0; }
+
+base::Json seconds_or_null(bool have, double v) { return measured(have, v) ? base::Json(v) : base::Json(nullptr); }
 
 }  // namespace
 
@@ -79,23 +85,19 @@ base::Json profile_json(const RecoveryProfile& p) {
     x["stages_s"] = st;
     if (!f.notes.empty()) x["notes"] = f.notes;
     faults.push_back(x);
-    if (have_detect) {
+    if (measured(have_detect, detection)) {
       add("detection", detection);
       detection_by_fault[f.fault].first += detection;
       detection_by_fault[f.fault].second += 1;
     }
-    if (detected && f.diagnosed_at_s > 0) add("diagnosis", diagnosis);
-    if (f.evicted_at_s > 0) add("eviction", eviction);
-    if (have_restart) {
-      add("restart", restart);
-      add("checkpoint_load", f.checkpoint_load_s);
-      if (f.caught_up_at_s > 0) add("catch_up", catch_up);
-    }
+    if (measured(detected && f.diagnosed_at_s > 0, diagnosis)) add("diagnosis", diagnosis);
+    if (measured(f.evicted_at_s > 0, eviction)) add("eviction", eviction);
+    if (measured(have_restart, restart)) add("restart", restart);
+    if (measured(have_restart, f.checkpoint_load_s)) add("checkpoint_load", f.checkpoint_load_s);
+    if (measured(have_restart && f.caught_up_at_s > 0, catch_up)) add("catch_up", catch_up);
   }
-  if (p.checkpoints > 0) {
-    add("checkpoint_stall", p.checkpoint_snapshot_s);
-    add("checkpoint_persist", p.checkpoint_persist_s);
-  }
+  if (measured(p.checkpoints > 0, p.checkpoint_snapshot_s)) add("checkpoint_stall", p.checkpoint_snapshot_s);
+  if (measured(p.checkpoints > 0, p.checkpoint_persist_s)) add("checkpoint_persist", p.checkpoint_persist_s);
   base::Json stages;
   for (const char* k : {"detection", "diagnosis", "eviction", "restart", "checkpoint_stall", "checkpoint_persist",
                         "checkpoint_load", "catch_up"}) {
