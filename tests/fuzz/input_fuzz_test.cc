@@ -58,13 +58,13 @@ constexpr uint64_t kInputFuzzSeed = 0x6d73696e70757473ull;
 // Cases per reader: each is one child process running a reader and at most
 // two in-process commands, ~10 ms in Release (200: ~2 s; ~4x under the
 // sanitizers).
-constexpr int kReaderCases = 200;
+const int kReaderCases = scaled_cases(200);
 // `net` cases: one in-process command each (incast simulates a few hundred
 // microseconds of a switch port: ~10 ms; 200 cases ~3 s in Release).
-constexpr int kNetCases = 200;
+const int kNetCases = scaled_cases(200);
 // `train` cases: the `megascale` binary launching mpirun and 1-4 ranks for
 // two steps of a tiny model (~3 s each in Release on the 2-core machine).
-constexpr int kTrainCases = 6;
+const int kTrainCases = std::max(2, scaled_cases(6));  // case 0 is refused by the parser, case 1 trains
 // Largest mutated CPU job a train case runs (processes, and model sizes that
 // keep two steps near a second).
 constexpr int kTrainMaxRanks = 4;

@@ -79,10 +79,10 @@ constexpr uint64_t kFuzzSeed = 0x6d65676173636c65ull;  // "megascle"
 // to six commands. Measured on the project's 2-core machine: ~26 ms of CPU per
 // case in Release (600: 16 s of CPU; 65 s of wall time while three other
 // builds shared the cores), ~4x that under the sanitizers (scripts/sanitize.sh).
-constexpr int kAnalyticalCases = 600;
+const int kAnalyticalCases = scaled_cases(600);
 // Event-level cases per run: each runs the `megascale` binary three times on a
 // small job (16 cases: ~8 s of CPU in Release, ~3x under the sanitizers).
-constexpr int kEventCases = 16;
+const int kEventCases = scaled_cases(16);
 // Mutated candidates drawn per event case at most: most mutations of the small
 // seeds still parse, so 20 draws per wanted case is far more than needed.
 constexpr int kEventDrawsPerCase = 20;
