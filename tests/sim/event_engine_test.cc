@@ -221,6 +221,43 @@ TEST(EventEngine, IdenticalReplicasBehaveLikeOne) {
         ASSERT_NEAR(three.at(rep, r, i).end_s, one.at(0, r, i).end_s, 1e-12);
 }
 
+// Receives of pp_overlap's receive streams are resolved inline by the actors
+// that need them (no actor of their own): the same ops get the same times as
+// with receive actors, with replicas that differ and NICs shared (so that the
+// order transfers start in matters), and each such stream saves one actor.
+TEST(EventEngine, InlineReceivesGiveTheTimesOfReceiveActors) {
+  for (const bool share_nic : {false, true}) {
+    SCOPED_TRACE(share_nic ? "shared NICs" : "exclusive NICs");
+    const model::Schedule s = model::build_schedule(options(4, 2, 8, 3, true));
+    const model::DurationFn base = durations(3.0);  // transfers long enough to overlap
+    const ReplicaDurationFn f = [base](int replica, int rank, const Op& op) {
+      return base(rank, op) * (1.0 + 0.07 * replica * ((rank + replica) % 3));
+    };
+    EventOptions with_actors;
+    with_actors.share_nic = share_nic;
+    with_actors.inline_recv = false;
+    EventOptions inline_recv = with_actors;
+    inline_recv.inline_recv = true;
+    const EventTimeline a = run_events(s, 3, f, with_actors);
+    const EventTimeline b = run_events(s, 3, f, inline_recv);
+    EXPECT_NEAR(b.iteration_s, a.iteration_s, 1e-12 * a.iteration_s);
+    EXPECT_EQ(b.stats.actors, a.stats.actors - 3 * 4) << "one receive actor per rank and replica fewer";
+    EXPECT_EQ(b.stats.activities, a.stats.activities);
+    int recvs = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      for (int r = 0; r < 4; ++r) {
+        for (size_t i = 0; i < s.ranks[r].ops.size(); ++i) {
+          recvs += model::is_recv(s.ranks[r].ops[i].kind);
+          ASSERT_NEAR(b.at(rep, r, i).start_s, a.at(rep, r, i).start_s, 1e-12) << rep << " " << r << " " << i;
+          ASSERT_NEAR(b.at(rep, r, i).end_s, a.at(rep, r, i).end_s, 1e-12) << rep << " " << r << " " << i;
+          ASSERT_EQ(b.state[rep][r][i], OpState::kEnded);
+        }
+      }
+    }
+    EXPECT_GT(recvs, 0);
+  }
+}
+
 TEST(EventEngine, DataParallelCollectivesWaitForTheSlowestReplica) {
   // Replica 1 computes 30% slower on every rank; the DP ops of both replicas end
   // together, at the slow replica's time, so the step is gated by it.
