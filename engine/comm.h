@@ -4,7 +4,7 @@
 // Comm: one communicator = one group of ranks (a TP, PP or DP group, or the
 // world). Backends: MPI (Open MPI, engine/comm_mpi.h) for real multi-process
 // runs on CPU, an in-process threads backend (engine/comm_threads.h) for unit
-// tests, NCCL on GPU later. The model, optimizer and schedule executor are
+// tests, NCCL on GPU (engine/cuda/comm_nccl.h). The model, optimizer and schedule executor are
 // written once above this interface (DESIGN.md, "Engine notes").
 //
 // Determinism: reductions are rank-ordered — every rank obtains bit-identical
@@ -31,6 +31,14 @@ class Request {
   virtual bool done() const = 0;
 };
 
+// A request that was complete when it was made (a collective a backend ran at
+// the call).
+class CompletedRequest final : public Request {
+ public:
+  void wait() override {}
+  bool done() const override { return true; }
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -50,6 +58,29 @@ class Comm {
   virtual std::unique_ptr<Request> isend(const float* data, size_t count, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> irecv(float* data, size_t count, int peer, int tag) = 0;
   virtual void barrier() = 0;
+
+  // Non-blocking forms of the data-parallel collectives, with the blocking
+  // forms' arguments and results. The buffers must stay untouched until the
+  // request's wait(). The engine posts them when DP communication overlaps
+  // compute (dp_overlap: a chunk's gradient reduce-scatter right after its
+  // last backward, its parameter all-gather before its first forward) and
+  // waits where the result is used. By default they run at the call and return
+  // a CompletedRequest. The CPU backends (MPI, threads) do so and keep their
+  // rank-ordered sums. NcclComm queues them on its collective stream without
+  // making the compute stream wait, which is where the overlap comes from
+  // (engine/cuda/comm_nccl.h).
+  virtual std::unique_ptr<Request> iall_reduce_sum(float* data, size_t count) {
+    all_reduce_sum(data, count);
+    return std::make_unique<CompletedRequest>();
+  }
+  virtual std::unique_ptr<Request> iall_gather(const float* send, size_t count, float* recv) {
+    all_gather(send, count, recv);
+    return std::make_unique<CompletedRequest>();
+  }
+  virtual std::unique_ptr<Request> ireduce_scatter_sum(const float* send, size_t count, float* recv) {
+    reduce_scatter_sum(send, count, recv);
+    return std::make_unique<CompletedRequest>();
+  }
 
   // A new communicator of the ranks that pass the same `color`, ordered by
   // `key` (MPI_Comm_split semantics). Collective over this communicator.

@@ -111,6 +111,10 @@ struct PipelineExecutor::Pending {
   std::map<Key, DeviceBuffer> activation_out, gradient_out;  // produced, to send
   std::map<int, std::unique_ptr<Request>> recvs;  // by op index
   std::vector<std::unique_ptr<Request>> sends;
+  // dp_overlap: DP collectives posted non-blocking, by op index; waited by
+  // the ops that depend on them (a chunk's first forward, the optimizer step)
+  // and at the end of the step.
+  std::map<int, std::unique_ptr<Request>> dp;
   std::vector<bool> sp_synced;
   double loss_sum = 0;
 };
@@ -178,28 +182,39 @@ int PipelineExecutor::p2p_tag(OpKind kind, int microbatch, int sender_chunk) con
   return tag;
 }
 
-void PipelineExecutor::reduce_gradients(int c, bool all_reduce) {
+// With dp_overlap the collective is posted non-blocking (Comm::ireduce_scatter_sum
+// and friends: on NCCL it runs on the collective stream beside the next
+// backward); the returned request is waited where its result is used. Without,
+// it completes here.
+std::unique_ptr<Request> PipelineExecutor::reduce_gradients(int c, bool all_reduce) {
   ModelChunk& chunk = *chunks_[c];
   Comm& dp = groups_.dp();
+  const bool async = options_.optimizations.dp_overlap;
   if (all_reduce) {
+    if (async) return dp.iall_reduce_sum(chunk.grads(), chunk.buffer_floats());
     dp.all_reduce_sum(chunk.grads(), chunk.buffer_floats());
   } else {
     const size_t per_rank = chunk.buffer_floats() / dp.size();
+    if (async) return dp.ireduce_scatter_sum(chunk.grads(), per_rank, grad_shards_[c].floats());
     dp.reduce_scatter_sum(chunk.grads(), per_rank, grad_shards_[c].floats());
   }
+  return std::make_unique<CompletedRequest>();
 }
 
-void PipelineExecutor::gather_parameters(int c) {
+std::unique_ptr<Request> PipelineExecutor::gather_parameters(int c) {
   ModelChunk& chunk = *chunks_[c];
   Comm& dp = groups_.dp();
   const size_t per_rank = chunk.buffer_floats() / dp.size();
-  dp.all_gather(chunk.params() + per_rank * dp.rank(), per_rank, chunk.params());
   params_stale_[c] = false;
+  if (options_.optimizations.dp_overlap)
+    return dp.iall_gather(chunk.params() + per_rank * dp.rank(), per_rank, chunk.params());
+  dp.all_gather(chunk.params() + per_rank * dp.rank(), per_rank, chunk.params());
+  return std::make_unique<CompletedRequest>();
 }
 
 void PipelineExecutor::sync_parameters() {
   for (int c = 0; c < num_chunks(); ++c) {
-    if (params_stale_[c]) gather_parameters(c);
+    if (params_stale_[c]) gather_parameters(c)->wait();
   }
 }
 
@@ -245,6 +260,8 @@ void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, doubl
   for (int dep : op.deps) {
     auto it = pending.recvs.find(dep);
     if (it != pending.recvs.end()) it->second->wait();
+    auto dp = pending.dp.find(dep);
+    if (dp != pending.dp.end()) dp->second->wait();
   }
   std::unique_ptr<TraceRecorder::Scope> scope;
   std::unique_ptr<StampScope> stamps;
@@ -324,10 +341,10 @@ void PipelineExecutor::run_op(int index, const Op& op, const Batch& batch, doubl
         chunks_[c]->sync_sequence_parallel_grads();
         pending.sp_synced[c] = true;
       }
-      reduce_gradients(c, op.kind == OpKind::kDpAllReduce);
+      pending.dp[index] = reduce_gradients(c, op.kind == OpKind::kDpAllReduce);
       break;
     case OpKind::kDpAllGather:
-      if (params_stale_[c]) gather_parameters(c);
+      if (params_stale_[c]) pending.dp[index] = gather_parameters(c);
       break;
     case OpKind::kOptimizerStep:
       for (int k = 0; k < V; ++k) {
@@ -356,6 +373,7 @@ StepResult PipelineExecutor::step(const Batch& batch, double lr) {
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) run_op(i, ops[i], batch, lr, pending, result);
   for (auto& req : pending.sends) req->wait();
   for (auto& [index, req] : pending.recvs) req->wait();
+  for (auto& [index, req] : pending.dp) req->wait();
 
   // Mean loss over the global batch, known on the last stage; shared with all.
   float loss = groups_.is_last_stage() ? static_cast<float>(pending.loss_sum / microbatches_) : 0.0f;

@@ -19,14 +19,23 @@
 //                       sends are waited at the end of the iteration
 //   DpReduceScatter(c)  ZeRO: the chunk's flat gradient buffer reduce-scattered
 //                       over the DP group into this rank's shard (the chunk is the
-//                       bucket; with dp_overlap it runs as soon as the chunk's
-//                       last backward ends, else after the final backward)
+//                       bucket; with dp_overlap it is posted non-blocking as
+//                       soon as the chunk's last backward ends (Comm::
+//                       ireduce_scatter_sum: on NCCL it runs beside the next
+//                       backward) and waited by the optimizer step, else it
+//                       runs after the final backward)
 //   DpAllReduce(c)      ZeRO-0: the whole gradient buffer all-reduced
 //   OptimizerStep       global-norm clipping over all chunks, then each chunk's
 //                       optimizer updates its shard of the parameters
 //   DpAllGather(c)      the updated parameter shards all-gathered (after the step,
 //                       or prefetched at the start of the next iteration with
-//                       dp_overlap, before the chunk's first forward)
+//                       dp_overlap: posted non-blocking, waited by the chunk's
+//                       first forward). Every non-blocking DP collective is
+//                       also waited at the end of the step. On NCCL these run
+//                       on the DP communicator's stream beside compute and TP /
+//                       PP traffic on other communicators, in the same order on
+//                       every rank of a group (the Schedule IR's), which is the
+//                       concurrency Megatron-LM's overlap_grad_reduce relies on
 // The loss of a step is the mean over the global batch: every micro-batch's
 // backward starts from d loss = 1 / (M * DP), and the DP reduction sums.
 //
@@ -99,8 +108,8 @@ class PipelineExecutor {
               StepResult& result);
   int p2p_tag(model::OpKind kind, int microbatch, int sender_chunk) const;
   void clip_and_step(double lr, StepResult& result);
-  void reduce_gradients(int c, bool all_reduce);
-  void gather_parameters(int c);
+  std::unique_ptr<Request> reduce_gradients(int c, bool all_reduce);
+  std::unique_ptr<Request> gather_parameters(int c);
 
   ExecutorOptions options_;
   ProcessGroups& groups_;

@@ -194,10 +194,35 @@ std::unique_ptr<Request> NcclComm::p2p(float* data, size_t count, int peer, bool
     NCCL_CHECK(comm, ncclRecv(data, count, ncclFloat32, peer, comm, stream));
   }
   NCCL_CHECK(comm, ncclGroupEnd());
+  return request_after(stream);
+}
+
+std::unique_ptr<Request> NcclComm::request_after(cudaStream_t stream) {
   cudaEvent_t done = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventRecord(done, stream));
   return std::make_unique<NcclRequest>(done, device_.stream());
+}
+
+std::unique_ptr<Request> NcclComm::iall_reduce_sum(float* data, size_t count) {
+  if (count == 0 || host_pointer(data)) return Comm::iall_reduce_sum(data, count);
+  enter(coll_stream_, enter_event_);
+  NCCL_CHECK(comm_, ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, coll_stream_));
+  return request_after(coll_stream_);
+}
+
+std::unique_ptr<Request> NcclComm::iall_gather(const float* send, size_t count, float* recv) {
+  if (count == 0 || host_pointer(send) || host_pointer(recv)) return Comm::iall_gather(send, count, recv);
+  enter(coll_stream_, enter_event_);
+  NCCL_CHECK(comm_, ncclAllGather(send, recv, count, ncclFloat32, comm_, coll_stream_));
+  return request_after(coll_stream_);
+}
+
+std::unique_ptr<Request> NcclComm::ireduce_scatter_sum(const float* send, size_t count, float* recv) {
+  if (count == 0 || host_pointer(send) || host_pointer(recv)) return Comm::ireduce_scatter_sum(send, count, recv);
+  enter(coll_stream_, enter_event_);
+  NCCL_CHECK(comm_, ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm_, coll_stream_));
+  return request_after(coll_stream_);
 }
 
 std::unique_ptr<Request> NcclComm::isend(const float* data, size_t count, int peer, int /*tag*/) {

@@ -16,7 +16,11 @@
 // waits for) and before whatever the compute stream does next (an event the
 // compute stream waits for): correct stream order without the host waiting.
 // isend / irecv return at once; Request::wait() makes the compute stream wait
-// for the transfer (the host does not block); done() queries its event.
+// for the transfer (the host does not block); done() queries its event. The
+// non-blocking collectives (iall_reduce_sum, iall_gather, ireduce_scatter_sum:
+// the DP overlap of the Schedule IR) work the same way on the collective
+// stream: the compute stream goes on with the next backward while the
+// chunk's reduce-scatter runs, and waits only where the result is used.
 // Host pointers (the engine's few host scalars: the loss, norms, agreement
 // flags) are staged through a device buffer and synchronised, so every Comm
 // call of the engine works unchanged; p2p needs device pointers.
@@ -69,6 +73,12 @@ class NcclComm final : public Comm {
   void broadcast(float* data, size_t count, int root) override;
   std::unique_ptr<Request> isend(const float* data, size_t count, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float* data, size_t count, int peer, int tag) override;
+  // Queued on the collective stream after the compute stream's queued work;
+  // the compute stream waits only at Request::wait(). Device pointers only
+  // (host buffers run the blocking form).
+  std::unique_ptr<Request> iall_reduce_sum(float* data, size_t count) override;
+  std::unique_ptr<Request> iall_gather(const float* send, size_t count, float* recv) override;
+  std::unique_ptr<Request> ireduce_scatter_sum(const float* send, size_t count, float* recv) override;
   void barrier() override;
   // ncclCommSplit; REQUIRES: color >= 0.
   std::unique_ptr<Comm> split(int color, int key) override;
@@ -81,6 +91,8 @@ class NcclComm final : public Comm {
   void leave(cudaStream_t stream, cudaEvent_t event);
   float* staging(size_t floats);
   std::unique_ptr<Request> p2p(float* data, size_t count, int peer, bool send);
+  // An event recorded on `stream` now, as the request the compute stream waits for.
+  std::unique_ptr<Request> request_after(cudaStream_t stream);
 
   CudaDevice& device_;
   ncclComm_t comm_ = nullptr;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -63,6 +64,38 @@ TEST(CommThreadsTest, AllGatherReduceScatterBroadcast) {
     world.broadcast(b.data(), count, 2);
     for (float v : b) EXPECT_EQ(v, 2.0f);
     world.barrier();
+  });
+}
+
+// The non-blocking DP collectives (Comm::ireduce_scatter_sum, iall_gather,
+// iall_reduce_sum) of a CPU backend run at the call: the request is already
+// complete and the results are the blocking forms', bit for bit.
+TEST(CommThreadsTest, NonBlockingCollectivesCompleteAtTheCallWithTheBlockingResults) {
+  const int n = 3;
+  const size_t count = 7;
+  run_on_threads(n, [&](Comm& world) {
+    const int me = world.rank();
+    std::vector<float> full(n * count);
+    for (size_t i = 0; i < full.size(); ++i) full[i] = messy(me, i);
+    std::vector<float> block(count), block_async(count);
+    world.reduce_scatter_sum(full.data(), count, block.data());
+    std::unique_ptr<Request> rs = world.ireduce_scatter_sum(full.data(), count, block_async.data());
+    EXPECT_TRUE(rs->done());
+    rs->wait();
+    EXPECT_EQ(block_async, block);
+
+    std::vector<float> all(n * count), all_async(n * count);
+    world.all_gather(block.data(), count, all.data());
+    std::unique_ptr<Request> ag = world.iall_gather(block.data(), count, all_async.data());
+    ag->wait();
+    EXPECT_TRUE(ag->done());
+    EXPECT_EQ(all_async, all);
+
+    std::vector<float> sum = full, sum_async = full;
+    world.all_reduce_sum(sum.data(), sum.size());
+    std::unique_ptr<Request> ar = world.iall_reduce_sum(sum_async.data(), sum_async.size());
+    ar->wait();
+    EXPECT_EQ(sum_async, sum);
   });
 }
 

@@ -106,6 +106,38 @@ TEST(CudaNccl, TwoRanksMatchTheThreadsBackendToTolerance) {
   }
 }
 
+// The non-blocking collectives the DP overlap posts (comm_nccl.h): queued on
+// the collective stream, the compute stream waits only at Request::wait();
+// after it, the results are the blocking forms'. With one rank NCCL's sums
+// are copies, so they are compared exactly. A compute-stream kernel queued
+// after the wait sees the data (copy back on the compute stream).
+TEST(CudaNccl, NonBlockingCollectivesGiveTheBlockingResultsAfterWait) {
+  REQUIRE_CUDA();
+  CudaDevice device;
+  auto threads = make_thread_comms(1);
+  std::unique_ptr<NcclComm> comm = NcclComm::create(device, *threads[0]);
+  const size_t n = (size_t{1} << 20) + 5;  // 4 MiB: long enough to still run after the call
+  const auto v = random_values(n, 3);
+  Mirror a(device, v), out(device, std::vector<float>(n)), gathered(device, std::vector<float>(n));
+  std::unique_ptr<Request> ar = comm->iall_reduce_sum(a.f(), n);
+  ar->wait();
+  EXPECT_EQ(a.host(), v);
+  std::unique_ptr<Request> rs = comm->ireduce_scatter_sum(a.f(), n, out.f());
+  std::unique_ptr<Request> ag = comm->iall_gather(out.f(), n, gathered.f());  // same stream: after rs
+  ag->wait();
+  rs->wait();
+  EXPECT_EQ(out.host(), v);
+  EXPECT_EQ(gathered.host(), v);
+  device.synchronize();
+  EXPECT_TRUE(rs->done());
+  EXPECT_TRUE(ag->done());
+  // Host buffers fall back to the blocking form: complete at the call.
+  std::vector<float> host = v;
+  std::unique_ptr<Request> h = comm->iall_reduce_sum(host.data(), n);
+  EXPECT_TRUE(h->done());
+  EXPECT_EQ(host, v);
+}
+
 TEST(CudaEventTimer, StampsResolveInOrderOnTheHostClock) {
   REQUIRE_CUDA();
   CudaDevice device;
