@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -220,12 +221,24 @@ TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStopped) {
     execl(kBinary.c_str(), kBinary.c_str(), "train", scenario.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  const std::string pattern = "'[m]egascale-train " + scenario + "'";
-  auto running = [&] { return std::system(("pgrep -f " + pattern + " > /dev/null").c_str()) == 0; };
-  for (int i = 0; i < 100 && !running(); ++i) usleep(100 * 1000);
-  ASSERT_TRUE(running()) << "the job never started";
+  // The ranks only: their command line starts with the binary's path, whereas
+  // mpirun's (which also names the binary and the scenario) starts with
+  // "mpirun". Stopping mpirun instead of a rank (when the ranks are not up yet
+  // on a loaded machine) would hang the test, not the job.
+  const std::string pattern = "'^[^ ]*[m]egascale-train " + scenario + "'";
+  auto ranks = [&] {
+    FILE* p = popen(("pgrep -c -f " + pattern).c_str(), "r");
+    int n = 0;
+    if (p != nullptr) {
+      if (std::fscanf(p, "%d", &n) != 1) n = 0;
+      pclose(p);
+    }
+    return n;
+  };
+  for (int i = 0; i < 300 && ranks() < 2; ++i) usleep(100 * 1000);
+  ASSERT_GE(ranks(), 2) << "the job's ranks never started";
   usleep(1000 * 1000);
-  // Stop one rank (the newest process of the job).
+  // Stop one rank (the newest rank process of the job).
   ASSERT_EQ(std::system(("kill -STOP $(pgrep -n -f " + pattern + ")").c_str()), 0);
   int status = 0;
   pid_t done = 0;
@@ -236,7 +249,7 @@ TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStopped) {
   if (done == 0) {
     kill(child, SIGKILL);
     waitpid(child, &status, 0);
-    (void)!std::system(("pkill -9 -f " + pattern).c_str());
+    (void)!std::system(("pkill -9 -f '[m]egascale-train " + scenario + "'").c_str());
     FAIL() << "the job kept waiting on its stopped rank";
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
