@@ -68,8 +68,15 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
       m.values[key] = {v, std::string("detection_by_fault_s.") + fault + " " + fmt(v) + " s"};
     }
   }
-  const std::pair<const char*, const char*> stages[] = {
-      {"diagnosis", "self_check_s"}, {"eviction", "replacement_s"}, {"restart", "process_start_s"}};
+  // The self-check input: the self-checks the run measured; a profile
+  // without one (no fault whose diagnosis needed it, or written before
+  // robust/self_check.h) gives its whole diagnosis stage instead.
+  if (time_at("stages_s", "self_check", &v)) {
+    m.values["self_check_s"] = {v, "stages_s.self_check " + fmt(v) + " s"};
+  } else if (time_at("stages_s", "diagnosis", &v)) {
+    m.values["self_check_s"] = {v, "stages_s.diagnosis " + fmt(v) + " s (no self-check in this profile)"};
+  }
+  const std::pair<const char*, const char*> stages[] = {{"eviction", "replacement_s"}, {"restart", "process_start_s"}};
   for (const auto& [stage, key] : stages) {
     if (time_at("stages_s", stage, &v)) m.values[key] = {v, std::string("stages_s.") + stage + " " + fmt(v) + " s"};
   }

@@ -10,7 +10,9 @@
 //   detection_by_fault_s.hang          -> anomaly_detect_s
 //   detection_by_fault_s.traffic_stop  -> traffic_drop_detect_s
 //   detection_by_fault_s.slow          -> slowdown_detect_s
-//   stages_s.diagnosis                 -> self_check_s
+//   stages_s.self_check                -> self_check_s (the self-checks on the
+//                                         suspected nodes, robust/self_check.h);
+//                                         without it, stages_s.diagnosis
 //   stages_s.eviction                  -> replacement_s
 //   stages_s.restart                   -> process_start_s
 //   stages_s.checkpoint_stall          -> pcie_gbs = bytes per rank / stall
