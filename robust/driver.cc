@@ -595,6 +595,9 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
             " takes its slot");
     } else {
       rec.replacement_node = bad;
+      // Back in service means repaired: its emulated hardware fault goes
+      // (robust/self_check.h NodeFaults), or a later self-check would meet it.
+      redis_->del(job_key(job_, "hw:" + std::to_string(bad)));
       rec.notes.push_back("no spare left: node " + std::to_string(bad) + " returns to service (local processes)");
       event(rec.notes.back());
     }
