@@ -82,10 +82,20 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
   }
   const double bytes = j["checkpoint_bytes_per_rank"].get<double>();
   const double ranks = j["ranks"].get<double>();
+  // All shards of a checkpoint; a profile without the total (written before
+  // one reader per DP group stored the parameters once per group) had every
+  // rank store the same.
+  double total = bytes * ranks;
+  if (j.contains("checkpoint_bytes_total")) {
+    if (!j["checkpoint_bytes_total"].is_number() || j["checkpoint_bytes_total"].get<double>() < 0) {
+      fail("checkpoint_bytes_total", "expected a number >= 0");
+    }
+    if (j["checkpoint_bytes_total"].get<double>() > 0) total = j["checkpoint_bytes_total"].get<double>();
+  }
   if (bytes > 0) {
     const std::tuple<const char*, const char*, double> rates[] = {{"checkpoint_stall", "pcie_gbs", bytes},
-                                                                  {"checkpoint_persist", "storage_write_gbs", bytes * ranks},
-                                                                  {"checkpoint_load", "storage_read_gbs", bytes * ranks}};
+                                                                  {"checkpoint_persist", "storage_write_gbs", total},
+                                                                  {"checkpoint_load", "storage_read_gbs", total}};
     for (const auto& [stage, key, moved] : rates) {
       if (time_at("stages_s", stage, &v) && v > 0) {
         m.values[key] = {moved / v / 1e9, std::string("stages_s.") + stage + " " + fmt(v) + " s for " + fmt(moved) + " B"};

@@ -856,6 +856,7 @@ int Driver::run() {
       profile_.checkpoint_snapshot_s = std::max(profile_.checkpoint_snapshot_s, r.ckpt_snapshot_total_s / r.ckpt_count);
       profile_.checkpoint_persist_s = std::max(profile_.checkpoint_persist_s, r.ckpt_persist_total_s / r.ckpt_count);
       profile_.checkpoint_bytes_per_rank = std::max(profile_.checkpoint_bytes_per_rank, r.ckpt_bytes);
+      profile_.checkpoint_bytes_total += r.ckpt_bytes;
     }
   }
   // Faults that fired and were never detected.

@@ -118,6 +118,7 @@ base::Json profile_json(const RecoveryProfile& p) {
   j["detection_by_fault_s"] = by_fault;
   j["checkpoints"] = p.checkpoints;
   j["checkpoint_bytes_per_rank"] = p.checkpoint_bytes_per_rank;
+  j["checkpoint_bytes_total"] = p.checkpoint_bytes_total;
   j["false_positives"] = false_positives;
   j["missed_faults"] = missed;
   j["faults"] = faults;

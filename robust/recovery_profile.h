@@ -85,7 +85,11 @@ struct RecoveryProfile {
   std::vector<FaultRecord> faults;
   int checkpoints = 0;
   double checkpoint_snapshot_s = 0, checkpoint_persist_s = 0;
-  uint64_t checkpoint_bytes_per_rank = 0;
+  uint64_t checkpoint_bytes_per_rank = 0;  // the largest rank's shard
+  // All ranks' shards of one checkpoint together: less than per rank x ranks
+  // when DP > 1, whose parameters are stored once per DP group
+  // (engine/checkpoint.h load_checkpoint_one_reader).
+  uint64_t checkpoint_bytes_total = 0;
   std::vector<std::string> events;  // the driver's log, timestamped
 };
 

@@ -65,6 +65,21 @@ TEST(MeasuredRecovery, SelfCheckStageIsTheSelfCheckInput) {
   EXPECT_NE(old.values.at("self_check_s").second.find("no self-check in this profile"), std::string::npos);
 }
 
+// With one reader per DP group the parameters are stored once per group: the
+// bandwidths use all shards' bytes, not the largest shard x ranks.
+TEST(MeasuredRecovery, CheckpointBandwidthsUseAllShardsBytes) {
+  const MeasuredRecovery m = load_recovery_profile(write("total", R"({"schema_version": 1, "ranks": 2,
+    "stages_s": {"checkpoint_load": 0.002}, "detection_by_fault_s": {},
+    "checkpoint_bytes_per_rank": 1000000, "checkpoint_bytes_total": 1500000})"));
+  model::RecoveryConfig r;
+  apply_measured_recovery(m, &r);
+  EXPECT_DOUBLE_EQ(r.storage_read_gbs, 1.5e6 / 0.002 / 1e9);
+  EXPECT_NE(error_of(R"({"schema_version": 1, "ranks": 2, "stages_s": {}, "detection_by_fault_s": {},
+      "checkpoint_bytes_per_rank": 1, "checkpoint_bytes_total": -1})")
+                .find("checkpoint_bytes_total: expected a number >= 0"),
+            std::string::npos);
+}
+
 TEST(MeasuredRecovery, AssumptionsSayWhatWasMeasured) {
   const MeasuredRecovery m = load_recovery_profile(write("marks", kProfile));
   model::Scenario s = model::load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/example-small.toml");
