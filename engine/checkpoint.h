@@ -3,7 +3,10 @@
 //
 // A checkpoint of step k lives in <root>/step_<k, 8 digits>/:
 //   shard_<rank, 5 digits>.msck   one per world rank: parameters, optimizer
-//                                 state, step, RNG / data cursor
+//                                 state, step, RNG / data cursor (what the
+//                                 caller puts in; the trainer stores what a
+//                                 DP group holds alike in its DP rank 0's
+//                                 shard only: load_checkpoint_one_reader)
 //   COMPLETE                      written by rank 0 after every shard is in place
 // Each shard is written to "<name>.tmp", fsync'ed and renamed, so a shard file
 // is either absent or whole; the marker is written (same way) only after all
@@ -115,6 +118,25 @@ void save_checkpoint(Comm& world, const std::string& root, int64_t step,
 // naming the failed ranks), so no rank continues alone.
 ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
                            const CheckpointLayout& expected);
+
+// One checkpoint reader per DP group (MegaScale NSDI'24 section 4: at
+// restart one worker of each data-parallel group reads the state the group
+// shares and broadcasts it to the others, so storage serves it once per
+// group, not once per rank). `replicated` names the arrays (name, floats)
+// every rank of the `dp` group holds the same (the parameters; the optimizer
+// state too when it is not sharded over DP): a checkpoint holds them only in
+// the shard of the group's DP rank 0 (the trainer's save writes them there
+// only), which reads them and broadcasts them over `dp`; every rank reads its
+// own shard for the rest (its ZeRO shard of the optimizer state, the values).
+// Returns each rank's full state, as load_checkpoint. Collective over
+// `world` (the checks agreed as in load_checkpoint, before any broadcast)
+// and `dp` (rank 0 of `dp` is the reader). A reader whose shard lacks a
+// replicated array, or holds it with another size, fails the "contents"
+// check on every rank. REQUIRES: every rank passes the same `replicated`
+// list in the same order.
+ShardState load_checkpoint_one_reader(Comm& world, Comm& dp, const std::string& root, int64_t step,
+                                      const CheckpointLayout& expected,
+                                      const std::vector<std::pair<std::string, size_t>>& replicated);
 
 // Non-collective pieces, for tools and tests.
 void write_shard_file(const std::string& path, int rank, const CheckpointLayout& layout,

@@ -97,6 +97,9 @@ class PipelineExecutor {
 
   const model::Schedule& schedule() const { return schedule_; }
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  // The optimizer state is sharded over DP (ZeRO 1-2 with dp > 1); else every
+  // DP rank holds all of it.
+  bool optimizer_state_sharded() const { return options_.parallel.zero_stage >= 1 && options_.parallel.dp > 1; }
   ModelChunk& chunk(int c) { return *chunks_[c]; }
   ShardedOptimizer& optimizer(int c) { return *optimizers_[c]; }
   ShardRange shard(int c) const;

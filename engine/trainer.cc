@@ -309,7 +309,22 @@ struct Trainer::Impl {
     if (found < 0) return;
     const int64_t step = static_cast<int64_t>(found);
     const auto t0 = std::chrono::steady_clock::now();
-    const ShardState state = load_checkpoint(world, options.checkpoint_dir, step, layout);
+    // One reader per DP group (engine/checkpoint.h): DP rank 0 reads what the
+    // group holds alike and broadcasts it; each rank reads its own ZeRO shard.
+    // [recovery] checkpoint_load = "every_rank": every rank reads its own
+    // whole shard (then every rank's save wrote one).
+    std::vector<std::pair<std::string, size_t>> replicated;
+    for (int c = 0; c < executor->num_chunks(); ++c) {
+      replicated.push_back({name("params", c), executor->chunk(c).buffer_floats()});
+      if (!executor->optimizer_state_sharded()) {
+        replicated.push_back({name("exp_avg", c), executor->optimizer(c).shard().size()});
+        replicated.push_back({name("exp_avg_sq", c), executor->optimizer(c).shard().size()});
+      }
+    }
+    const ShardState state =
+        one_reader_per_dp_group()
+            ? load_checkpoint_one_reader(world, groups.dp(), options.checkpoint_dir, step, layout, replicated)
+            : load_checkpoint(world, options.checkpoint_dir, step, layout);
     on_every_rank(world, [&] { restore(state, step); }, [&](int rank) {
       throw CheckpointError(checkpoint_dir(options.checkpoint_dir, step), rank, "refused",
                             "world rank " + std::to_string(rank) + " could not restore its shard");
@@ -317,6 +332,10 @@ struct Trainer::Impl {
     start_step = step;
     load_s = seconds_since(t0);
   }
+
+  // [recovery] checkpoint_load: "one_per_dp_group" (the default, MegaScale's)
+  // or "every_rank".
+  bool one_reader_per_dp_group() const { return scenario.recovery.checkpoint_load != "every_rank"; }
 
   // Copies one rank's shard into the chunks and optimizers.
   void restore(const ShardState& state, int64_t step) {
@@ -329,7 +348,11 @@ struct Trainer::Impl {
       if (params == nullptr || m == nullptr || v == nullptr || params->data.size() != chunk.buffer_floats() ||
           m->data.size() != opt.shard().size() || v->data.size() != opt.shard().size()) {
         throw CheckpointError(shard_path(options.checkpoint_dir, step, world.rank()), world.rank(),
-                              "contents", "chunk " + std::to_string(c) + " arrays missing or mis-sized");
+                              "contents", "chunk " + std::to_string(c) + " arrays missing or mis-sized" +
+                                              (one_reader_per_dp_group() ? std::string()
+                                                                         : " (a checkpoint saved with [recovery] "
+                                                                           "checkpoint_load = \"one_per_dp_group\" "
+                                                                           "stores the parameters on DP rank 0 only)"));
       }
       device->copy_to_device(chunk.params(), params->data.data(), params->data.size() * sizeof(float));
       opt.set_exp_avg(m->data);
@@ -343,14 +366,23 @@ struct Trainer::Impl {
     executor->sync_parameters();
     ShardState state;
     state.step = step;
+    // What the DP group holds alike (the parameters after sync_parameters;
+    // the optimizer state when it is not sharded) is written once, by DP
+    // rank 0, the group's reader at restart (load_checkpoint_one_reader);
+    // every rank writes its own ZeRO shard of the optimizer state.
+    const bool writes_replicated = groups.dp_rank() == 0 || !one_reader_per_dp_group();
     for (int c = 0; c < executor->num_chunks(); ++c) {
       ModelChunk& chunk = executor->chunk(c);
       ShardedOptimizer& opt = executor->optimizer(c);
-      std::vector<float> params(chunk.buffer_floats());
-      device->copy_to_host(params.data(), chunk.params(), params.size() * sizeof(float));
-      state.arrays.push_back({name("params", c), std::move(params)});
-      state.arrays.push_back({name("exp_avg", c), opt.exp_avg()});
-      state.arrays.push_back({name("exp_avg_sq", c), opt.exp_avg_sq()});
+      if (writes_replicated) {
+        std::vector<float> params(chunk.buffer_floats());
+        device->copy_to_host(params.data(), chunk.params(), params.size() * sizeof(float));
+        state.arrays.push_back({name("params", c), std::move(params)});
+      }
+      if (writes_replicated || executor->optimizer_state_sharded()) {
+        state.arrays.push_back({name("exp_avg", c), opt.exp_avg()});
+        state.arrays.push_back({name("exp_avg_sq", c), opt.exp_avg_sq()});
+      }
       state.values.push_back({name("optimizer_step", c), opt.step_count()});
     }
     // A state that is not finite anywhere (an update that blew up the weights

@@ -68,17 +68,34 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
       m.values[key] = {v, std::string("detection_by_fault_s.") + fault + " " + fmt(v) + " s"};
     }
   }
-  const std::pair<const char*, const char*> stages[] = {
-      {"diagnosis", "self_check_s"}, {"eviction", "replacement_s"}, {"restart", "process_start_s"}};
+  // The self-check input: the self-checks the run measured; a profile
+  // without one (no fault whose diagnosis needed it, or written before
+  // robust/self_check.h) gives its whole diagnosis stage instead.
+  if (time_at("stages_s", "self_check", &v)) {
+    m.values["self_check_s"] = {v, "stages_s.self_check " + fmt(v) + " s"};
+  } else if (time_at("stages_s", "diagnosis", &v)) {
+    m.values["self_check_s"] = {v, "stages_s.diagnosis " + fmt(v) + " s (no self-check in this profile)"};
+  }
+  const std::pair<const char*, const char*> stages[] = {{"eviction", "replacement_s"}, {"restart", "process_start_s"}};
   for (const auto& [stage, key] : stages) {
     if (time_at("stages_s", stage, &v)) m.values[key] = {v, std::string("stages_s.") + stage + " " + fmt(v) + " s"};
   }
   const double bytes = j["checkpoint_bytes_per_rank"].get<double>();
   const double ranks = j["ranks"].get<double>();
+  // All shards of a checkpoint; a profile without the total (written before
+  // one reader per DP group stored the parameters once per group) had every
+  // rank store the same.
+  double total = bytes * ranks;
+  if (j.contains("checkpoint_bytes_total")) {
+    if (!j["checkpoint_bytes_total"].is_number() || j["checkpoint_bytes_total"].get<double>() < 0) {
+      fail("checkpoint_bytes_total", "expected a number >= 0");
+    }
+    if (j["checkpoint_bytes_total"].get<double>() > 0) total = j["checkpoint_bytes_total"].get<double>();
+  }
   if (bytes > 0) {
     const std::tuple<const char*, const char*, double> rates[] = {{"checkpoint_stall", "pcie_gbs", bytes},
-                                                                  {"checkpoint_persist", "storage_write_gbs", bytes * ranks},
-                                                                  {"checkpoint_load", "storage_read_gbs", bytes * ranks}};
+                                                                  {"checkpoint_persist", "storage_write_gbs", total},
+                                                                  {"checkpoint_load", "storage_read_gbs", total}};
     for (const auto& [stage, key, moved] : rates) {
       if (time_at("stages_s", stage, &v) && v > 0) {
         m.values[key] = {moved / v / 1e9, std::string("stages_s.") + stage + " " + fmt(v) + " s for " + fmt(moved) + " B"};

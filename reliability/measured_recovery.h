@@ -10,12 +10,15 @@
 //   detection_by_fault_s.hang          -> anomaly_detect_s
 //   detection_by_fault_s.traffic_stop  -> traffic_drop_detect_s
 //   detection_by_fault_s.slow          -> slowdown_detect_s
-//   stages_s.diagnosis                 -> self_check_s
+//   stages_s.self_check                -> self_check_s (the self-checks on the
+//                                         suspected nodes, robust/self_check.h);
+//                                         without it, stages_s.diagnosis
 //   stages_s.eviction                  -> replacement_s
 //   stages_s.restart                   -> process_start_s
 //   stages_s.checkpoint_stall          -> pcie_gbs = bytes per rank / stall
-//   stages_s.checkpoint_persist        -> storage_write_gbs = bytes per rank x ranks / persist
-//   stages_s.checkpoint_load           -> storage_read_gbs = bytes per rank x ranks / load
+//   stages_s.checkpoint_persist        -> storage_write_gbs = all shards' bytes / persist
+//   stages_s.checkpoint_load           -> storage_read_gbs = all shards' bytes / load
+//   (all shards' bytes: checkpoint_bytes_total, else bytes per rank x ranks)
 // Times carry over as they are; the checkpoint stages become bandwidths so the
 // plan scales them to its own model's state. A stage the profile lacks (null:
 // that run had no such fault) keeps its assumption. The figures are those of

@@ -32,6 +32,7 @@
 #include "robust/recovery_profile.h"
 #include "robust/redis_client.h"
 #include "robust/redis_server.h"
+#include "robust/self_check.h"
 
 namespace megascale::robust {
 namespace {
@@ -47,6 +48,15 @@ constexpr double kSignalReportWait_s = 1.5;
 // 1 MB shard took over 3 s on this project's 2-core machine shared with
 // compiler jobs; a storage that slow is not a rank's fault.
 constexpr double kStorageWaitFactor = 10;
+// Self-checks (robust/self_check.h): each all-reduce check's time limit. A
+// 1 MiB all-reduce over loopback TCP takes about 1 ms here; 1 s leaves room
+// for a 2-core machine at load 10 (assumption) and bounds what a dead link
+// costs the check.
+constexpr double kSelfCheckLimit_s = 1.0;
+// ... and how long the driver waits for the executors' answers beyond the two
+// all-reduce limits: an executor looks for a request every 50 ms and its
+// compute check takes about 5 x 4 ms; 3 s covers a starved executor.
+constexpr double kSelfCheckAnswerWait_s = 3.0;
 
 std::string fixed(double v, int decimals = 2) {
   char buf[64];
@@ -151,6 +161,10 @@ class Driver {
   bool handle_fault(const Detection& d, bool checksum, long long bad_step, const std::vector<RankStatus>& st);
   int node_of_rank(int rank) const { return slot_node_[static_cast<size_t>(rank / gpus_per_node_)]; }
   void finish_pending_ready(const std::vector<RankStatus>& st, double now);
+  // Self-checks on the nodes of `suspect_ranks`, each with a reference node
+  // (another node of the job, else a spare); the nodes judged faulty, in the
+  // order of the ranks. Records the time and the report in `rec`.
+  std::vector<int> self_check(const std::vector<int>& suspect_ranks, FaultRecord& rec);
 
   const DriverOptions& o_;
   const model::Scenario& s_;
@@ -183,7 +197,41 @@ class Driver {
   double redis_restarted_at_ = 0;
   double redis_ok_since_ = 0;
   std::vector<uint64_t> traffic_;
+  uint64_t check_id_ = 0;
 };
+
+std::vector<int> Driver::self_check(const std::vector<int>& suspect_ranks, FaultRecord& rec) {
+  std::vector<int> faulty_ranks;
+  std::set<int> checked;
+  rec.self_check_s = 0;
+  for (int rank : suspect_ranks) {
+    const int node = node_of_rank(rank);
+    if (!checked.insert(node).second) continue;
+    int reference = -1;
+    for (int n : slot_node_) {
+      if (n != node) {
+        reference = n;
+        break;
+      }
+    }
+    if (reference < 0 && !spares_.empty()) reference = spares_.front();
+    event("self-check on node " + std::to_string(node) + " (rank " + std::to_string(rank) + ")" +
+          (reference >= 0 ? ", reference node " + std::to_string(reference) : std::string(", no reference node")));
+    const SelfCheckPair pair = run_self_check_pair(*redis_, job_, node, reference, ++check_id_, s_.recovery.slow_factor,
+                                                   kSelfCheckLimit_s, kSelfCheckAnswerWait_s);
+    rec.self_check_s += pair.seconds;
+    for (const std::string& l : pair.lines) {
+      rec.self_check.push_back(l);
+      event("  " + l);
+    }
+    if (pair.suspect_verdict.faulty) {
+      faulty_ranks.push_back(rank);
+      rec.self_check_faulty = true;
+    }
+  }
+  rec.self_check_ran = true;
+  return faulty_ranks;
+}
 
 void Driver::start_control_plane() {
   if (s_.recovery.redis.empty()) {
@@ -489,6 +537,39 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
       if (!named) sleep_s(0.05);
     }
   }
+  // Self-checks where the detection alone does not settle it (MegaScale
+  // section 4): a slow rank (its step time may stand out for another
+  // reason) and a stall (a silent link looks like a hang from the wait-for
+  // chain). The attempt is stopped first: the checks need the node.
+  if (d.kind == "slow" || d.kind == "stall") {
+    std::vector<int> suspects;
+    if (d.kind == "slow") {
+      suspects.push_back(d.rank);
+    } else {
+      const HangDiagnosis h = diagnose_hang(st);
+      suspects = h.culprits;
+      if (suspects.empty() || suspects.size() > 1) {
+        suspects.clear();
+        for (int r = 0; r < ranks_; ++r) suspects.push_back(r);
+      }
+    }
+    kill_attempt();
+    const std::vector<int> faulty = self_check(suspects, rec);
+    if (d.kind == "slow") {
+      if (faulty.empty()) {
+        culprit = -1;
+        why = d.detail + "; the self-check passed: not evicted, restarted in place";
+      } else {
+        why = d.detail + "; self-check: " + rec.self_check.front();
+      }
+    } else if (culprit >= 0) {
+      why += faulty.empty() ? "; the self-check passed (a software hang): evicted on the wait-for chain"
+                            : "; self-check: " + rec.self_check.front();
+    } else if (!faulty.empty()) {
+      culprit = faulty.front();
+      why += "; the self-check names rank " + std::to_string(culprit) + ": " + rec.self_check.front();
+    }
+  }
   rec.diagnosed_rank = culprit;
   rec.diagnosed_node = culprit >= 0 ? node_of_rank(culprit) : -1;
   rec.diagnosis = culprit >= 0 ? "rank " + std::to_string(culprit) + " on node " + std::to_string(rec.diagnosed_node) + ": " + why
@@ -514,6 +595,9 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
             " takes its slot");
     } else {
       rec.replacement_node = bad;
+      // Back in service means repaired: its emulated hardware fault goes
+      // (robust/self_check.h NodeFaults), or a later self-check would meet it.
+      redis_->del(job_key(job_, "hw:" + std::to_string(bad)));
       rec.notes.push_back("no spare left: node " + std::to_string(bad) + " returns to service (local processes)");
       event(rec.notes.back());
     }
@@ -772,6 +856,7 @@ int Driver::run() {
       profile_.checkpoint_snapshot_s = std::max(profile_.checkpoint_snapshot_s, r.ckpt_snapshot_total_s / r.ckpt_count);
       profile_.checkpoint_persist_s = std::max(profile_.checkpoint_persist_s, r.ckpt_persist_total_s / r.ckpt_count);
       profile_.checkpoint_bytes_per_rank = std::max(profile_.checkpoint_bytes_per_rank, r.ckpt_bytes);
+      profile_.checkpoint_bytes_total += r.ckpt_bytes;
     }
   }
   // Faults that fired and were never detected.

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,9 +18,15 @@
 
 #include "robust/keys.h"
 #include "robust/redis_client.h"
+#include "robust/self_check.h"
 
 namespace megascale::robust {
 namespace {
+
+// How often an executor looks for a self-check request between its
+// heartbeats: the request waits at most this long (50 ms, small next to the
+// checks' own ~0.1 s).
+constexpr double kRequestPoll_s = 0.05;
 
 // A live process, not a zombie (a rank mpirun has not reaped yet is gone for us).
 bool process_alive(int pid) {
@@ -46,10 +53,19 @@ int run_executor(const ExecutorOptions& o) {
   const pid_t parent = ::getppid();
   const std::string node_key = job_key(o.job, "node:" + std::to_string(o.node));
   std::map<int, std::pair<int, double>> gone;  // rank -> (pid, first seen gone)
+  // Self-checks (robust/self_check.h): the check port and the compute
+  // baseline, measured now, before any fault touched the node.
+  CheckListener listener;
+  const double baseline_gemm_cpu_s = run_compute_check(kGemmN, kGemmReps, 0).gemm_cpu_s;
+  std::fprintf(stderr, "executor %d: self-check port %d, baseline GEMM (%d^3) %.3f ms CPU\n", o.node, listener.port(),
+               kGemmN, baseline_gemm_cpu_s * 1e3);
+  const std::string request_key = job_key(o.job, "selfcheck:" + std::to_string(o.node));
+  uint64_t last_check = 0;
   while (::getppid() == parent) {
     const double now = wall_now_s();
     redis.hset(job_key(o.job, "executor:" + std::to_string(o.node)),
-               {{"pid", std::to_string(::getpid())}, {"state", "up"}, {"time_s", num(now)}});
+               {{"pid", std::to_string(::getpid())}, {"state", "up"}, {"time_s", num(now)},
+                {"check_port", std::to_string(listener.port())}, {"baseline_gemm_cpu_s", num(baseline_gemm_cpu_s)}});
     if (redis.get(job_key(o.job, "stop"))) break;
     bool ok = false;
     const std::map<std::string, std::string> layout = redis.hgetall(job_key(o.job, "layout"), &ok);
@@ -75,7 +91,23 @@ int run_executor(const ExecutorOptions& o) {
       }
       redis.hset(node_key, report);
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(o.period_s));
+    // Until the next period, answer a self-check request as soon as it comes.
+    const double next = now + o.period_s;
+    while (wall_now_s() < next) {
+      const SelfCheckRequest req = parse_request(redis.hgetall(request_key));
+      if (req.id != 0 && req.id != last_check) {
+        last_check = req.id;
+        const NodeFaults faults = parse_node_faults(redis.hgetall(job_key(o.job, "hw:" + std::to_string(o.node))));
+        const SelfCheckReport rep = run_self_check(o.node, req, faults, baseline_gemm_cpu_s, listener);
+        redis.hset(job_key(o.job, "selfcheck_result:" + std::to_string(o.node)), report_fields(rep));
+        std::fprintf(stderr, "executor %d: self-check %llu: GEMM %.3f ms CPU, loopback %s, neighbour %s\n", o.node,
+                     static_cast<unsigned long long>(req.id), rep.compute.gemm_cpu_s * 1e3,
+                     rep.loopback.ok ? "ok" : rep.loopback.detail.c_str(),
+                     req.peer_node < 0 ? "none" : rep.neighbour.ok ? "ok" : rep.neighbour.detail.c_str());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kRequestPoll_s, o.period_s)));
+    }
   }
   return 0;
 }

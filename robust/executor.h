@@ -10,6 +10,13 @@
 // saw it gone). It exits when ms:<job>:stop appears or the driver (its parent)
 // is gone. Redis down: it keeps polling and reconnects.
 //
+// Self-checks (robust/self_check.h): at its start the executor opens its
+// check port and times the compute check (its baseline), both published in
+// its executor hash (check_port, baseline_gemm_cpu_s); between heartbeats it
+// looks for a request in ms:<job>:selfcheck:<n> every 50 ms, runs the checks
+// on its node (under the node's emulated hardware state, ms:<job>:hw:<n>)
+// and answers in ms:<job>:selfcheck_result:<n>.
+//
 // On one machine the executors are local processes (`megascale run
 // --executor ...`, spawned by the driver); the ranks themselves are started by
 // the driver's mpirun and the "node" is the slot the layout assigns.

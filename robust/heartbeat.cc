@@ -14,6 +14,7 @@
 
 #include "robust/fault_injection.h"
 #include "robust/keys.h"
+#include "robust/self_check.h"
 
 namespace megascale::robust {
 namespace {
@@ -224,6 +225,14 @@ void RankAgent::record_fired(const model::InjectSpec& f) {
   const std::string entry =
       f.fault + "|" + std::to_string(config_.rank) + "|" + std::to_string(step_ + 1) + "|" + num(wall_now_s());
   fire_client_->rpush(job_key(config_.job, "fired"), entry);
+  // The hardware part of the fault stays with the node (robust/self_check.h
+  // NodeFaults): a self-check on it meets the same slow processor or dead link.
+  if (f.fault == "slow" || f.fault == "traffic_stop") {
+    NodeFaults hw;
+    hw.compute_extra_percent = f.fault == "slow" ? f.percent : 0;
+    hw.link_down = f.fault == "traffic_stop";
+    fire_client_->hset(job_key(config_.job, "hw:" + std::to_string(config_.node)), node_faults_fields(hw));
+  }
   std::cerr << "megascale-train: rank " << config_.rank << ": injecting " << format_inject(f) << "\n" << std::flush;
 }
 

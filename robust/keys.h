@@ -8,9 +8,17 @@
 //                           heartbeat thread, robust/heartbeat.h): pid, node,
 //                           attempt, phase, step, compute_s, comm_s, coll_*,
 //                           seq:<group>, bytes_sent, bytes_recv, load_s, time_s
-//   executor:<n>      hash  executor n's heartbeat: pid, state, time_s
+//   executor:<n>      hash  executor n's heartbeat: pid, state, time_s,
+//                           check_port, baseline_gemm_cpu_s
 //   node:<n>          hash  what executor n sees of its ranks: alive:<r> = 1|0,
 //                           gone_at:<r> = time it was first seen gone
+//   hw:<n>            hash  node n's emulated hardware state, written by a rank
+//                           whose slow / traffic_stop fault fired:
+//                           compute_extra_percent, link = up|down
+//                           (robust/self_check.h NodeFaults)
+//   selfcheck:<n>     hash  the driver's self-check request to executor n:
+//                           id, peer_node, peer_port, time_limit_s
+//   selfcheck_result:<n> hash  executor n's answer (self_check.h report_fields)
 //   fired             list  one entry per fault a rank fired:
 //                           "<fault>|<rank>|<step>|<time_s>"
 //   stop              string  present: executors exit

@@ -77,12 +77,19 @@ base::Json profile_json(const RecoveryProfile& p) {
     base::Json st;
     st["detection_s"] = seconds_or_null(have_detect, detection);
     st["diagnosis_s"] = seconds_or_null(detected && f.diagnosed_at_s > 0, diagnosis);
+    st["self_check_s"] = seconds_or_null(f.self_check_ran, f.self_check_s);
     st["eviction_s"] = seconds_or_null(f.evicted_at_s > 0, eviction);
     st["restart_s"] = seconds_or_null(have_restart, restart);
     st["checkpoint_load_s"] = seconds_or_null(have_restart, f.checkpoint_load_s);
     st["catch_up_s"] = seconds_or_null(have_restart && f.caught_up_at_s > 0, catch_up);
     st["resumed_s"] = seconds_or_null(have_resume, f.first_step_at_s - f.injected_at_s);
     x["stages_s"] = st;
+    if (f.self_check_ran) {
+      base::Json sc;
+      sc["faulty"] = f.self_check_faulty;
+      sc["report"] = f.self_check;
+      x["self_check"] = sc;
+    }
     if (!f.notes.empty()) x["notes"] = f.notes;
     faults.push_back(x);
     if (measured(have_detect, detection)) {
@@ -91,6 +98,7 @@ base::Json profile_json(const RecoveryProfile& p) {
       detection_by_fault[f.fault].second += 1;
     }
     if (measured(detected && f.diagnosed_at_s > 0, diagnosis)) add("diagnosis", diagnosis);
+    if (measured(f.self_check_ran, f.self_check_s)) add("self_check", f.self_check_s);
     if (measured(f.evicted_at_s > 0, eviction)) add("eviction", eviction);
     if (measured(have_restart, restart)) add("restart", restart);
     if (measured(have_restart, f.checkpoint_load_s)) add("checkpoint_load", f.checkpoint_load_s);
@@ -99,7 +107,7 @@ base::Json profile_json(const RecoveryProfile& p) {
   if (measured(p.checkpoints > 0, p.checkpoint_snapshot_s)) add("checkpoint_stall", p.checkpoint_snapshot_s);
   if (measured(p.checkpoints > 0, p.checkpoint_persist_s)) add("checkpoint_persist", p.checkpoint_persist_s);
   base::Json stages;
-  for (const char* k : {"detection", "diagnosis", "eviction", "restart", "checkpoint_stall", "checkpoint_persist",
+  for (const char* k : {"detection", "diagnosis", "self_check", "eviction", "restart", "checkpoint_stall", "checkpoint_persist",
                         "checkpoint_load", "catch_up"}) {
     const auto it = sums.find(k);
     stages[k] = it == sums.end() ? base::Json(nullptr) : base::Json(it->second.first / it->second.second);
@@ -110,6 +118,7 @@ base::Json profile_json(const RecoveryProfile& p) {
   j["detection_by_fault_s"] = by_fault;
   j["checkpoints"] = p.checkpoints;
   j["checkpoint_bytes_per_rank"] = p.checkpoint_bytes_per_rank;
+  j["checkpoint_bytes_total"] = p.checkpoint_bytes_total;
   j["false_positives"] = false_positives;
   j["missed_faults"] = missed;
   j["faults"] = faults;

@@ -5,7 +5,11 @@
 //
 // Per fault (wall-clock seconds, differences of the times recorded):
 //   detection_s   injected (the rank's own record in Redis) -> the driver detects
-//   diagnosis_s   detected -> the faulty rank and node named
+//   diagnosis_s   detected -> the faulty rank and node named (including the
+//                 self-check, when one ran)
+//   self_check_s  the self-checks on the suspected node(s): request -> the
+//                 executors' answers (robust/self_check.h); null when none ran
+//                 (a dead rank, a refused checkpoint: the diagnosis is certain)
 //   eviction_s    diagnosed -> the attempt's processes killed and reaped, the
 //                 node marked bad and its slot given to a spare executor
 //   restart_s     relaunched -> every rank ready to train, minus checkpoint load
@@ -51,6 +55,12 @@ struct FaultRecord {
   int evicted_node = -1, replacement_node = -1;
   bool restarted = false;
   double relaunched_at_s = 0, ready_at_s = 0, checkpoint_load_s = 0, first_step_at_s = 0, caught_up_at_s = 0;
+  // Self-checks on the suspected node(s) (robust/self_check.h), part of the
+  // diagnosis: the seconds from the request to the answers, the report.
+  bool self_check_ran = false;
+  bool self_check_faulty = false;    // a suspected node failed its checks
+  double self_check_s = 0;
+  std::vector<std::string> self_check;
   long long resumed_from_step = -1;
   long long interrupted_step = -1;  // steps completed when the fault hit
   // Fired, but a recovery from another fault ended its attempt before it
@@ -75,7 +85,11 @@ struct RecoveryProfile {
   std::vector<FaultRecord> faults;
   int checkpoints = 0;
   double checkpoint_snapshot_s = 0, checkpoint_persist_s = 0;
-  uint64_t checkpoint_bytes_per_rank = 0;
+  uint64_t checkpoint_bytes_per_rank = 0;  // the largest rank's shard
+  // All ranks' shards of one checkpoint together: less than per rank x ranks
+  // when DP > 1, whose parameters are stored once per DP group
+  // (engine/checkpoint.h load_checkpoint_one_reader).
+  uint64_t checkpoint_bytes_total = 0;
   std::vector<std::string> events;  // the driver's log, timestamped
 };
 

@@ -6,12 +6,15 @@
 # steps) once without a fault, then once per fault, each from an empty
 # checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
+#     self_check=faulty|passed|none [self_check_s=Z]
 # detected_s: injection -> the driver's detection; resumed_s: injection -> the
 # first step of the relaunched job (redis_kill: -> every rank heartbeating to
 # the restarted Redis; training never stops). loss: the run's loss per step
 # against the uninterrupted run's, bit for bit (JSON numbers as written). Exits 1
 # when any line is not right and identical, a run did not complete, or a run
-# detected a fault where none was injected (a false positive).
+# detected a fault where none was injected (a false positive), or the
+# self-check on the suspected node (robust/self_check.h) did not fail for slow
+# and traffic_stop (an emulated slow processor, a dead link) and pass for hang.
 # Local processes only (no network namespaces): each executor is a "node".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +67,9 @@ for spec in "${FAULTS[@]}"; do
     | "fault=\($f) detected_s=\(if $r.stages_s.detection_s == null then "n/a" else ($r.stages_s.detection_s * 100 | round / 100) end)"
       + " diagnosis=\(if $r.diagnosis_right then "right" else "wrong" end)"
       + " resumed_s=\(if $r.stages_s.resumed_s == null then "n/a" else ($r.stages_s.resumed_s * 100 | round / 100) end)"
-      + " loss=\(if .completed and .reruns_identical and .losses == $ref then "identical" else "differs" end)"' "$json")"
+      + " loss=\(if .completed and .reruns_identical and .losses == $ref then "identical" else "differs" end)"
+      + " self_check=\(if $r.self_check == null then "none" elif $r.self_check.faulty then "faulty" else "passed" end)"
+      + "\(if $r.stages_s.self_check_s == null then "" else " self_check_s=\($r.stages_s.self_check_s * 100 | round / 100)" end)"' "$json")"
   echo "$line"
   extra="$(jq -r '[.faults[] | select(.fault == "none")] | length' "$json")"
   if [ "$extra" != "0" ]; then
@@ -73,6 +78,12 @@ for spec in "${FAULTS[@]}"; do
   case "$line" in
     *diagnosis=right*loss=identical*) ;;
     *) status=1; sed 's/^/    /' "$TMP/$name.log" | tail -40 ;;
+  esac
+  # A slow processor and a dead link are what the self-checks exist for: the
+  # suspected node must fail them (robust/self_check.h); a hang passes them.
+  case "$name:$line" in
+    slow:*self_check=faulty*|traffic_stop:*self_check=faulty*|hang:*self_check=passed*) ;;
+    slow:*|traffic_stop:*|hang:*) echo "    (expected the self-check to $([ "$name" = hang ] && echo pass || echo fail) on the suspected node)"; status=1 ;;
   esac
 done
 exit $status

@@ -124,6 +124,12 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
     out << s.name << ": " << s.cluster.gpus << " processes, TP " << s.parallel.tp << " PP "
         << s.parallel.pp << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp
         << ", steps " << trainer.start_step() + 1 << ".." << s.train.steps << "\n";
+    if (trainer.start_step() > 0) {
+      fmt::print(out, "resumed from the checkpoint of step {}: loaded in {:.4f} s on rank 0 ({})\n",
+                 trainer.start_step(), trainer.checkpoint_load_s(),
+                 s.recovery.checkpoint_load == "every_rank" ? "every rank reads its shard"
+                                                            : "one reader per DP group");
+    }
   }
   // MFU above 100% means the peak it divides by is below what the step did:
   // the profile's peak_tflops is wrong (measured on a busier machine, or for

@@ -320,3 +320,91 @@ TEST(CheckpointLayout, DescribesModelAndLayout) {
 
 }  // namespace
 }  // namespace megascale::engine
+
+namespace megascale::engine {
+namespace {
+
+// One reader per DP group: 4 ranks as 2 positions x DP 2 (DP group of rank r:
+// the ranks with the same r % 2, DP rank r / 2). Only each group's DP rank 0
+// writes the replicated "params" (its position's values); every rank writes
+// its own "exp_avg" shard. Loading gives every rank its group reader's params,
+// bit for bit, and its own exp_avg.
+class OneReaderPerDpGroup : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = (fs::temp_directory_path() / ("ckpt_one_reader_" + std::to_string(getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                .string();
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  static ShardState written_by(int rank, bool with_params) {
+    ShardState s;
+    if (rank / 2 == 0 && with_params) s.arrays.push_back({"params", std::vector<float>(1000, 0.5f + static_cast<float>(rank % 2))});
+    s.arrays.push_back({"exp_avg", std::vector<float>(10, 0.25f * static_cast<float>(rank))});
+    s.values.push_back({"optimizer_step", 4});
+    return s;
+  }
+  void save(bool with_params) {
+    run_on_threads(4, [&](Comm& c) { save_checkpoint(c, root_, 4, layout(4), written_by(c.rank(), with_params)); });
+  }
+  std::string root_;
+};
+
+TEST_F(OneReaderPerDpGroup, ReaderBroadcastsTheReplicatedArrays) {
+  save(true);
+  // The non-readers' shards are smaller: the parameters are stored once per group.
+  EXPECT_LT(fs::file_size(shard_path(root_, 4, 2)), fs::file_size(shard_path(root_, 4, 0)));
+  std::vector<ShardState> loaded(4);
+  run_on_threads(4, [&](Comm& c) {
+    std::unique_ptr<Comm> dp = c.split(c.rank() % 2, c.rank() / 2);
+    loaded[c.rank()] = load_checkpoint_one_reader(c, *dp, root_, 4, layout(4), {{"params", 1000}});
+  });
+  for (int r = 0; r < 4; ++r) {
+    const NamedArray* p = loaded[r].find_array("params");
+    ASSERT_NE(p, nullptr) << "rank " << r;
+    EXPECT_EQ(p->data, std::vector<float>(1000, 0.5f + static_cast<float>(r % 2))) << "rank " << r;
+    ASSERT_NE(loaded[r].find_array("exp_avg"), nullptr);
+    EXPECT_EQ(loaded[r].find_array("exp_avg")->data, std::vector<float>(10, 0.25f * static_cast<float>(r)));
+    EXPECT_EQ(loaded[r].find_value("optimizer_step"), 4);
+  }
+}
+
+TEST_F(OneReaderPerDpGroup, AReaderWithoutTheArrayOrABadShardIsRefusedOnEveryRank) {
+  save(false);
+  std::vector<std::string> checks(4);
+  run_on_threads(4, [&](Comm& c) {
+    std::unique_ptr<Comm> dp = c.split(c.rank() % 2, c.rank() / 2);
+    try {
+      load_checkpoint_one_reader(c, *dp, root_, 4, layout(4), {{"params", 1000}});
+    } catch (const CheckpointError& e) {
+      checks[c.rank()] = e.check();
+    }
+  });
+  EXPECT_EQ(checks[0], "contents");
+  EXPECT_EQ(checks[1], "contents");
+  EXPECT_EQ(checks[2], "refused");
+  EXPECT_EQ(checks[3], "refused");
+  // A corrupt non-reader shard.
+  fs::remove_all(root_);
+  save(true);
+  {
+    std::fstream f(shard_path(root_, 4, 3), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(80);
+    f.put('\x7f');
+  }
+  std::fill(checks.begin(), checks.end(), "");
+  run_on_threads(4, [&](Comm& c) {
+    std::unique_ptr<Comm> dp = c.split(c.rank() % 2, c.rank() / 2);
+    try {
+      load_checkpoint_one_reader(c, *dp, root_, 4, layout(4), {{"params", 1000}});
+    } catch (const CheckpointError& e) {
+      checks[c.rank()] = e.check();
+    }
+  });
+  EXPECT_EQ(checks[3], "checksum mismatch");
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(checks[r], "refused") << "rank " << r;
+}
+
+}  // namespace
+}  // namespace megascale::engine

@@ -143,6 +143,15 @@ TEST(TrainerMpi, CheckpointContinueReloadRerunIsBitwiseIdentical) {
   EXPECT_TRUE(fs::exists(marker_path(ckpt, 3)));
   EXPECT_TRUE(fs::exists(shard_path(ckpt, 3, me)));
   ASSERT_EQ(latest_checkpoint(ckpt), 6);
+  // One reader per DP group (engine/checkpoint.h load_checkpoint_one_reader):
+  // the parameters are in each DP group's DP rank 0's shard only; every rank
+  // holds its own ZeRO shard of the moments. Run B below resumes from it.
+  {
+    const int dp_rank = coord_of({s.parallel.tp, s.parallel.pp, s.parallel.dp}, me).dp;
+    const ShardState mine = read_checkpoint_shard(ckpt, 3, me, make_checkpoint_layout(s.model, s.parallel));
+    EXPECT_EQ(mine.find_array("params.chunk0") != nullptr, dp_rank == 0) << "rank " << me;
+    EXPECT_NE(mine.find_array("exp_avg.chunk0"), nullptr) << "rank " << me;
+  }
 
   // Step 6 loses its completion marker: a partial checkpoint.
   world->barrier();

@@ -50,6 +50,36 @@ TEST(MeasuredRecovery, MapsStagesToRecoveryInputs) {
   EXPECT_DOUBLE_EQ(r.storage_read_gbs, 2e6 / 0.002 / 1e9);
 }
 
+// A profile with self-checks (robust/self_check.h): self_check_s is the
+// self-checks' time, not the whole diagnosis (which includes stopping the job).
+TEST(MeasuredRecovery, SelfCheckStageIsTheSelfCheckInput) {
+  const MeasuredRecovery m = load_recovery_profile(write("selfcheck", R"({"schema_version": 1, "ranks": 2,
+    "stages_s": {"detection": 0.5, "diagnosis": 0.9, "self_check": 0.4, "eviction": 0.05},
+    "detection_by_fault_s": {"slow": 1.2}, "checkpoint_bytes_per_rank": 0})"));
+  model::RecoveryConfig r;
+  apply_measured_recovery(m, &r);
+  EXPECT_DOUBLE_EQ(r.self_check_s, 0.4);
+  EXPECT_NE(m.values.at("self_check_s").second.find("stages_s.self_check"), std::string::npos);
+  // Without it, the diagnosis stage stands in and says so.
+  const MeasuredRecovery old = load_recovery_profile(write("goodold", kProfile));
+  EXPECT_NE(old.values.at("self_check_s").second.find("no self-check in this profile"), std::string::npos);
+}
+
+// With one reader per DP group the parameters are stored once per group: the
+// bandwidths use all shards' bytes, not the largest shard x ranks.
+TEST(MeasuredRecovery, CheckpointBandwidthsUseAllShardsBytes) {
+  const MeasuredRecovery m = load_recovery_profile(write("total", R"({"schema_version": 1, "ranks": 2,
+    "stages_s": {"checkpoint_load": 0.002}, "detection_by_fault_s": {},
+    "checkpoint_bytes_per_rank": 1000000, "checkpoint_bytes_total": 1500000})"));
+  model::RecoveryConfig r;
+  apply_measured_recovery(m, &r);
+  EXPECT_DOUBLE_EQ(r.storage_read_gbs, 1.5e6 / 0.002 / 1e9);
+  EXPECT_NE(error_of(R"({"schema_version": 1, "ranks": 2, "stages_s": {}, "detection_by_fault_s": {},
+      "checkpoint_bytes_per_rank": 1, "checkpoint_bytes_total": -1})")
+                .find("checkpoint_bytes_total: expected a number >= 0"),
+            std::string::npos);
+}
+
 TEST(MeasuredRecovery, AssumptionsSayWhatWasMeasured) {
   const MeasuredRecovery m = load_recovery_profile(write("marks", kProfile));
   model::Scenario s = model::load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/example-small.toml");

@@ -54,5 +54,26 @@ TEST(RecoveryProfile, ANegativeStageIsNotMeasuredRatherThanWritten) {
   EXPECT_DOUBLE_EQ(j["stages_s"]["detection"].get<double>(), 0.5);
 }
 
+// A fault whose diagnosis ran self-checks (robust/self_check.h) has its own
+// self_check_s stage and report; one without has null (the mean is over the
+// faults that had it).
+TEST(RecoveryProfile, SelfCheckIsItsOwnStage) {
+  RecoveryProfile p;
+  FaultRecord slow = kill_record();
+  slow.fault = "slow";
+  slow.self_check_ran = true;
+  slow.self_check_faulty = true;
+  slow.self_check_s = 0.2;
+  slow.self_check = {"FAULTY node 1: compute check failed"};
+  p.faults = {slow, kill_record()};
+  const base::Json j = profile_json(p);
+  EXPECT_DOUBLE_EQ(j["faults"][0]["stages_s"]["self_check_s"].get<double>(), 0.2);
+  EXPECT_TRUE(j["faults"][0]["self_check"]["faulty"].get<bool>());
+  EXPECT_EQ(j["faults"][0]["self_check"]["report"][0].get<std::string>(), "FAULTY node 1: compute check failed");
+  EXPECT_TRUE(j["faults"][1]["stages_s"]["self_check_s"].is_null());
+  EXPECT_FALSE(j["faults"][1].contains("self_check"));
+  EXPECT_DOUBLE_EQ(j["stages_s"]["self_check"].get<double>(), 0.2);
+}
+
 }  // namespace
 }  // namespace megascale::robust
