@@ -53,6 +53,13 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
       c.protocol = p;
       c.enabled = nccl_algorithm_enabled(a, p, request.op, nodes, ranks_per_node, simulator.options().nccl,
                                          &c.why_not);
+      if (c.enabled && request.op == CollectiveOp::kSendRecv && !protocol &&
+          p != nccl_p2p_protocol(request.bytes, static_cast<int>(request.groups.front().size()), nodes,
+                                 simulator.options().nccl)) {
+        // NCCL picks the p2p protocol by size, not by estimate.
+        c.enabled = false;
+        c.why_not = "NCCL's p2p runs LL up to nChannels x 16 KiB (P2P_LL_THRESHOLD), Simple above";
+      }
       if (c.enabled) {
         CollectiveRequest r = request;
         r.algorithm = a;

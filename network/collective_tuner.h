@@ -15,6 +15,8 @@
 // profile's NVLS bandwidth. The time reported is the fabric model's for the
 // chosen pair, so where the fabric favours the tree more or less than NCCL's
 // estimate does, NCCL's choice (and its cost) is what is predicted.
+// Send/recv has no estimate in NCCL: its protocol follows the size
+// (nccl_p2p_protocol: LL up to nChannels x 16 KiB), unless `protocol` is given.
 //
 // Thread-safety: as CollectiveSimulator (not thread-safe).
 #pragma once

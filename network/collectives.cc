@@ -678,7 +678,15 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
                                  s.network_subflows > 0 ? 2 : 1, S, nccl) +
                  path;
         },
-        [&](double simple_s) { return p2p == NcclProtocol::kLL ? 2.0 * simple_s : simple_s; });
+        [&](double simple_s) {
+          const double t = p2p == NcclProtocol::kLL ? 2.0 * simple_s : simple_s;
+          if (r.servers_per_group > 1 || p2p != NcclProtocol::kSimple) return t;
+          // One NVLink node: NCCL splits each send over nccl_p2p_channels
+          // channels, each at most one NVLink's bandwidth (nccl_tuner.h).
+          const double channels_gbs =
+              nccl_p2p_channels(S, static_cast<int>(n), nccl) * nccl_p2p_channel_nvlink_gbs(nccl);
+          return std::max(t, S / (channels_gbs * 1e9));
+        });
   } else if (request.algorithm == CollectiveAlgorithm::kRing) {
     const bool ar = request.op == CollectiveOp::kAllReduce;
     ring_phase(std::string("ring ") + op_name, request.op, request.groups, S / dn, ar ? 2 * ring_steps : ring_steps,
