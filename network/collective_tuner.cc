@@ -71,12 +71,16 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
         c.latency_s = res.latency_s;
         c.busbw_gbs = res.busbw_gbs;
         c.estimate_s = res.time_s;  // ring, NVLS, send/recv: NCCL's estimate has the fabric's form
+        // NCCL's estimate leaves the trees' network posts out (nccl_network_post_us).
+        const double posts_s =
+            nccl_network_post_us(a, p, request.op, nodes, simulator.options().nccl) * 1e-6;
+        c.estimate_s -= posts_s;
         if (a == CollectiveAlgorithm::kTree && graph_busbw_gbs > 0) {
           // NCCL: tree busBw = 0.92 x graph busBw (capped, per protocol), algbw = busBw / 2.
           const double busbw = nccl_protocol_busbw_gbs(a, p, request.op, nodes, graph_busbw_gbs,
                                                        simulator.options().nccl) *
                                nccl_tree_efficiency(p, request.bytes);
-          c.estimate_s = res.latency_s + request.bytes / (0.5 * busbw * 1e9);
+          c.estimate_s = res.latency_s - posts_s + request.bytes / (0.5 * busbw * 1e9);
         }
         if (!have || c.estimate_s < best_estimate) {
           out.best = std::move(res);

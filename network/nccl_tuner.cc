@@ -161,6 +161,19 @@ double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, Col
   return kBaseRing[p];
 }
 
+double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                             const NcclSystem& system) {
+  if (nodes < 2) return 0.0;
+  // getNetOverhead: 1 us Intel, 2 us AMD; x3 for Simple (as for rings).
+  const double post_us = (system.amd_cpu ? 2.0 : 1.0) * (protocol == NcclProtocol::kSimple ? 3.0 : 1.0);
+  if (op == CollectiveOp::kSendRecv) return 2.0 * post_us;  // one network hop
+  switch (algorithm) {
+    case CollectiveAlgorithm::kTree:
+    case CollectiveAlgorithm::kNvlsTree: return 2.0 * log2i(nodes) * 2.0 * post_us;  // up and down
+    default: return 0.0;  // rings: in NCCL's own latency
+  }
+}
+
 double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
                                double simple_busbw_gbs, const NcclSystem& system) {
   const int gen = generation(system);

@@ -5,7 +5,7 @@
 // defines: NcclProtocol, NcclSystem, nccl_system_for, to_string,
 //          parse_nccl_protocol, nccl_algorithm_enabled, nccl_latency_us,
 //          nccl_protocol_busbw_gbs, nccl_tree_efficiency, nccl_p2p_channels,
-//          nccl_p2p_protocol,
+//          nccl_network_post_us, nccl_p2p_protocol,
 //          nccl_p2p_channel_nvlink_gbs
 //
 // Source: NVIDIA/nccl src/graph/tuning.cc as of NCCL 2.30.7 (commit 5067397c,
@@ -24,7 +24,9 @@
 //   - latency: nccl_latency_us is NCCL's own latency for the algorithm and
 //     protocol (base + per-hop NVLink / network latency x hops, the CPU's
 //     network post overhead, the multi-node ring plateau); the fabric's path
-//     latencies and congestion-control queueing are added per hop by the caller;
+//     latencies and congestion-control queueing are added per hop by the caller,
+//     and so are the network posts NCCL's tuner charges rings but not trees
+//     (nccl_network_post_us), which the time has and NCCL's ranking does not;
 //   - send/recv in one node: NCCL's p2p channel count for the size
 //     (nccl_p2p_channels) x one NVLink's bandwidth bounds the bandwidth;
 //   - choice: the tuner (net collective --algo auto --proto auto) runs every
@@ -88,6 +90,18 @@ bool nccl_algorithm_enabled(CollectiveAlgorithm algorithm, NcclProtocol protocol
 // plateau). Send/recv: base + one hop.
 double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks, int nodes,
                        double bytes, const NcclSystem& system);
+
+// The network-post time on the critical path that NCCL's tuner leaves out of
+// a tree's latency, us (added to nccl_latency_us for the time; not part of
+// NCCL's estimate, so not of its choice). Each network hop is one send posted
+// by the sending node's proxy thread and one receive by the receiving node's,
+// each costing getNetOverhead (tuning.cc: 1 us on Intel hosts, 2 us on AMD, x3
+// for Simple; NCCL charges it to every step of a multi-node ring as
+// max(intraLat, netOverhead) but not to trees). Tree and NVLS tree:
+// 2 log2(nodes) hops x 2 posts; send/recv across nodes: 1 hop x 2 posts;
+// rings and one node: 0.
+double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                            const NcclSystem& system);
 
 // The bus bandwidth (nccl-tests' busbw) of `protocol` for an algorithm whose
 // Simple-protocol bus bandwidth on this fabric is `simple_busbw_gbs` (NCCL:

@@ -199,6 +199,42 @@ TEST(CollectiveTuner, HopperUsesNvlsForLargeAllReduceInANode) {
   EXPECT_EQ(tune_collective(sim, req).best.algorithm, CollectiveAlgorithm::kRing);
 }
 
+// getNetOverhead (2 us AMD, 1 us Intel, x3 Simple) per network post; a tree
+// all-reduce over 2 nodes posts 2 hops x (send + receive); 4 nodes: 4 hops.
+TEST(NcclTuner, NetworkPostsOnTheTreesCriticalPath) {
+  const auto ar = CollectiveOp::kAllReduce;
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, kA100), 8.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, kH100), 4.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kSimple, ar, 4, kA100), 48.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, ar, 2, kH100), 12.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, CollectiveOp::kSendRecv, 2,
+                                        kA100),
+                   4.0);
+  // Rings carry them in NCCL's own latency; one node posts nothing.
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 2, kA100), 0.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 1, kA100), 0.0);
+}
+
+// The simulated tree time carries the posts; NCCL's estimate (the ranking) does not.
+TEST(CollectiveTuner, TreeTimeCarriesNetworkPostsButNcclsEstimateDoesNot) {
+  Fabric f(16);
+  CollectiveOptions o;
+  o.nccl = kA100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kAllReduce;
+  req.groups = {first_gpus(16)};
+  req.bytes = 8;
+  const TunedCollective t = tune_collective(sim, req, CollectiveAlgorithm::kTree, NcclProtocol::kLL);
+  const double nccl_us = nccl_latency_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, req.op, 16, 2, 8, kA100);
+  EXPECT_GT(t.best.latency_s * 1e6, nccl_us + 8.0);  // + the fabric's path latencies
+  for (const TunerCandidate& c : t.candidates) {
+    if (c.enabled) {
+      EXPECT_NEAR(c.time_s - c.estimate_s, 8e-6, 5e-8);
+    }
+  }
+}
+
 // NCCL 2.29 enqueue.cc addP2pToPlan on 8 GPUs of one node with 32 channels:
 // nChannelsMin = 4 (4 x 8 <= 32), doubling while a part exceeds 16 MiB, at most 32.
 TEST(NcclTuner, P2pChannelsGrowWithTheSize) {
