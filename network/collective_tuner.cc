@@ -53,6 +53,13 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
       c.protocol = p;
       c.enabled = nccl_algorithm_enabled(a, p, request.op, nodes, ranks_per_node, simulator.options().nccl,
                                          &c.why_not);
+      if (c.enabled && request.op == CollectiveOp::kSendRecv && !protocol &&
+          p != nccl_p2p_protocol(request.bytes, static_cast<int>(request.groups.front().size()), nodes,
+                                 simulator.options().nccl)) {
+        // NCCL picks the p2p protocol by size, not by estimate.
+        c.enabled = false;
+        c.why_not = "NCCL's p2p runs LL up to nChannels x 16 KiB (P2P_LL_THRESHOLD), Simple above";
+      }
       if (c.enabled) {
         CollectiveRequest r = request;
         r.algorithm = a;
@@ -64,12 +71,16 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
         c.latency_s = res.latency_s;
         c.busbw_gbs = res.busbw_gbs;
         c.estimate_s = res.time_s;  // ring, NVLS, send/recv: NCCL's estimate has the fabric's form
+        // NCCL's estimate leaves the trees' network posts out (nccl_network_post_us).
+        const double posts_s =
+            nccl_network_post_us(a, p, request.op, nodes, simulator.options().nccl) * 1e-6;
+        c.estimate_s -= posts_s;
         if (a == CollectiveAlgorithm::kTree && graph_busbw_gbs > 0) {
           // NCCL: tree busBw = 0.92 x graph busBw (capped, per protocol), algbw = busBw / 2.
           const double busbw = nccl_protocol_busbw_gbs(a, p, request.op, nodes, graph_busbw_gbs,
                                                        simulator.options().nccl) *
                                nccl_tree_efficiency(p, request.bytes);
-          c.estimate_s = res.latency_s + request.bytes / (0.5 * busbw * 1e9);
+          c.estimate_s = res.latency_s - posts_s + request.bytes / (0.5 * busbw * 1e9);
         }
         if (!have || c.estimate_s < best_estimate) {
           out.best = std::move(res);

@@ -12,9 +12,13 @@
 // starts from the same per-channel graph bandwidth (here: the ring's Simple bus
 // bandwidth on the fabric) and converts it by its ratio - the ring by
 // n / steps, the tree by 0.5 (x 0.92, caps, size corrections), NVLS by the
-// profile's NVLS bandwidth. The time reported is the fabric model's for the
-// chosen pair, so where the fabric favours the tree more or less than NCCL's
-// estimate does, NCCL's choice (and its cost) is what is predicted.
+// profile's NVLS bandwidth; the trees' network posts (nccl_network_post_us),
+// which NCCL's estimate leaves out, are left out of the ranking and kept in
+// the time. The time reported is the fabric model's for the chosen pair, so
+// where the fabric favours the tree more or less than NCCL's estimate does,
+// NCCL's choice (and its cost) is what is predicted.
+// Send/recv has no estimate in NCCL: its protocol follows the size
+// (nccl_p2p_protocol: LL up to nChannels x 16 KiB), unless `protocol` is given.
 //
 // Thread-safety: as CollectiveSimulator (not thread-safe).
 #pragma once

@@ -674,11 +674,20 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
         [&](const StepOutcome& s) {
           const double path = s.network_subflows > 0 ? s.network_path_latency_us + s.mean_added_latency_us
                                                      : s.nvlink_path_latency_us;
-          return nccl_latency_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, 2,
-                                 s.network_subflows > 0 ? 2 : 1, S, nccl) +
+          const int hop_nodes = s.network_subflows > 0 ? 2 : 1;
+          return nccl_latency_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, 2, hop_nodes, S, nccl) +
+                 nccl_network_post_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, hop_nodes, nccl) +
                  path;
         },
-        [&](double simple_s) { return p2p == NcclProtocol::kLL ? 2.0 * simple_s : simple_s; });
+        [&](double simple_s) {
+          const double t = p2p == NcclProtocol::kLL ? 2.0 * simple_s : simple_s;
+          if (r.servers_per_group > 1 || p2p != NcclProtocol::kSimple) return t;
+          // One NVLink node: NCCL splits each send over nccl_p2p_channels
+          // channels, each at most one NVLink's bandwidth (nccl_tuner.h).
+          const double channels_gbs =
+              nccl_p2p_channels(S, static_cast<int>(n), nccl) * nccl_p2p_channel_nvlink_gbs(nccl);
+          return std::max(t, S / (channels_gbs * 1e9));
+        });
   } else if (request.algorithm == CollectiveAlgorithm::kRing) {
     const bool ar = request.op == CollectiveOp::kAllReduce;
     ring_phase(std::string("ring ") + op_name, request.op, request.groups, S / dn, ar ? 2 * ring_steps : ring_steps,
@@ -698,6 +707,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
         1, flows,
         [&](const StepOutcome& s) {
           return nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
+                 nccl_network_post_us(request.algorithm, proto, request.op, nodes, nccl) +
                  2.0 * ((nvls_tree ? 0 : chain_hops) * s.nvlink_path_latency_us +
                         depth * (s.network_path_latency_us + s.mean_added_latency_us)) +
                  (nvls_tree ? s.nvlink_path_latency_us : 0.0);

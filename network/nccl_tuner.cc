@@ -1,5 +1,7 @@
 // network/nccl_tuner.cc: see nccl_tuner.h. Every constant below is NCCL 2.30.7's
-// src/graph/tuning.cc (NVIDIA/nccl commit 5067397c), named as there.
+// src/graph/tuning.cc (NVIDIA/nccl commit 5067397c), named as there, except the
+// send/recv channel rules (enqueue.cc addP2pToPlan, graph/paths.cc, init.cc
+// P2P_NVL_CHUNKSIZE, graph/topo.h SMxx_NVLINK_BW: the same in 2.29.2 and 2.30.7).
 #include "network/nccl_tuner.h"
 
 #include <algorithm>
@@ -159,6 +161,19 @@ double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, Col
   return kBaseRing[p];
 }
 
+double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                             const NcclSystem& system) {
+  if (nodes < 2) return 0.0;
+  // getNetOverhead: 1 us Intel, 2 us AMD; x3 for Simple (as for rings).
+  const double post_us = (system.amd_cpu ? 2.0 : 1.0) * (protocol == NcclProtocol::kSimple ? 3.0 : 1.0);
+  if (op == CollectiveOp::kSendRecv) return 2.0 * post_us;  // one network hop
+  switch (algorithm) {
+    case CollectiveAlgorithm::kTree:
+    case CollectiveAlgorithm::kNvlsTree: return 2.0 * log2i(nodes) * 2.0 * post_us;  // up and down
+    default: return 0.0;  // rings: in NCCL's own latency
+  }
+}
+
 double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
                                double simple_busbw_gbs, const NcclSystem& system) {
   const int gen = generation(system);
@@ -200,6 +215,44 @@ double nccl_tree_efficiency(NcclProtocol protocol, double bytes) {
   const int log_size = log2i(chunks);
   if (log_size >= 23) return 1.0;
   return kTreeCorrection[static_cast<int>(protocol)][log_size];
+}
+
+int nccl_p2p_channels(double bytes, int ranks, const NcclSystem& system) {
+  auto pow2_up = [](int v) {
+    int p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
+  constexpr int kMaxChannels = 64;                    // device.h MAXCHANNELS (2.29)
+  constexpr double kMinPartBytes = (1 << 19) / 8.0;   // P2P_NVL_CHUNKSIZE / 8, one node
+  constexpr double kMaxPartBytes = (1 << 19) * 32.0;  // P2P_NVL_CHUNKSIZE x 32
+  const int p2p_channels = pow2_up(std::clamp(system.channels, 1, kMaxChannels));
+  // paths.cc ncclTopoGetNchannels: 2 x (path bw / one NVLink's bw) = 2 x the
+  // GPU's NVLinks to the NVSwitches: 12 on A100 (NVLink3), 18 on H100 / B200.
+  const int nvlinks = system.compute_capability >= 90 ? 18 : 12;
+  const int per_peer = std::min(p2p_channels, pow2_up(2 * nvlinks));
+  int channels_min = per_peer;
+  while (channels_min * std::max(1, ranks) > p2p_channels && channels_min > 1) channels_min /= 2;
+  if (!(bytes > 0)) return 1;
+  int channels = static_cast<int>(std::min<double>(channels_min, std::ceil(bytes / kMinPartBytes)));
+  double part = std::max(kMinPartBytes, std::ceil(bytes / channels));
+  while (part > kMaxPartBytes && channels <= per_peer / 2) {
+    channels *= 2;
+    part = std::ceil(bytes / channels);
+  }
+  return channels;
+}
+
+NcclProtocol nccl_p2p_protocol(double bytes, int ranks, int nodes, const NcclSystem& system) {
+  constexpr double kLlThresholdBytes = 16384;  // enqueue.cc P2P_LL_THRESHOLD
+  const int channels = nodes > 1 ? static_cast<int>(std::clamp(std::ceil(bytes / 65536.0), 1.0, 2.0))
+                                 : nccl_p2p_channels(bytes, ranks, system);
+  return bytes <= channels * kLlThresholdBytes ? NcclProtocol::kLL : NcclProtocol::kSimple;
+}
+
+double nccl_p2p_channel_nvlink_gbs(const NcclSystem& system) {
+  const int cc = system.compute_capability;
+  return cc >= 100 ? 40.1 : cc >= 90 ? 20.6 : cc == 86 ? 12.0 : cc >= 70 ? 20.0 : 18.0;  // topo.h SMxx_NVLINK_BW
 }
 
 }  // namespace megascale::network

@@ -4,7 +4,9 @@
 //
 // defines: NcclProtocol, NcclSystem, nccl_system_for, to_string,
 //          parse_nccl_protocol, nccl_algorithm_enabled, nccl_latency_us,
-//          nccl_protocol_busbw_gbs, nccl_tree_efficiency
+//          nccl_protocol_busbw_gbs, nccl_tree_efficiency, nccl_p2p_channels,
+//          nccl_network_post_us, nccl_p2p_protocol,
+//          nccl_p2p_channel_nvlink_gbs
 //
 // Source: NVIDIA/nccl src/graph/tuning.cc as of NCCL 2.30.7 (commit 5067397c,
 // read with `fetch github:NVIDIA/nccl`): ncclTopoTuneModel (per algorithm x
@@ -22,7 +24,11 @@
 //   - latency: nccl_latency_us is NCCL's own latency for the algorithm and
 //     protocol (base + per-hop NVLink / network latency x hops, the CPU's
 //     network post overhead, the multi-node ring plateau); the fabric's path
-//     latencies and congestion-control queueing are added per hop by the caller;
+//     latencies and congestion-control queueing are added per hop by the caller,
+//     and so are the network posts NCCL's tuner charges rings but not trees
+//     (nccl_network_post_us), which the time has and NCCL's ranking does not;
+//   - send/recv in one node: NCCL's p2p channel count for the size
+//     (nccl_p2p_channels) x one NVLink's bandwidth bounds the bandwidth;
 //   - choice: the tuner (net collective --algo auto --proto auto) runs every
 //     enabled (algorithm, protocol) pair and keeps the fastest, as NCCL does
 //     with its own estimates. CollNet (SHARP-capable switches) and PAT (one GPU
@@ -85,6 +91,18 @@ bool nccl_algorithm_enabled(CollectiveAlgorithm algorithm, NcclProtocol protocol
 double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks, int nodes,
                        double bytes, const NcclSystem& system);
 
+// The network-post time on the critical path that NCCL's tuner leaves out of
+// a tree's latency, us (added to nccl_latency_us for the time; not part of
+// NCCL's estimate, so not of its choice). Each network hop is one send posted
+// by the sending node's proxy thread and one receive by the receiving node's,
+// each costing getNetOverhead (tuning.cc: 1 us on Intel hosts, 2 us on AMD, x3
+// for Simple; NCCL charges it to every step of a multi-node ring as
+// max(intraLat, netOverhead) but not to trees). Tree and NVLS tree:
+// 2 log2(nodes) hops x 2 posts; send/recv across nodes: 1 hop x 2 posts;
+// rings and one node: 0.
+double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                            const NcclSystem& system);
+
 // The bus bandwidth (nccl-tests' busbw) of `protocol` for an algorithm whose
 // Simple-protocol bus bandwidth on this fabric is `simple_busbw_gbs` (NCCL:
 // ring LL = min(Simple / 2, llMaxBw); ring LL128 = min(0.92 Simple, channels x
@@ -97,5 +115,34 @@ double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol proto
 // (treeCorrectionFactor, tuning.cc: "trees are not perfectly sticking to the
 // model for medium sizes"), 0.4 .. 1.
 double nccl_tree_efficiency(NcclProtocol protocol, double bytes);
+
+// Send/recv inside one NVLink node (NCCL 2.29, enqueue.cc addP2pToPlan and
+// graph/paths.cc ncclTopoComputeP2pChannels): a send of `bytes` to one peer, in
+// a communicator of `ranks` ranks, runs on nChannels channels: it starts at
+// min(nChannelsMin, bytes / 64 KiB) (minPartSize = P2P_NVL_CHUNKSIZE 512 KiB / 8)
+// and doubles while a channel's part exceeds 16 MiB (maxPartSize = 32 x 512 KiB),
+// up to the channels per peer. p2pnChannels = pow2Up(collective channels);
+// per peer: pow2Up(2 x NVLinks to the peer: 12 on A100, 18 on H100) capped at
+// p2pnChannels; nChannelsMin halves the
+// per-peer count until nChannelsMin x ranks <= p2pnChannels. So 8 H100s
+// (32 channels) send 32 MiB and 64 MiB on 4 channels, 128 MiB on 8, 256 MiB on
+// 16, 512 MiB and more on 32.
+int nccl_p2p_channels(double bytes, int ranks, const NcclSystem& system);
+
+// NCCL's protocol for that send/recv (enqueue.cc addP2pToPlan): LL while the
+// payload is at most nChannels x P2P_LL_THRESHOLD (16 KiB), Simple above; no
+// estimate is involved. One node: nccl_p2p_channels; across nodes NCCL splits
+// into 64 KiB parts (P2P_NET_CHUNKSIZE 128 KiB / 2) over at most 2 channels at
+// first (nChannelsMin with 16+ ranks), which this takes.
+NcclProtocol nccl_p2p_protocol(double bytes, int ranks, int nodes, const NcclSystem& system);
+
+// The most one send/recv channel moves over NVLink, GB/s: NCCL's bandwidth of
+// one NVLink (graph/topo.h ncclTopoNVLinkBw: SM80 20.0, SM90 20.6, SM100 40.1).
+// A p2p channel is one CTA moving one peer's part; taking one NVLink's worth as
+// its ceiling is this model's assumption (NCCL states no per-channel p2p
+// bandwidth). It agrees with nccl-tests sendrecv on 8 H100 below 256 MiB
+// (results/nccl-tests.md: 32 and 64 MiB at 79-82 GB/s on 4 channels, 128 MiB
+// at 163 GB/s on 8: 20-20.5 GB/s a channel).
+double nccl_p2p_channel_nvlink_gbs(const NcclSystem& system);
 
 }  // namespace megascale::network

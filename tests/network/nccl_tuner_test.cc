@@ -199,5 +199,91 @@ TEST(CollectiveTuner, HopperUsesNvlsForLargeAllReduceInANode) {
   EXPECT_EQ(tune_collective(sim, req).best.algorithm, CollectiveAlgorithm::kRing);
 }
 
+// getNetOverhead (2 us AMD, 1 us Intel, x3 Simple) per network post; a tree
+// all-reduce over 2 nodes posts 2 hops x (send + receive); 4 nodes: 4 hops.
+TEST(NcclTuner, NetworkPostsOnTheTreesCriticalPath) {
+  const auto ar = CollectiveOp::kAllReduce;
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, kA100), 8.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, kH100), 4.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kSimple, ar, 4, kA100), 48.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, ar, 2, kH100), 12.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, CollectiveOp::kSendRecv, 2,
+                                        kA100),
+                   4.0);
+  // Rings carry them in NCCL's own latency; one node posts nothing.
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 2, kA100), 0.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 1, kA100), 0.0);
+}
+
+// The simulated tree time carries the posts; NCCL's estimate (the ranking) does not.
+TEST(CollectiveTuner, TreeTimeCarriesNetworkPostsButNcclsEstimateDoesNot) {
+  Fabric f(16);
+  CollectiveOptions o;
+  o.nccl = kA100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kAllReduce;
+  req.groups = {first_gpus(16)};
+  req.bytes = 8;
+  const TunedCollective t = tune_collective(sim, req, CollectiveAlgorithm::kTree, NcclProtocol::kLL);
+  const double nccl_us = nccl_latency_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, req.op, 16, 2, 8, kA100);
+  EXPECT_GT(t.best.latency_s * 1e6, nccl_us + 8.0);  // + the fabric's path latencies
+  for (const TunerCandidate& c : t.candidates) {
+    if (c.enabled) {
+      EXPECT_NEAR(c.time_s - c.estimate_s, 8e-6, 5e-8);
+    }
+  }
+}
+
+// NCCL 2.29 enqueue.cc addP2pToPlan on 8 GPUs of one node with 32 channels:
+// nChannelsMin = 4 (4 x 8 <= 32), doubling while a part exceeds 16 MiB, at most 32.
+TEST(NcclTuner, P2pChannelsGrowWithTheSize) {
+  const double mib = 1 << 20;
+  EXPECT_EQ(nccl_p2p_channels(8, 8, kH100), 1);              // one 64 KiB part
+  EXPECT_EQ(nccl_p2p_channels(200 * 1024, 8, kH100), 4);     // 4 parts of 64 KiB+
+  EXPECT_EQ(nccl_p2p_channels(32 * mib, 8, kH100), 4);
+  EXPECT_EQ(nccl_p2p_channels(64 * mib, 8, kH100), 4);       // 16 MiB parts: not above
+  EXPECT_EQ(nccl_p2p_channels(128 * mib, 8, kH100), 8);
+  EXPECT_EQ(nccl_p2p_channels(256 * mib, 8, kH100), 16);
+  EXPECT_EQ(nccl_p2p_channels(512 * mib, 8, kH100), 32);
+  EXPECT_EQ(nccl_p2p_channels(16384 * mib, 8, kH100), 32);   // capped at p2pnChannels
+  // Two ranks: nChannelsMin = 16; A100's 24 channels round up to 32.
+  EXPECT_EQ(nccl_p2p_channels(64 * mib, 2, kA100), 16);
+  EXPECT_DOUBLE_EQ(nccl_p2p_channel_nvlink_gbs(kH100), 20.6);
+  // LL up to nChannels x 16 KiB.
+  EXPECT_EQ(nccl_p2p_protocol(16384, 8, 1, kH100), NcclProtocol::kLL);
+  EXPECT_EQ(nccl_p2p_protocol(200 * 1024, 8, 1, kH100), NcclProtocol::kSimple);  // 4 ch x 16 KiB < 200 KiB
+  EXPECT_EQ(nccl_p2p_protocol(64 * 1024, 8, 1, kH100), NcclProtocol::kSimple);   // one 64 KiB part: 16 KiB max
+  EXPECT_EQ(nccl_p2p_protocol(12288, 16, 2, kA100), NcclProtocol::kLL);
+  EXPECT_EQ(nccl_p2p_protocol(98304, 16, 2, kA100), NcclProtocol::kSimple);      // 2 parts: 32 KiB max
+
+  EXPECT_DOUBLE_EQ(nccl_p2p_channel_nvlink_gbs(kA100), 20.0);
+}
+
+// A 64 MiB send/recv ring over 8 H100s runs on 4 channels: ~82 GB/s, far below
+// NVLink; from 512 MiB on, 32 channels and NVLink is the limit again.
+TEST(CollectiveTuner, NvlinkSendRecvIsChannelBoundBelow512MiB) {
+  Fabric f(8);
+  CollectiveOptions o;
+  o.nvlink_busbw_gbs = 370.0;
+  o.nccl = kH100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kSendRecv;
+  req.groups = {first_gpus(8)};
+  req.bytes = 64.0 * (1 << 20);
+  const CollectiveResult mid = tune_collective(sim, req).best;
+  EXPECT_NEAR(mid.bandwidth_s, req.bytes / (4 * 20.6e9), 1e-9);
+  req.bytes = 8.0 * (1 << 30);
+  const CollectiveResult large = tune_collective(sim, req).best;
+  // The fabric's NVLink bound (~300 GB/s here), not 32 x 20.6 = 659.
+  EXPECT_GT(large.busbw_gbs, 250.0);
+  EXPECT_LT(large.busbw_gbs, 371.0);
+  // NCCL's p2p protocol is by size: LL for 8 B, Simple for 64 MiB.
+  EXPECT_EQ(mid.protocol, NcclProtocol::kSimple);
+  req.bytes = 8;
+  EXPECT_EQ(tune_collective(sim, req).best.protocol, NcclProtocol::kLL);
+}
+
 }  // namespace
 }  // namespace megascale::network
