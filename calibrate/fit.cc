@@ -256,4 +256,27 @@ std::string fit_markdown(const FitResult& r, const std::string& command) {
   return o.str();
 }
 
+FitParams parse_fit_params(const std::string& names) {
+  FitParams params = {false, false};
+  std::istringstream in(names);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name == "step_overhead") params.step_overhead = true;
+    else if (name == "compute_scale") params.compute_scale = true;
+    else if (!name.empty()) throw std::invalid_argument("expected step_overhead and/or compute_scale, got '" + name + "'");
+  }
+  return params;
+}
+
+std::pair<std::vector<MeasuredRun>, std::vector<MeasuredRun>> split_held_out(const std::vector<MeasuredRun>& runs,
+                                                                             const std::vector<std::string>& held_out) {
+  std::pair<std::vector<MeasuredRun>, std::vector<MeasuredRun>> split;
+  for (const MeasuredRun& r : runs)
+    (std::find(held_out.begin(), held_out.end(), r.name) != held_out.end() ? split.second : split.first).push_back(r);
+  for (const std::string& h : held_out) {
+    if (std::none_of(runs.begin(), runs.end(), [&](const MeasuredRun& r) { return r.name == h; }))
+      throw std::invalid_argument("no run named '" + h + "'");
+  }
+  return split;
+}
+
 }  // namespace megascale::calibrate

@@ -29,6 +29,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -58,6 +59,15 @@ struct FitParams {
   bool step_overhead = true;
   bool compute_scale = true;
 };
+
+// "step_overhead,compute_scale" (`calibrate fit --params`): the parameters to fit.
+// Throws std::invalid_argument naming one that is neither.
+FitParams parse_fit_params(const std::string& names);
+
+// `runs` split into those to fit and those held out (named in `held_out`, each
+// of which must name a run: std::invalid_argument otherwise).
+std::pair<std::vector<MeasuredRun>, std::vector<MeasuredRun>> split_held_out(const std::vector<MeasuredRun>& runs,
+                                                                             const std::vector<std::string>& held_out);
 
 struct FitRow {
   std::string name;

@@ -174,4 +174,27 @@ base::Json updated_golden(const base::Json& old, const std::map<std::string, bas
   return j;
 }
 
+std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<fs::path> found;
+      for (const auto& e : fs::recursive_directory_iterator(in, ec)) {
+        if (e.is_regular_file() && e.path().extension() == ".toml") found.push_back(e.path());
+      }
+      if (ec) throw std::invalid_argument(in + ": cannot list the directory: " + ec.message());
+      if (found.empty()) throw std::invalid_argument(in + ": no *.toml scenario in this directory");
+      std::sort(found.begin(), found.end());
+      for (const fs::path& f : found) files.push_back(f.string());
+    } else if (fs::is_regular_file(in, ec)) {
+      files.emplace_back(in);
+    } else {
+      throw std::invalid_argument(in + ": no such scenario file or directory");
+    }
+  }
+  return files;
+}
+
 }  // namespace megascale::calibrate

@@ -49,6 +49,11 @@ class GoldenError : public std::runtime_error {
 // The stored figures of one estimate (the object under "scenarios").
 base::Json estimate_metrics(const model::Estimate& e);
 
+// The scenarios `megascale check DIR|FILE...` runs: every *.toml under each DIR
+// (recursively, sorted), and each FILE as given. Throws std::invalid_argument for
+// an input that is neither, or a DIR without a scenario.
+std::vector<std::string> scenario_files(const std::vector<std::string>& inputs);
+
 // estimate_metrics of each scenario file at `fidelity` ("event": sim/event_run.h,
 // else model::estimate), keyed by its path relative to `golden_dir` (the golden
 // file's folder). `progress(i, n, file)` is called before each. Throws

@@ -4,15 +4,13 @@
 //
 // Exit codes: 0 every scenario matches its stored figures (or --update wrote
 // them), 1 a regression (or a new / removed scenario), 2 bad input.
-#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
-#include "calibrate/golden.h"
-#include "cli/args.h"
-#include "cli/commands.h"
 #include "base/text_file.h"
-#include "model/scenario.h"
+#include "calibrate/golden.h"
+#include "cli/commands.h"
 #include "report/estimate_report.h"
 #include "report/golden_report.h"
 
@@ -26,57 +24,12 @@ namespace fs = std::filesystem;
 // intended model changes below it.
 constexpr double kDefaultTolerance = 0.02;
 
-// "2%" or "0.02" -> 0.02, in [0, 1).
-double tolerance_of(const ParsedArgs& p) {
-  if (!p.has("--tolerance")) return kDefaultTolerance;
-  std::string text = p.values.at("--tolerance");
-  const bool percent = !text.empty() && text.back() == '%';
-  if (percent) text.pop_back();
-  try {
-    size_t used = 0;
-    double v = std::stod(text, &used);
-    if (used != text.size()) throw std::invalid_argument("");
-    if (percent) v /= 100;
-    if (!(v >= 0 && v < 1)) throw std::invalid_argument("");
-    return v;
-  } catch (const std::exception&) {
-    throw UsageError("--tolerance expects a share such as 2% or 0.02 (0 to under 100%), got '" +
-                     p.values.at("--tolerance") + "'");
-  }
-}
-
-// Every *.toml under each DIR (recursively, sorted), and each FILE as given.
-std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) {
-  std::vector<std::string> files;
-  for (const std::string& in : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<fs::path> found;
-      for (const auto& e : fs::recursive_directory_iterator(in, ec)) {
-        if (e.is_regular_file() && e.path().extension() == ".toml") found.push_back(e.path());
-      }
-      if (ec) throw std::invalid_argument(in + ": cannot list the directory: " + ec.message());
-      if (found.empty()) throw UsageError(in + ": no *.toml scenario in this directory");
-      std::sort(found.begin(), found.end());
-      for (const fs::path& f : found) files.push_back(f.string());
-    } else if (fs::is_regular_file(in, ec)) {
-      files.emplace_back(in);
-    } else {
-      throw UsageError(in + ": no such scenario file or directory");
-    }
-  }
-  return files;
-}
-
-}  // namespace
-
-int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
-  const ParsedArgs p = parse_args(args, {"--json", "--update"}, {"--golden", "--tolerance", "--fidelity", "--set"});
+int check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.positional.empty()) throw UsageError("check expects scenario DIRs or FILEs");
   if (!p.has("--golden")) throw UsageError("check needs --golden FILE (create it with --update)");
   if (p.has("--set")) throw UsageError("check compares the scenarios as stored; --set would gate a what-if");
-  const std::string golden_path = p.values.at("--golden");
-  const double tolerance = tolerance_of(p);
+  const std::string golden_path = p.text("--golden");
+  const double tolerance = p.number("--tolerance", kDefaultTolerance);
   const fs::path golden_dir = fs::absolute(golden_path).parent_path();
 
   base::Json golden;
@@ -90,20 +43,17 @@ int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
   } else if (!p.on("--update")) {
     throw std::invalid_argument(golden_path + ": no such golden file (record one with --update)");
   }
-  std::string fidelity = p.has("--fidelity") ? p.values.at("--fidelity")
-                         : have_golden       ? golden["fidelity"].get<std::string>()
-                                             : "event";
+  const std::string fidelity = p.text("--fidelity", have_golden ? golden["fidelity"].get<std::string>() : "event");
   if (fidelity != "event" && fidelity != "analytical")
-    throw UsageError("--fidelity must be 'analytical' or 'event', got '" + fidelity + "'");
+    throw UsageError("--fidelity must be event or analytical, got '" + fidelity + "'");
   if (have_golden && !p.on("--update") && golden["fidelity"] != fidelity) {
     throw std::invalid_argument(golden_path + ": recorded at " + golden["fidelity"].get<std::string>() +
                                 " fidelity; checking at " + fidelity + " would compare different models");
   }
 
   const std::map<std::string, base::Json> now = calibrate::scenario_metrics(
-      scenario_files(p.positional), golden_dir.string(), fidelity, [&](size_t i, size_t n, const std::string& f) {
-        err << "check: " << i + 1 << "/" << n << " " << f << "\n" << std::flush;
-      });
+      calibrate::scenario_files(p.positional), golden_dir.string(), fidelity,
+      [&](size_t i, size_t n, const std::string& f) { err << "check: " << i + 1 << "/" << n << " " << f << "\n" << std::flush; });
   auto exists = [&](const std::string& key) { return fs::exists(golden_dir / key); };
 
   if (p.on("--update")) {
@@ -112,23 +62,30 @@ int cmd_check(const Args& args, std::ostream& out, std::ostream& err) {
       throw std::invalid_argument(golden_path + ": cannot write the golden file");
     err << "check: stored " << now.size() << " scenario(s) at " << fidelity << " fidelity in " << golden_path
         << " (" << updated["scenarios"].size() << " in all)\n";
-    if (p.on("--json")) {
-      base::Json j;
-      j["updated"] = true;
-      j["golden"] = golden_path;
-      j["stored"] = now.size();
-      out << report::report_json(j) << "\n";
-    }
+    if (p.on("--json")) out << report::report_json({{"updated", true}, {"golden", golden_path}, {"stored", now.size()}}) << "\n";
     return 0;
   }
 
   const calibrate::GateResult r = calibrate::compare_with_golden(golden, golden_path, now, tolerance, exists);
-  if (p.on("--json")) {
-    out << report::report_json(report::gate_json(r, golden_path, fidelity, tolerance)) << "\n";
-  } else {
-    out << report::gate_text(r, golden_path, fidelity, tolerance);
-  }
+  out << (p.on("--json") ? report::report_json(report::gate_json(r, golden_path, fidelity, tolerance)) + "\n"
+                         : report::gate_text(r, golden_path, fidelity, tolerance));
   return r.pass() ? 0 : 1;
+}
+
+}  // namespace
+
+CommandEntry check_command() {
+  return {{"check", "DIR|FILE... --golden FILE [options]",
+           "a CI gate: run each scenario (every *.toml under a DIR) and compare with the\n"
+           "stored results key by key; exit 1 on a change beyond the tolerance, a new or a\n"
+           "removed scenario",
+           {{"--golden", Kind::kText, "FILE", "the stored results (JSON)"},
+            {"--tolerance", Kind::kFraction, "2%", "largest relative change that passes (default 2%)", 0,
+             std::nextafter(1.0, 0.0), "a share such as 2% or 0.02 (0 to under 100%)"},
+            {"--update", Kind::kFlag, "", "record the results in the golden file"},
+            fidelity_option("default: the golden file's, else event"), json_flag(),
+            {"--set", Kind::kRepeated, "KEY=VALUE", "refused: the gate compares the scenarios as stored"}}},
+          check};
 }
 
 }  // namespace megascale::cli

@@ -5,16 +5,13 @@
 //               or on a scenario's fabric (--scenario);
 //   ecmp:       network/ecmp_stats.h (Monte Carlo through the router + theory);
 //   incast:     network/congestion.h's incast_report (+ incast_svg for --plot).
-// Exit codes as every command (cli/commands.h): 0 ok, 2 bad input - usage errors
-// with the net usage text, scenario errors (file:line: key: reason), fabric
-// errors naming the FabricSpec parameter, unknown GPU profiles.
+// Exit codes as every command (cli/commands.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -35,122 +32,51 @@
 namespace megascale::cli {
 namespace {
 
-std::string net_usage() {
-  return "usage: megascale net <collective|ecmp|incast> [options]\n"
-         "\n"
-         "  collective --op allgather|reducescatter|allreduce|sendrecv --gpus N --bytes B\n"
-         "             [--algo auto|ring|tree|nvls|nvls-tree|hierarchical] [--proto auto|LL|LL128|Simple]\n"
-         "             [--gpu A100-SXM4-80GB] [--scenario FILE]\n"
-         "             [--groups G] [--ranks-per-server M] [--placement packed|scattered [--seed S]]\n"
-         "             [--qps Q] [--cc hybrid|dcqcn|swift|none] [--json]\n"
-         "      time, algbw and busbw (nccl-tests conventions, GB/s) of one collective over N\n"
-         "      ranks, with G identical communicators running at once (default 1) laid out as\n"
-         "      Megatron-LM's data-parallel groups, M ranks of each on a server (default\n"
-         "      gcd(N, GPUs per server)); scattered shuffles the servers (rings then cross the\n"
-         "      aggregation and core tiers). On the MegaScale 3-tier fabric sized for them, or\n"
-         "      on the scenario's [network]/[cluster]/[hardware] fabric. B takes K/M/G/T or\n"
-         "      KiB/MiB/GiB/TiB (powers of 1024, as nccl-tests) or KB/MB/GB/TB (powers of 1000).\n"
-         "      auto (default) picks the algorithm and protocol as NCCL's tuner does (NCCL 2.30\n"
-         "      tuning.cc: latency + bytes / bandwidth per pair, the fastest runs) and prints\n"
-         "      every pair considered; --algo / --proto restrict it like NCCL_ALGO / NCCL_PROTO.\n"
-         "  ecmp --paths N --flows K --qps Q [--trials T] [--seed S] [--hash crc32|murmur3] [--json]\n"
-         "      K flows of Q QPs hashed onto N equal-cost paths: mean fraction of paths used\n"
-         "      and the efficiency of a synchronous collective (1/E[max load]), measured\n"
-         "      through the router and in theory (balls into bins).\n"
-         "  incast --senders N --cc dcqcn|swift|hybrid|none [--plot FILE.svg] [--duration-us D]\n"
-         "         [--capacity-gbps C] [--no-pfc] [--json]\n"
-         "      N senders into one switch port: queue, throughput and PFC pauses over time;\n"
-         "      --plot writes them as an SVG.\n";
+const std::string& required(const ParsedArgs& p, const std::string& name) {
+  if (!p.has(name)) throw UsageError(name + " is required");
+  return p.text(name);
 }
 
 // Subcommands of `net` take no positional arguments.
-ParsedArgs parse_net_args(const Args& args, const std::set<std::string>& switches,
-                          const std::set<std::string>& valued) {
-  ParsedArgs p = parse_args(args, switches, valued);
+void no_positional(const ParsedArgs& p) {
   if (!p.positional.empty()) throw UsageError("unexpected argument '" + p.positional.front() + "'");
-  return p;
 }
 
-const std::string& required(const ParsedArgs& p, const std::string& name) {
-  auto it = p.values.find(name);
-  if (it == p.values.end()) throw UsageError(name + " is required");
-  return it->second;
-}
-
-int64_t integer(const ParsedArgs& p, const std::string& name, int64_t fallback, int64_t min, int64_t max) {
-  auto it = p.values.find(name);
-  if (it == p.values.end()) return fallback;
-  const std::string& s = it->second;
-  try {
-    size_t used = 0;
-    const long long v = std::stoll(s, &used);
-    if (used != s.size() || v < min || v > max) throw std::invalid_argument("");
-    return v;
-  } catch (const std::exception&) {
-    throw UsageError(name + " expects an integer in " + std::to_string(min) + ".." + std::to_string(max) +
-                     ", got '" + s + "'");
-  }
-}
-
-double number(const ParsedArgs& p, const std::string& name, double fallback) {
-  auto it = p.values.find(name);
-  if (it == p.values.end()) return fallback;
-  const std::string& s = it->second;
-  try {
-    size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used != s.size() || !(v > 0) || !std::isfinite(v)) throw std::invalid_argument("");
-    return v;
-  } catch (const std::exception&) {
-    throw UsageError(name + " expects a positive number, got '" + s + "'");
-  }
-}
-
-int net_collective(const Args& args, std::ostream& out) {
-  const ParsedArgs p = parse_net_args(args, {"--json"},
-                                  {"--op", "--gpus", "--bytes", "--gpu", "--algo", "--proto", "--scenario", "--groups",
-                                   "--ranks-per-server", "--qps", "--cc", "--placement", "--seed", "--profile"});
+int net_collective(const ParsedArgs& p, std::ostream& out, std::ostream&) {
+  no_positional(p);
   const std::string& op_name = required(p, "--op");
   const std::optional<network::CollectiveOp> op = network::parse_collective_op(op_name);
   if (!op) throw UsageError("--op must be allgather, reducescatter, allreduce or sendrecv, got '" + op_name + "'");
   required(p, "--gpus");
-  const int ranks = static_cast<int>(integer(p, "--gpus", 0, 2, 1 << 22));
-  double bytes = 0;
-  try {
-    bytes = base::size_bytes(required(p, "--bytes"));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(std::string("--bytes: ") + e.what());
-  }
+  const int ranks = static_cast<int>(p.integer("--gpus", 0));
+  const double bytes = read_option("--bytes", [&] { return base::size_bytes(required(p, "--bytes")); });
   std::optional<network::CollectiveAlgorithm> algo;  // nullopt: NCCL's choice
-  if (p.has("--algo") && p.values.at("--algo") != "auto") {
-    const auto a = network::parse_collective_algorithm(p.values.at("--algo"));
+  if (p.text("--algo", "auto") != "auto") {
+    const auto a = network::parse_collective_algorithm(p.text("--algo"));
     if (!a) {
       throw UsageError("--algo must be auto, ring, tree, nvls, nvls-tree or hierarchical, got '" +
-                       p.values.at("--algo") + "'");
+                       p.text("--algo") + "'");
     }
     algo = *a;
   }
   std::optional<network::NcclProtocol> proto;  // nullopt: NCCL's choice
-  if (p.has("--proto") && p.values.at("--proto") != "auto") {
-    const auto pr = network::parse_nccl_protocol(p.values.at("--proto"));
-    if (!pr) throw UsageError("--proto must be auto, LL, LL128 or Simple, got '" + p.values.at("--proto") + "'");
+  if (p.text("--proto", "auto") != "auto") {
+    const auto pr = network::parse_nccl_protocol(p.text("--proto"));
+    if (!pr) throw UsageError("--proto must be auto, LL, LL128 or Simple, got '" + p.text("--proto") + "'");
     proto = *pr;
   }
   if ((algo == network::CollectiveAlgorithm::kTree || algo == network::CollectiveAlgorithm::kNvlsTree) &&
       *op != network::CollectiveOp::kAllReduce && *op != network::CollectiveOp::kSendRecv) {
     throw UsageError(std::string("--algo ") + network::to_string(*algo) + " is for allreduce only (as in NCCL)");
   }
-  const int groups = static_cast<int>(integer(p, "--groups", 1, 1, 1 << 20));
-  const std::string placement = p.has("--placement") ? p.values.at("--placement") : "packed";
-  if (placement != "packed" && placement != "scattered") {
-    throw UsageError("--placement must be packed or scattered, got '" + placement + "'");
-  }
-  const auto seed = static_cast<uint64_t>(integer(p, "--seed", 1, 0, INT64_MAX));
+  const int groups = static_cast<int>(p.integer("--groups", 1));
+  const std::string placement = p.text("--placement", "packed");
+  const auto seed = static_cast<uint64_t>(p.integer("--seed", 1));
 
   // Hardware, fabric, ECMP and CC: the scenario's, or the MegaScale defaults.
   std::optional<model::Scenario> scenario;
-  if (p.has("--scenario")) scenario = model::load_scenario(p.values.at("--scenario"));
-  sim::CollectiveMachine machine = sim::collective_machine(scenario, p.has("--gpu") ? p.values.at("--gpu") : "");
+  if (p.has("--scenario")) scenario = model::load_scenario(p.text("--scenario"));
+  sim::CollectiveMachine machine = sim::collective_machine(scenario, p.text("--gpu", ""));
   const int gpus_per_server = machine.gpus_per_server;
   sim::CollectiveJob job;
   job.op = *op;
@@ -161,8 +87,7 @@ int net_collective(const Args& args, std::ostream& out) {
   job.seed = seed;
   job.algorithm = algo;
   job.protocol = proto;
-  job.ranks_per_server =
-      static_cast<int>(integer(p, "--ranks-per-server", std::gcd(ranks, gpus_per_server), 1, gpus_per_server));
+  job.ranks_per_server = static_cast<int>(p.integer("--ranks-per-server", std::gcd(ranks, gpus_per_server)));
   if (gpus_per_server % job.ranks_per_server != 0 || ranks % job.ranks_per_server != 0) {
     throw UsageError("--ranks-per-server " + std::to_string(job.ranks_per_server) + " must divide both --gpus (" +
                      std::to_string(ranks) + ") and the GPUs per server (" + std::to_string(gpus_per_server) + ")");
@@ -174,11 +99,10 @@ int net_collective(const Args& args, std::ostream& out) {
                      std::to_string(job.ranks_per_server) + " per server need " + std::to_string(needed) +
                      " GPUs; the scenario's cluster has " + std::to_string(scenario->cluster.gpus));
   }
-  machine.ecmp.qps_per_connection =
-      static_cast<int>(integer(p, "--qps", machine.ecmp.qps_per_connection, 1, network::kMaxQpsPerConnection));
+  machine.ecmp.qps_per_connection = static_cast<int>(p.integer("--qps", machine.ecmp.qps_per_connection));
   if (p.has("--cc")) {
-    const auto cc = network::parse_cc_algorithm(p.values.at("--cc"));
-    if (!cc) throw UsageError("--cc must be hybrid, dcqcn, swift or none, got '" + p.values.at("--cc") + "'");
+    const auto cc = network::parse_cc_algorithm(p.text("--cc"));
+    if (!cc) throw UsageError("--cc must be hybrid, dcqcn, swift or none, got '" + p.text("--cc") + "'");
     machine.options.congestion_control = *cc;
   }
 
@@ -186,7 +110,7 @@ int net_collective(const Args& args, std::ostream& out) {
   // calibrate micro): its answer is printed beside the fabric model's.
   report::CollectiveRun run;
   if (p.has("--profile")) {
-    run.measured = model::load_profile(p.values.at("--profile"));
+    run.measured = model::load_profile(p.text("--profile"));
   } else if (scenario && scenario->hardware.loaded_profile) {
     run.measured = *scenario->hardware.loaded_profile;
   }
@@ -217,18 +141,18 @@ int net_collective(const Args& args, std::ostream& out) {
   return 0;
 }
 
-int net_ecmp(const Args& args, std::ostream& out) {
-  const ParsedArgs p = parse_net_args(args, {"--json"}, {"--paths", "--flows", "--qps", "--trials", "--seed", "--hash"});
+int net_ecmp(const ParsedArgs& p, std::ostream& out, std::ostream&) {
+  no_positional(p);
   for (const char* name : {"--paths", "--flows", "--qps"}) required(p, name);
-  const int paths = static_cast<int>(integer(p, "--paths", 0, 1, 256));
-  const int flows = static_cast<int>(integer(p, "--flows", 0, 1, 1 << 20));
-  const int qps = static_cast<int>(integer(p, "--qps", 1, 1, network::kMaxQpsPerConnection));
-  const int trials = static_cast<int>(integer(p, "--trials", 1000, 1, 10'000'000));
-  const auto seed = static_cast<uint64_t>(integer(p, "--seed", 1, 0, INT64_MAX));
+  const int paths = static_cast<int>(p.integer("--paths", 0));
+  const int flows = static_cast<int>(p.integer("--flows", 0));
+  const int qps = static_cast<int>(p.integer("--qps", 1));
+  const int trials = static_cast<int>(p.integer("--trials", 1000));
+  const auto seed = static_cast<uint64_t>(p.integer("--seed", 1));
   network::EcmpHash hash = network::EcmpHash::kCrc32;
   if (p.has("--hash")) {
-    const auto h = network::parse_ecmp_hash(p.values.at("--hash"));
-    if (!h) throw UsageError("--hash must be crc32 or murmur3, got '" + p.values.at("--hash") + "'");
+    const auto h = network::parse_ecmp_hash(p.text("--hash"));
+    if (!h) throw UsageError("--hash must be crc32 or murmur3, got '" + p.text("--hash") + "'");
     hash = *h;
   }
   if (static_cast<int64_t>(flows) * qps > (1 << 20)) throw UsageError("--flows x --qps must be at most 1048576");
@@ -241,30 +165,21 @@ int net_ecmp(const Args& args, std::ostream& out) {
   return 0;
 }
 
-int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
-  const ParsedArgs p = parse_net_args(args, {"--json", "--no-pfc"},
-                                  {"--senders", "--cc", "--plot", "--duration-us", "--capacity-gbps"});
+int net_incast(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
+  no_positional(p);
   required(p, "--senders");
   const std::string& cc_name = required(p, "--cc");
   network::IncastOptions o;
-  o.senders = static_cast<int>(integer(p, "--senders", 0, 1, 4096));
+  o.senders = static_cast<int>(p.integer("--senders", 0));
   const auto cc = network::parse_cc_algorithm(cc_name);
   if (!cc) throw UsageError("--cc must be dcqcn, swift, hybrid or none, got '" + cc_name + "'");
   o.cc = *cc;
-  o.duration_us = number(p, "--duration-us", o.duration_us);
-  if (o.duration_us > 1e6) throw UsageError("--duration-us must be at most 1000000 (1 s of simulated time)");
-  o.capacity_gbps = number(p, "--capacity-gbps", o.capacity_gbps);
-  // The fluid model steps 1 us at a time through queues sized for real ports;
-  // a port faster than any switch sells (1.6 Tb/s today) only makes it run for
-  // minutes (1e12 did), so the range stops at 3,200 Gb/s.
-  if (o.capacity_gbps > 3200) {
-    throw UsageError("--capacity-gbps must be at most 3200 (a switch port's line rate), got '" +
-                     p.values.at("--capacity-gbps") + "'");
-  }
+  o.duration_us = p.number("--duration-us", o.duration_us);
+  o.capacity_gbps = p.number("--capacity-gbps", o.capacity_gbps);
   o.pfc = !p.on("--no-pfc");
   const network::IncastReport r = network::incast_report(o);
   if (p.has("--plot")) {
-    const std::string& path = p.values.at("--plot");
+    const std::string& path = p.text("--plot");
     if (!base::write_text_atomically(path, network::incast_svg(r))) {
       throw std::invalid_argument("--plot: cannot write '" + path + "'");
     }
@@ -272,7 +187,7 @@ int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
   }
   if (p.on("--json")) {
     base::Json j = network::incast_report_json(r);
-    if (p.has("--plot")) j["plot"] = p.values.at("--plot");
+    if (p.has("--plot")) j["plot"] = p.text("--plot");
     out << report::report_json(j) << "\n";
     return 0;
   }
@@ -282,42 +197,52 @@ int net_incast(const Args& args, std::ostream& out, std::ostream& err) {
 
 }  // namespace
 
-int cmd_net(const Args& args, std::ostream& out, std::ostream& err) {
-  if (args.empty()) {
-    err << "megascale net: missing subcommand\n\n" << net_usage();
-    return 2;
-  }
-  const std::string sub = args[0];
-  if (sub == "--help" || sub == "-h" || sub == "help") {
-    out << net_usage();
-    return 0;
-  }
-  const Args rest(args.begin() + 1, args.end());
-  if (std::find(rest.begin(), rest.end(), "--help") != rest.end() ||
-      std::find(rest.begin(), rest.end(), "-h") != rest.end()) {
-    out << net_usage();
-    return 0;
-  }
-  const std::string where = "megascale net " + sub;
-  try {
-    if (sub == "collective") return net_collective(rest, out);
-    if (sub == "ecmp") return net_ecmp(rest, out);
-    if (sub == "incast") return net_incast(rest, out, err);
-    err << "megascale net: unknown subcommand '" << sub << "' (collective, ecmp, incast)\n\n" << net_usage();
-    return 2;
-  } catch (const UsageError& e) {
-    err << where << ": " << e.what() << "\n\n" << net_usage();
-    return 2;
-  } catch (const model::ScenarioError& e) {
-    err << where << ": " << e.what() << "\n";
-    return 2;
-  } catch (const network::FabricError& e) {
-    err << where << ": cannot build the fabric: parameter " << e.parameter() << ": " << e.reason() << "\n";
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    err << where << ": " << e.what() << "\n";
-    return 2;
-  }
+std::vector<CommandEntry> net_commands() {
+  const Option seed = {"--seed", Kind::kInt, "S", "of the placement or the hashes (default 1)", 0, kNoLimit};
+  const Option qps = {"--qps", Kind::kInt, "Q", "QPs per connection", 1, network::kMaxQpsPerConnection};
+  const Option json = json_flag();
+  CommandEntry collective = {
+      {"net collective", "--op OP --gpus N --bytes B [options]",
+       "time, algbw and busbw (nccl-tests conventions) of one collective on the MegaScale fabric\n"
+       "sized for it (or the scenario's); auto: the algorithm and protocol NCCL's tuner picks",
+       {{"--op", Kind::kText, "allgather|reducescatter|allreduce|sendrecv", "the collective"},
+        {"--gpus", Kind::kInt, "N", "ranks of one communicator", 2, 1 << 22},
+        {"--bytes", Kind::kText, "B", "message size: K/M/G/T or KiB/MiB/GiB/TiB (powers of 1024,\nas nccl-tests) or KB/MB/GB/TB (powers of 1000)"},
+        {"--algo", Kind::kText, "auto|ring|tree|nvls|nvls-tree|hierarchical", "restrict the tuner like NCCL_ALGO"},
+        {"--proto", Kind::kText, "auto|LL|LL128|Simple", "restrict the tuner like NCCL_PROTO"},
+        {"--gpu", Kind::kText, "NAME", "GPU profile (default A100-SXM4-80GB)"},
+        {"--scenario", Kind::kText, "FILE", "the scenario's fabric, ECMP and congestion control"},
+        {"--profile", Kind::kText, "NAME|FILE", "a profile with measured collectives, printed beside"},
+        {"--groups", Kind::kInt, "G", "communicators running at once (default 1)", 1, 1 << 20},
+        {"--ranks-per-server", Kind::kInt, "M", "ranks of each on a server (default gcd(N, GPUs per server))", 1, kMaxInt},
+        {"--placement", Kind::kChoice, "packed|scattered", "scattered shuffles the servers (rings then cross the\naggregation and core tiers)"},
+        seed, qps, {"--cc", Kind::kText, "hybrid|dcqcn|swift|none", "congestion control"}, json}},
+      net_collective};
+  CommandEntry ecmp = {
+      {"net ecmp", "--paths N --flows K --qps Q [options]",
+       "K flows of Q QPs hashed onto N equal-cost paths: paths used and collective efficiency\n"
+       "(1/E[max load]), through the router and in theory",
+       {{"--paths", Kind::kInt, "N", "equal-cost paths", 1, 256},
+        {"--flows", Kind::kInt, "K", "flows", 1, 1 << 20}, qps,
+        {"--trials", Kind::kInt, "T", "Monte Carlo trials (default 1000)", 1, 10'000'000}, seed,
+        {"--hash", Kind::kText, "crc32|murmur3", "the switches' hash (default crc32)"}, json}},
+      net_ecmp};
+  // The fluid model steps 1 us at a time through queues sized for real ports; a
+  // port faster than any switch sells (1.6 Tb/s today) only makes it run for
+  // minutes (1e12 did), so the range stops at 3,200 Gb/s.
+  CommandEntry incast = {
+      {"net incast", "--senders N --cc dcqcn|swift|hybrid|none [options]",
+       "N senders into one switch port: queue, throughput and PFC pauses over time.",
+       {{"--senders", Kind::kInt, "N", "senders", 1, 4096},
+        {"--cc", Kind::kText, "dcqcn|swift|hybrid|none", "congestion control"},
+        {"--plot", Kind::kText, "FILE.svg", "queue, throughput and pauses as an SVG"},
+        {"--duration-us", Kind::kNumber, "D", "simulated time", kAboveZero, 1e6,
+         "a positive number of microseconds, at most 1000000 (1 s of simulated time)"},
+        {"--capacity-gbps", Kind::kNumber, "C", "the port's line rate", kAboveZero, 3200,
+         "a positive line rate, at most 3200 (a switch port's)"},
+        {"--no-pfc", Kind::kFlag, "", "without PFC"}, json}},
+      net_incast};
+  return {collective, ecmp, incast};
 }
 
 }  // namespace megascale::cli

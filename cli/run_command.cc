@@ -18,39 +18,21 @@
 
 namespace megascale::cli {
 
-int cmd_run(const Args& args, std::ostream& out, std::ostream& err) {
+namespace {
+
+int run(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   robust::DriverOptions o;
   robust::ExecutorOptions ex;
-  bool executor = false;
-  std::vector<std::string> files, injects;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    const bool has_value = i + 1 < args.size();
-    if (a == "--executor") {
-      executor = true;
-    } else if (a == "--redis" && has_value) {
-      ex.redis = args[++i];
-    } else if (a == "--job" && has_value) {
-      ex.job = args[++i];
-    } else if (a == "--node" && has_value) {
-      ex.node = std::atoi(args[++i].c_str());
-    } else if (a == "--period" && has_value) {
-      ex.period_s = std::atof(args[++i].c_str());
-    } else if (a == "--inject" && has_value) {
-      injects.push_back(args[++i]);
-    } else if (a == "--set" && has_value) {
-      o.overrides.push_back(args[++i]);
-    } else if (a == "--out" && has_value) {
-      o.profile_path = args[++i];
-    } else if (a == "--work-dir" && has_value) {
-      o.work_dir = args[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      err << "megascale run: unknown option '" << a << "' (or it lacks its value)\n\n" << command_usage("run");
-      return 2;
-    } else {
-      files.push_back(a);
-    }
-  }
+  const bool executor = p.on("--executor");
+  ex.redis = p.text("--redis", ex.redis);
+  ex.job = p.text("--job", ex.job);
+  ex.node = static_cast<int>(p.integer("--node", ex.node));
+  ex.period_s = p.number("--period", ex.period_s);
+  const std::vector<std::string> injects = p.all("--inject");
+  const std::vector<std::string>& files = p.positional;
+  o.overrides = p.all("--set");
+  o.profile_path = p.text("--out", o.profile_path);
+  o.work_dir = p.text("--work-dir", o.work_dir);
   if (executor) {
     if (ex.redis.empty() || ex.job.empty() || !(ex.period_s > 0)) {
       err << "megascale run --executor: needs --redis HOST:PORT --job J --node N --period S\n";
@@ -58,35 +40,24 @@ int cmd_run(const Args& args, std::ostream& out, std::ostream& err) {
     }
     return robust::run_executor(ex);
   }
-  if (files.size() != 1) {
-    err << "megascale run: expects exactly one scenario FILE\n\n" << command_usage("run");
-    return 2;
+  if (files.size() != 1) throw UsageError("expects exactly one scenario FILE");
+  o.scenario_path = files[0];
+  o.scenario = model::load_scenario(files[0], o.overrides);
+  if (o.scenario.train.device != "cpu") {
+    throw model::ScenarioError(o.scenario.source, 0, 0, "train.device",
+                               "`megascale run` drives the CPU engine (train.device = \"cpu\")");
   }
-  try {
-    o.scenario_path = files[0];
-    o.scenario = model::load_scenario(files[0], o.overrides);
-    if (o.scenario.train.device != "cpu") {
-      throw model::ScenarioError(o.scenario.source, 0, 0, "train.device",
-                                 "`megascale run` drives the CPU engine (train.device = \"cpu\")");
+  o.faults = o.scenario.inject;
+  for (const std::string& text : injects) o.faults.push_back(robust::parse_inject(text));
+  for (const model::InjectSpec& f : o.faults) robust::check_inject(f, o.scenario.cluster.gpus, o.scenario.train.steps);
+  for (const model::InjectSpec& f : o.faults) {
+    if ((f.fault == "corrupt_checkpoint" || f.fault == "kill" || f.fault == "hang" || f.fault == "traffic_stop" ||
+         (f.fault == "slow" && o.scenario.recovery.evict_slow)) &&
+        (o.scenario.train.checkpoint_dir.empty() || o.scenario.train.checkpoint_every <= 0)) {
+      throw model::ScenarioError(o.scenario.source, 0, 0, "train.checkpoint_every",
+                                 "fault " + robust::format_inject(f) +
+                                     " restarts the job: it needs train.checkpoint_dir and checkpoint_every > 0");
     }
-    o.faults = o.scenario.inject;
-    for (const std::string& text : injects) o.faults.push_back(robust::parse_inject(text));
-    for (const model::InjectSpec& f : o.faults) robust::check_inject(f, o.scenario.cluster.gpus, o.scenario.train.steps);
-    for (const model::InjectSpec& f : o.faults) {
-      if ((f.fault == "corrupt_checkpoint" || f.fault == "kill" || f.fault == "hang" || f.fault == "traffic_stop" ||
-           (f.fault == "slow" && o.scenario.recovery.evict_slow)) &&
-          (o.scenario.train.checkpoint_dir.empty() || o.scenario.train.checkpoint_every <= 0)) {
-        throw model::ScenarioError(o.scenario.source, 0, 0, "train.checkpoint_every",
-                                   "fault " + robust::format_inject(f) +
-                                       " restarts the job: it needs train.checkpoint_dir and checkpoint_every > 0");
-      }
-    }
-  } catch (const model::ScenarioError& e) {
-    err << "megascale run: " << e.what() << "\n";
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    err << "megascale run: " << e.what() << "\n";
-    return 2;
   }
   if (!robust::redis_server_available() && o.scenario.recovery.redis.empty()) {
     err << "megascale run: redis-server is not on PATH (install redis-server: scripts/setup.sh) and [recovery] redis "
@@ -103,6 +74,24 @@ int cmd_run(const Args& args, std::ostream& out, std::ostream& err) {
   if (o.profile_path.empty()) o.profile_path = "results/recovery/" + o.scenario.name + ".json";
   if (o.work_dir.empty()) o.work_dir = o.scenario.train.work_dir + "/run-" + o.scenario.name;
   return robust::run_driver(o, out, err);
+}
+
+}  // namespace
+
+CommandEntry run_command() {
+  return {{"run", "FILE [options]",
+           "robust training: driver, executors, Redis heartbeats, fault injection, detection,\n"
+           "diagnosis, eviction, resume; writes results/recovery/<scenario>.json",
+           {{"--inject", Kind::kRepeated, "NAME:rank=R:step=S[:percent=P]", "a fault to inject (repeatable)"},
+            set_option(),
+            {"--out", Kind::kText, "FILE", "the measured recovery profile"},
+            {"--work-dir", Kind::kText, "DIR", "checkpoints and logs (default: train.work_dir/run-NAME)"},
+            {"--executor", Kind::kFlag, "", "one executor, started by the driver, with:"},
+            {"--redis", Kind::kText, "HOST:PORT", "the control plane"},
+            {"--job", Kind::kText, "J", "the job's name"},
+            {"--node", Kind::kInt, "N", "this executor's node", 0, kMaxInt},
+            {"--period", Kind::kNumber, "S", "heartbeat period in seconds", kAboveZero, kNoLimit}}},
+          run};
 }
 
 }  // namespace megascale::cli

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <fmt/format.h>
 
@@ -204,6 +206,34 @@ RankingSpread ranking_spread(const SearchResult& r, const std::vector<Estimate>&
   for (size_t i = 0; i < (refined.empty() ? r.top.size() : refined.size()); ++i)
     mfus.push_back(refined.empty() ? r.top[i].estimate.mfu : refined[i].mfu);
   return ranking_spread(mfus, refined.empty() ? kAnalyticalMfuErrorPoints : kEventMfuErrorPoints);
+}
+
+LayoutConstraints parse_layout_constraints(const std::string& text) {
+  LayoutConstraints f;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    int value = 0;
+    try {
+      size_t used = 0;
+      value = eq == std::string::npos ? -1 : std::stoi(item.substr(eq + 1), &used);
+      if (eq == std::string::npos || used != item.size() - eq - 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw std::invalid_argument("'" + item + "' is not KEY=INTEGER (tp, pp, vpp, dp, micro_batch, zero_stage)");
+    }
+    int* slot = key == "tp" ? &f.tp : key == "pp" ? &f.pp : key == "vpp" ? &f.vpp : key == "dp" ? &f.dp
+              : key == "micro_batch" ? &f.micro_batch : key == "zero_stage" ? &f.zero_stage : nullptr;
+    if (slot == nullptr) {
+      throw std::invalid_argument("unknown dimension '" + key + "' (tp, pp, vpp, dp, micro_batch, zero_stage)");
+    }
+    if (value < (key == "zero_stage" ? 0 : 1) || (key == "zero_stage" && value > 3)) {
+      throw std::invalid_argument(key + "=" + std::to_string(value) + " is out of range");
+    }
+    *slot = value;
+  }
+  return f;
 }
 
 }  // namespace megascale::model

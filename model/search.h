@@ -32,6 +32,11 @@ struct LayoutConstraints {
   }
 };
 
+// "tp=8,pp=4": the dimensions a search keeps (`megascale search --fix`): tp, pp,
+// vpp, dp, micro_batch >= 1, zero_stage 0..3. Throws std::invalid_argument
+// naming the item that is not one of them.
+LayoutConstraints parse_layout_constraints(const std::string& text);
+
 struct SearchOptions {
   int gpus = 0;       // 0: the scenario's cluster.gpus
   int top_k = 10;

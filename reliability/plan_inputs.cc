@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <fmt/format.h>
 
@@ -113,6 +114,33 @@ std::vector<Assumption> recovery_assumptions(const model::Scenario& s) {
                label(r.pcie_gbs == d.pcie_gbs, "assumption (spec-sheet PCIe peak of " + gpu.name + ": " +
                                                     fmt(gpu.pcie_gbps / 8, 1) + " GB/s)")});
   return a;
+}
+
+Sweep parse_sweep(const std::string& spec) {
+  Sweep out;
+  const size_t eq = spec.find('=');
+  out.quantity = spec.substr(0, eq);
+  if (eq == std::string::npos || (out.quantity != "checkpoint_interval" && out.quantity != "gpus")) {
+    throw std::invalid_argument("expected checkpoint_interval=V1,V2,... (durations like 5m) or gpus=N1,N2,..., got '" +
+                                spec + "'");
+  }
+  std::stringstream in(spec.substr(eq + 1));
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (out.quantity == "gpus") {
+      char* end = nullptr;
+      const long n = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || n < 1 || n > 10000000)
+        throw std::invalid_argument("gpus: bad GPU count '" + item + "' (a positive integer)");
+      out.values.push_back(static_cast<double>(n));
+    } else {
+      const std::optional<double> v = model::parse_duration_s(item);
+      if (!v || *v <= 0) throw std::invalid_argument("checkpoint_interval: bad duration '" + item + "'");
+      out.values.push_back(*v);
+    }
+  }
+  if (out.values.empty()) throw std::invalid_argument("no values");
+  return out;
 }
 
 }  // namespace megascale::reliability

@@ -94,4 +94,15 @@ std::string search_text(const SearchReport& s) {
   return out;
 }
 
+std::string search_progress_text(int64_t done, int64_t total) {
+  return fmt::format("\rsearch: {} / {} layouts ({:.0f}%){}", done, total, 100.0 * done / total,
+                     done == total ? "\n" : "");
+}
+
+std::string refine_progress_text(size_t i, size_t n, const model::Candidate& c, const model::Estimate& event,
+                                 double took_s) {
+  return fmt::format("refine {}/{}: {}: event MFU {:.1f}% (analytical {:.1f}%; {:.1f} s)\n", i + 1, n,
+                     model::layout_text(c.parallel), 100 * event.mfu, 100 * c.estimate.mfu, took_s);
+}
+
 }  // namespace megascale::report

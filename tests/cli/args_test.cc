@@ -1,7 +1,8 @@
 // tests/cli/args_test.cc: parse_args (cli/args.h, on CLI11) keeps the command
 // line's contract: positionals anywhere, `--opt value` and `--opt=value`, every
-// value of a repeated option, negative numbers as values, and UsageErrors that
-// name the option.
+// value of a repeated option, negative numbers as values, numbers checked by
+// kind and range (decimal, not octal), UsageErrors that name the option; and
+// the usage text lists every row of the table.
 #include "cli/args.h"
 
 #include <gtest/gtest.h>
@@ -9,12 +10,20 @@
 namespace megascale::cli {
 namespace {
 
-const std::set<std::string> kSwitches = {"--json", "--update"};
-const std::set<std::string> kValued = {"--set", "--fail-at", "--gpus"};
+const Command kCommand = {"test", "FILE [options]", "a test command",
+                          {{"--json", Kind::kFlag, "", "JSON"},
+                           {"--update", Kind::kFlag, "", "update"},
+                           {"--set", Kind::kRepeated, "KEY=VALUE", "override"},
+                           {"--fail-at", Kind::kNumber, "T", "seconds"},
+                           {"--gpus", Kind::kInt, "N", "GPUs", 1, kMaxInt},
+                           {"--paths", Kind::kInt, "N", "paths", 1, 256},
+                           {"--jitter", Kind::kNumber, "SIGMA", "noise", 0, 0.25, "a sigma in 0..0.25"},
+                           {"--headroom", Kind::kFraction, "10%", "memory kept free", 0, 0.9},
+                           {"--fidelity", Kind::kChoice, "event|analytical", "which model"}}};
 
 std::string usage_error(const std::vector<std::string>& args) {
   try {
-    parse_args(args, kSwitches, kValued);
+    parse_args(kCommand, args);
   } catch (const UsageError& e) {
     return e.what();
   }
@@ -22,24 +31,39 @@ std::string usage_error(const std::vector<std::string>& args) {
 }
 
 TEST(ParseArgsTest, PositionalsSwitchesAndRepeatedOptions) {
-  const ParsedArgs p = parse_args({"a.toml", "--set", "x=1", "b.toml", "--set=y=2", "--json", "--gpus=8"}, kSwitches,
-                                  kValued);
+  const ParsedArgs p = parse_args(kCommand, {"a.toml", "--set", "x=1", "b.toml", "--set=y=2", "--json", "--gpus=8"});
   EXPECT_EQ(p.positional, (std::vector<std::string>{"a.toml", "b.toml"}));
   EXPECT_TRUE(p.on("--json"));
   EXPECT_FALSE(p.on("--update"));
   EXPECT_EQ(p.all("--set"), (std::vector<std::string>{"x=1", "y=2"}));
-  EXPECT_EQ(p.values.at("--set"), "y=2");  // the last one
-  EXPECT_EQ(p.values.at("--gpus"), "8");
+  EXPECT_EQ(p.text("--set"), "y=2");  // the last one
+  EXPECT_EQ(p.integer("--gpus", 0), 8);
   EXPECT_FALSE(p.has("--fail-at"));
+  EXPECT_EQ(p.number("--fail-at", 2.5), 2.5);
   EXPECT_TRUE(p.all("--fail-at").empty());
 }
 
 TEST(ParseArgsTest, NegativeNumberIsTheOptionsValue) {
-  ParsedArgs p = parse_args({"--fail-at", "-1", "s.toml"}, kSwitches, kValued);
-  EXPECT_EQ(p.values.at("--fail-at"), "-1");
+  ParsedArgs p = parse_args(kCommand, {"--fail-at", "-1", "s.toml"});
+  EXPECT_EQ(p.number("--fail-at", 0), -1);
   EXPECT_EQ(p.positional, (std::vector<std::string>{"s.toml"}));
-  p = parse_args({"--fail-at", "-0.1"}, kSwitches, kValued);
-  EXPECT_EQ(p.values.at("--fail-at"), "-0.1");
+  p = parse_args(kCommand, {"--fail-at", "-0.1"});
+  EXPECT_EQ(p.number("--fail-at", 0), -0.1);
+}
+
+TEST(ParseArgsTest, NumbersAreCheckedByKindAndRange) {
+  EXPECT_EQ(parse_args(kCommand, {"--gpus", "010"}).integer("--gpus", 0), 10);  // not octal
+  EXPECT_EQ(parse_args(kCommand, {"--headroom", "10%"}).number("--headroom", 0), 0.1);
+  EXPECT_EQ(parse_args(kCommand, {"--headroom", "0.2"}).number("--headroom", 0), 0.2);
+  EXPECT_EQ(usage_error({"--gpus", "0"}), "--gpus expects a positive integer, got '0'");
+  EXPECT_EQ(usage_error({"--gpus", "8x"}), "--gpus expects a positive integer, got '8x'");
+  EXPECT_EQ(usage_error({"--gpus", "99999999999999999999"}),
+            "--gpus expects a positive integer, got '99999999999999999999'");
+  EXPECT_EQ(usage_error({"--paths", "257"}), "--paths expects an integer in 1..256, got '257'");
+  EXPECT_EQ(usage_error({"--jitter", "0.3"}), "--jitter expects a sigma in 0..0.25, got '0.3'");
+  EXPECT_EQ(usage_error({"--fail-at", "nan"}), "--fail-at expects a number, got 'nan'");
+  EXPECT_EQ(usage_error({"--headroom", "95%"}), "--headroom expects a share such as 0.1 or 10% in 0..0.9, got '95%'");
+  EXPECT_EQ(usage_error({"--fidelity", "exact"}), "--fidelity must be event or analytical, got 'exact'");
 }
 
 TEST(ParseArgsTest, ErrorsNameTheOption) {
@@ -48,7 +72,14 @@ TEST(ParseArgsTest, ErrorsNameTheOption) {
   EXPECT_EQ(usage_error({"--gpus"}), "--gpus needs a value");
   EXPECT_EQ(usage_error({"--set", "a=1", "--gpus"}), "--gpus needs a value");
   EXPECT_EQ(usage_error({"--json=1"}), "--json takes no value");
-  EXPECT_EQ(usage_error({"--help"}), "unknown option '--help'");  // commands print usage before parsing
+  EXPECT_EQ(usage_error({"--help"}), "unknown option '--help'");  // run_cli prints usage before parsing
+}
+
+TEST(ParseArgsTest, UsageListsEveryOption) {
+  const std::string usage = usage_text(kCommand);
+  EXPECT_EQ(usage.rfind("usage: megascale test FILE [options]\n    a test command\n", 0), 0u) << usage;
+  for (const Option& o : kCommand.options) EXPECT_NE(usage.find("  " + o.name), std::string::npos) << o.name;
+  EXPECT_NE(usage.find("--fidelity event|analytical"), std::string::npos) << usage;
 }
 
 }  // namespace

@@ -466,7 +466,7 @@ TEST_F(CliTest, UnknownFidelityNamesTheChoices) {
   const RunResult r = run_megascale({"simulate", kSmall, "--fidelity", "exact"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--fidelity"), std::string::npos) << dump(r);
-  EXPECT_NE(r.err.find("'analytical' or 'event'"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("event or analytical"), std::string::npos) << dump(r);
   EXPECT_NE(r.err.find("'exact'"), std::string::npos) << dump(r);
   EXPECT_EQ(r.out, "");
 }
@@ -508,7 +508,7 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   const std::string small = kSourceDir + "/scenarios/example-small.toml";
   RunResult r = run_megascale({"search", small, "--gpus", "2147483647"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
-  EXPECT_NE(r.err.find("--gpus 2147483647 is more than"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("--gpus expects an integer in 1..1048576, got '2147483647'"), std::string::npos) << dump(r);
   for (const char* runs : {"2147483648", "4294967297", "0"}) {
     r = run_megascale({"plan", small, "--runs", runs});
     EXPECT_EQ(r.exit_code, 2) << runs << "\n" << dump(r);
@@ -528,10 +528,10 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   // Unbounded work: minutes of silence before (issue 13).
   r = run_megascale({"simulate", small, "--steps", "100000"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
-  EXPECT_NE(r.err.find("--steps must be at most 1000"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("--steps expects an integer in 1..1000"), std::string::npos) << dump(r);
   r = run_megascale({"net", "incast", "--senders", "4", "--cc", "dcqcn", "--capacity-gbps", "1e12"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
-  EXPECT_NE(r.err.find("--capacity-gbps must be at most 3200"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("--capacity-gbps expects a positive line rate, at most 3200"), std::string::npos) << dump(r);
   // A directory as --trace prefix would write hidden dir/.json.
   const fs::path dir = fs::temp_directory_path() / ("megascale-trace-dir-" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -100,11 +100,11 @@ TEST(PlanCommandTest, IterationTimeFromTheEventSimulatorInTheBinary) {
 TEST(PlanCommandTest, InProcessLibraryHasTheSimulatorAndScenarioWhenGiven) {
   // In-process: megascale_cli_lib links sim/ itself (no hook to register).
   std::ostringstream out, err;
-  ASSERT_EQ(megascale::cli::cmd_plan({kMegaScale, "--json", "--runs", "20"}, out, err), 0) << err.str();
+  ASSERT_EQ(megascale::cli::run_cli({"plan", kMegaScale, "--json", "--runs", "20"}, out, err), 0) << err.str();
   EXPECT_EQ(parsed(out.str())["iteration_time_source"], "event") << out.str();
   // --fidelity analytical: the closed form's iteration (faster, optimistic).
   std::ostringstream a_out, a_err;
-  ASSERT_EQ(megascale::cli::cmd_plan({kMegaScale, "--json", "--runs", "20", "--fidelity", "analytical"}, a_out, a_err), 0)
+  ASSERT_EQ(megascale::cli::run_cli({"plan", kMegaScale, "--json", "--runs", "20", "--fidelity", "analytical"}, a_out, a_err), 0)
       << a_err.str();
   EXPECT_EQ(parsed(a_out.str())["iteration_time_source"], "analytical") << a_out.str();
   EXPECT_LT(parsed(a_out.str())["iteration_time_s"].get<double>(), parsed(out.str())["iteration_time_s"].get<double>());
