@@ -404,6 +404,22 @@ void save_checkpoint(Comm& world, const std::string& root, int64_t step,
                           "rank(s) " + rank_list(failed) + " failed to write; no marker written");
 }
 
+namespace {
+
+// Every rank learns whether any rank's shard failed its checks (collective):
+// this rank's own error is rethrown, another rank's becomes a "refused" error,
+// so that no rank goes on with a checkpoint some rank could not read.
+void agree_on_shards(Comm& world, const std::string& root, int64_t step, const std::exception_ptr& error) {
+  const std::vector<int> failed = failed_ranks(world, error != nullptr);
+  if (error) std::rethrow_exception(error);
+  if (!failed.empty())
+    throw CheckpointError(checkpoint_dir(root, step), -1, "refused",
+                          "the shard(s) of rank(s) " + rank_list(failed) +
+                              " failed their checks (see those ranks' errors)");
+}
+
+}  // namespace
+
 ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
                            const CheckpointLayout& expected) {
   std::exception_ptr error;
@@ -413,12 +429,7 @@ ShardState load_checkpoint(Comm& world, const std::string& root, int64_t step,
   } catch (...) {
     error = std::current_exception();
   }
-  const std::vector<int> failed = failed_ranks(world, error != nullptr);
-  if (error) std::rethrow_exception(error);
-  if (!failed.empty())
-    throw CheckpointError(checkpoint_dir(root, step), -1, "refused",
-                          "the shard(s) of rank(s) " + rank_list(failed) +
-                              " failed their checks (see those ranks' errors)");
+  agree_on_shards(world, root, step, error);
   return s;
 }
 
@@ -444,19 +455,11 @@ ShardState load_checkpoint_one_reader(Comm& world, Comm& dp, const std::string& 
   } catch (...) {
     error = std::current_exception();
   }
-  const std::vector<int> failed = failed_ranks(world, error != nullptr);
-  if (error) std::rethrow_exception(error);
-  if (!failed.empty())
-    throw CheckpointError(checkpoint_dir(root, step), -1, "refused",
-                          "the shard(s) of rank(s) " + rank_list(failed) +
-                              " failed their checks (see those ranks' errors)");
-  // The replicated arrays: the reader's copy, broadcast over the group.
+  agree_on_shards(world, root, step, error);
+  // The replicated arrays: the reader's copy (checked above), broadcast over the group.
   for (const auto& [name, floats] : replicated) {
     if (reader) {
-      NamedArray* a = nullptr;
-      for (NamedArray& x : s.arrays)
-        if (x.name == name) a = &x;
-      dp.broadcast(a->data.data(), floats, 0);
+      dp.broadcast(s.find_array(name)->data.data(), floats, 0);
     } else {
       // An older checkpoint may hold the array in this shard too: the reader's wins.
       s.arrays.erase(std::remove_if(s.arrays.begin(), s.arrays.end(), [&](const NamedArray& x) { return x.name == name; }),

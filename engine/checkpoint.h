@@ -95,6 +95,9 @@ struct ShardState {
 
   // nullptr when absent.
   const NamedArray* find_array(const std::string& name) const;
+  NamedArray* find_array(const std::string& name) {
+    return const_cast<NamedArray*>(static_cast<const ShardState&>(*this).find_array(name));
+  }
   std::optional<int64_t> find_value(const std::string& name) const;
 };
 

@@ -371,16 +371,21 @@ TEST_F(OneReaderPerDpGroup, ReaderBroadcastsTheReplicatedArrays) {
 }
 
 TEST_F(OneReaderPerDpGroup, AReaderWithoutTheArrayOrABadShardIsRefusedOnEveryRank) {
+  // Each rank's refusal ("" when it loaded).
+  auto load_on_every_rank = [&] {
+    std::vector<std::string> checks(4);
+    run_on_threads(4, [&](Comm& c) {
+      std::unique_ptr<Comm> dp = c.split(c.rank() % 2, c.rank() / 2);
+      try {
+        load_checkpoint_one_reader(c, *dp, root_, 4, layout(4), {{"params", 1000}});
+      } catch (const CheckpointError& e) {
+        checks[c.rank()] = e.check();
+      }
+    });
+    return checks;
+  };
   save(false);
-  std::vector<std::string> checks(4);
-  run_on_threads(4, [&](Comm& c) {
-    std::unique_ptr<Comm> dp = c.split(c.rank() % 2, c.rank() / 2);
-    try {
-      load_checkpoint_one_reader(c, *dp, root_, 4, layout(4), {{"params", 1000}});
-    } catch (const CheckpointError& e) {
-      checks[c.rank()] = e.check();
-    }
-  });
+  std::vector<std::string> checks = load_on_every_rank();
   EXPECT_EQ(checks[0], "contents");
   EXPECT_EQ(checks[1], "contents");
   EXPECT_EQ(checks[2], "refused");
@@ -393,15 +398,7 @@ TEST_F(OneReaderPerDpGroup, AReaderWithoutTheArrayOrABadShardIsRefusedOnEveryRan
     f.seekp(80);
     f.put('\x7f');
   }
-  std::fill(checks.begin(), checks.end(), "");
-  run_on_threads(4, [&](Comm& c) {
-    std::unique_ptr<Comm> dp = c.split(c.rank() % 2, c.rank() / 2);
-    try {
-      load_checkpoint_one_reader(c, *dp, root_, 4, layout(4), {{"params", 1000}});
-    } catch (const CheckpointError& e) {
-      checks[c.rank()] = e.check();
-    }
-  });
+  checks = load_on_every_rank();
   EXPECT_EQ(checks[3], "checksum mismatch");
   for (int r = 0; r < 3; ++r) EXPECT_EQ(checks[r], "refused") << "rank " << r;
 }
