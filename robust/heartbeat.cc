@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -18,12 +17,6 @@
 
 namespace megascale::robust {
 namespace {
-
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6f", v);
-  return buf;
-}
 
 // CPU time of the whole process: with dp_overlap the collectives (and an
 // injected spin at their entry) run on the executor's communication thread.
@@ -129,8 +122,8 @@ void RankAgent::begin_training(int64_t start_step, double load_s) {
     status_["phase"] = "training";
     status_["step"] = std::to_string(start_step);
     status_["start_step"] = std::to_string(start_step);
-    status_["load_s"] = num(load_s);
-    status_["ready_at_s"] = num(wall_now_s());
+    status_["load_s"] = redis_number(load_s);
+    status_["ready_at_s"] = redis_number(wall_now_s());
   }
   last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;
   last_cpu_s_ = process_cpu_s();
@@ -149,14 +142,14 @@ void RankAgent::on_step(int64_t step, double rank_step_s) {
     std::lock_guard<std::mutex> lock(mutex_);
     step_ = step;
     status_["step"] = std::to_string(step);
-    status_["step_at_s"] = num(wall_now_s());
-    status_["compute_s"] = num(compute);
-    status_["step_wall_s"] = num(rank_step_s);
+    status_["step_at_s"] = redis_number(wall_now_s());
+    status_["compute_s"] = redis_number(compute);
+    status_["step_wall_s"] = redis_number(rank_step_s);
     std::string hist = status_["compute_hist"];
     if (!hist.empty()) hist += ",";
     hist += std::to_string(step);
     hist += ":";
-    hist += num(compute);
+    hist += redis_number(compute);
     size_t entries = 1;
     for (char c : hist) entries += c == ',';
     while (entries > kComputeHistory) {
@@ -190,12 +183,12 @@ void RankAgent::begin_step(int64_t step) {
 void RankAgent::on_checkpoint(int64_t step, double snapshot_s, double persist_s, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   status_["ckpt_step"] = std::to_string(step);
-  status_["ckpt_snapshot_s"] = num(snapshot_s);
-  status_["ckpt_persist_s"] = num(persist_s);
+  status_["ckpt_snapshot_s"] = redis_number(snapshot_s);
+  status_["ckpt_persist_s"] = redis_number(persist_s);
   status_["ckpt_bytes"] = std::to_string(bytes);
   status_["ckpt_count"] = std::to_string(std::atoll(status_["ckpt_count"].c_str()) + 1);
-  status_["ckpt_snapshot_total_s"] = num(std::atof(status_["ckpt_snapshot_total_s"].c_str()) + snapshot_s);
-  status_["ckpt_persist_total_s"] = num(std::atof(status_["ckpt_persist_total_s"].c_str()) + persist_s);
+  status_["ckpt_snapshot_total_s"] = redis_number(std::atof(status_["ckpt_snapshot_total_s"].c_str()) + snapshot_s);
+  status_["ckpt_persist_total_s"] = redis_number(std::atof(status_["ckpt_persist_total_s"].c_str()) + persist_s);
   last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;  // the save is not the next step's compute
   last_cpu_s_ = process_cpu_s();
 }
@@ -203,7 +196,7 @@ void RankAgent::on_checkpoint(int64_t step, double snapshot_s, double persist_s,
 void RankAgent::storage_wait(bool waiting) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    status_["storage_wait_since_s"] = waiting ? num(wall_now_s()) : std::string("0");
+    status_["storage_wait_since_s"] = waiting ? redis_number(wall_now_s()) : std::string("0");
   }
   wake_.notify_all();  // reported at once
 }
@@ -223,7 +216,7 @@ void RankAgent::record_fired(const model::InjectSpec& f) {
   fired_[i] = true;
   std::lock_guard<std::mutex> lock(fire_mutex_);
   const std::string entry =
-      f.fault + "|" + std::to_string(config_.rank) + "|" + std::to_string(step_ + 1) + "|" + num(wall_now_s());
+      f.fault + "|" + std::to_string(config_.rank) + "|" + std::to_string(step_ + 1) + "|" + redis_number(wall_now_s());
   fire_client_->rpush(job_key(config_.job, "fired"), entry);
   // The hardware part of the fault stays with the node (robust/self_check.h
   // NodeFaults): a self-check on it meets the same slow processor or dead link.
@@ -283,10 +276,10 @@ void RankAgent::beat() {
   fields["coll_state"] = s.current.state;
   fields["coll_peer"] = std::to_string(s.current.peer);
   for (const auto& [group, seq] : s.seq_by_group) fields["seq:" + group] = std::to_string(seq);
-  fields["comm_s"] = num(s.comm_s);
+  fields["comm_s"] = redis_number(s.comm_s);
   fields["bytes_sent"] = std::to_string(s.bytes_sent);
   fields["bytes_recv"] = std::to_string(s.bytes_recv);
-  fields["time_s"] = num(wall_now_s());
+  fields["time_s"] = redis_number(wall_now_s());
   beat_client_->hset(job_key(config_.job, "rank:" + std::to_string(config_.rank)), fields);
 }
 

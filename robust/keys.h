@@ -31,6 +31,8 @@
 #include <chrono>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace megascale::robust {
 
 inline std::string job_key(const std::string& job, const std::string& what) { return "ms:" + job + ":" + what; }
@@ -47,5 +49,9 @@ inline constexpr const char* kEnvLogDir = "MEGASCALE_LOG_DIR";       // rank_<r>
 inline double wall_now_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+// A number as the heartbeat and self-check hashes store it: fixed, 6
+// decimals (microseconds for the times, which are seconds).
+inline std::string redis_number(double v) { return fmt::format("{:.6f}", v); }
 
 }  // namespace megascale::robust

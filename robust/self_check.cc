@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -24,18 +23,6 @@
 
 namespace megascale::robust {
 namespace {
-
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6f", v);
-  return buf;
-}
-
-std::string fixed(double v, int decimals) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 double field(const std::map<std::string, std::string>& h, const std::string& k, double fallback = 0) {
   const auto it = h.find(k);
@@ -180,7 +167,7 @@ NodeFaults parse_node_faults(const std::map<std::string, std::string>& hash) {
 }
 
 std::map<std::string, std::string> node_faults_fields(const NodeFaults& f) {
-  return {{"compute_extra_percent", num(f.compute_extra_percent)}, {"link", f.link_down ? "down" : "up"}};
+  return {{"compute_extra_percent", redis_number(f.compute_extra_percent)}, {"link", f.link_down ? "down" : "up"}};
 }
 
 double thread_cpu_now_s() {
@@ -192,7 +179,7 @@ double thread_cpu_now_s() {
 ComputeCheck run_compute_check(int n, int reps, double extra_percent) {
   if (n < 1 || reps < 1 || !(extra_percent >= 0)) {
     throw std::invalid_argument("run_compute_check: need n >= 1, reps >= 1, extra_percent >= 0 (got " +
-                                std::to_string(n) + ", " + std::to_string(reps) + ", " + num(extra_percent) + ")");
+                                std::to_string(n) + ", " + std::to_string(reps) + ", " + redis_number(extra_percent) + ")");
   }
   const size_t nn = static_cast<size_t>(n);
   // A (n, n), B (n, n), C (n, n), row-major; small integers / 8 so that every
@@ -277,7 +264,7 @@ AllReduceCheck loopback_allreduce(size_t floats, double time_limit_s, bool link_
   const std::string why = exchange({&a, &b}, deadline);
   out.seconds = steady_now_s() - t0;
   if (!why.empty()) {
-    out.detail = "timed out after " + fixed(out.seconds, 2) + " s: " + why;
+    out.detail = "timed out after " + fmt::format("{:.2f}", out.seconds) + " s: " + why;
     if (steady_now_s() < deadline) out.detail = why;
     return out;
   }
@@ -323,7 +310,7 @@ AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_no
   }
   if (conn.fd < 0) {
     out.seconds = steady_now_s() - t0;
-    out.detail = "no connection with node " + std::to_string(peer_node) + " within " + fixed(time_limit_s, 2) + " s";
+    out.detail = "no connection with node " + std::to_string(peer_node) + " within " + fmt::format("{:.2f}", time_limit_s) + " s";
     return out;
   }
   const std::vector<float> x = contribution(my_node, floats), expected = contribution(peer_node, floats);
@@ -336,7 +323,7 @@ AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_no
   const std::string why = exchange({&e}, deadline);
   out.seconds = steady_now_s() - t0;
   if (!why.empty()) {
-    out.detail = (steady_now_s() >= deadline ? "timed out after " + fixed(out.seconds, 2) + " s: " : std::string()) +
+    out.detail = (steady_now_s() >= deadline ? "timed out after " + fmt::format("{:.2f}", out.seconds) + " s: " : std::string()) +
                  why + " (with node " + std::to_string(peer_node) + ")";
     return out;
   }
@@ -349,7 +336,7 @@ std::map<std::string, std::string> request_fields(const SelfCheckRequest& r) {
   return {{"id", std::to_string(r.id)},
           {"peer_node", std::to_string(r.peer_node)},
           {"peer_port", std::to_string(r.peer_port)},
-          {"time_limit_s", num(r.time_limit_s)}};
+          {"time_limit_s", redis_number(r.time_limit_s)}};
 }
 
 SelfCheckRequest parse_request(const std::map<std::string, std::string>& hash) {
@@ -363,18 +350,18 @@ SelfCheckRequest parse_request(const std::map<std::string, std::string>& hash) {
 
 std::map<std::string, std::string> report_fields(const SelfCheckReport& r) {
   return {{"id", std::to_string(r.id)},
-          {"baseline_gemm_cpu_s", num(r.baseline_gemm_cpu_s)},
-          {"gemm_cpu_s", num(r.compute.gemm_cpu_s)},
-          {"gflops", num(r.compute.gflops)},
-          {"checksum", num(r.compute.checksum)},
+          {"baseline_gemm_cpu_s", redis_number(r.baseline_gemm_cpu_s)},
+          {"gemm_cpu_s", redis_number(r.compute.gemm_cpu_s)},
+          {"gflops", redis_number(r.compute.gflops)},
+          {"checksum", redis_number(r.compute.checksum)},
           {"loopback_ok", r.loopback.ok ? "1" : "0"},
-          {"loopback_s", num(r.loopback.seconds)},
+          {"loopback_s", redis_number(r.loopback.seconds)},
           {"loopback_detail", r.loopback.detail},
           {"peer_node", std::to_string(r.peer_node)},
           {"neighbour_ok", r.neighbour.ok ? "1" : "0"},
-          {"neighbour_s", num(r.neighbour.seconds)},
+          {"neighbour_s", redis_number(r.neighbour.seconds)},
           {"neighbour_detail", r.neighbour.detail},
-          {"seconds", num(r.seconds)}};
+          {"seconds", redis_number(r.seconds)}};
 }
 
 SelfCheckReport parse_report(int node, const std::map<std::string, std::string>& hash) {
@@ -420,17 +407,17 @@ SelfCheckReport run_self_check(int node, const SelfCheckRequest& req, const Node
 }
 
 SelfCheckVerdict judge_self_check(const SelfCheckReport& node, const SelfCheckReport* reference, double slow_factor) {
-  if (!(slow_factor > 1)) throw std::invalid_argument("judge_self_check: slow_factor must be > 1, got " + num(slow_factor));
+  if (!(slow_factor > 1)) throw std::invalid_argument("judge_self_check: slow_factor must be > 1, got " + redis_number(slow_factor));
   const std::string who = "node " + std::to_string(node.node);
   if (!node.answered) return {true, who + ": no self-check answer"};
   const bool have_ref = reference != nullptr && reference->answered && reference->compute.gemm_cpu_s > 0;
   const double vs_base = node.baseline_gemm_cpu_s > 0 ? node.compute.gemm_cpu_s / node.baseline_gemm_cpu_s : 0;
   const double vs_ref = have_ref ? node.compute.gemm_cpu_s / reference->compute.gemm_cpu_s : 0;
-  std::string compute = "GEMM " + fixed(node.compute.gemm_cpu_s * 1e3, 2) + " ms CPU (" +
-                        fixed(vs_base, 2) + "x its baseline" +
-                        (have_ref ? ", " + fixed(vs_ref, 2) + "x node " + std::to_string(reference->node) + "'s" : "") + ")";
+  std::string compute = "GEMM " + fmt::format("{:.2f}", node.compute.gemm_cpu_s * 1e3) + " ms CPU (" +
+                        fmt::format("{:.2f}", vs_base) + "x its baseline" +
+                        (have_ref ? ", " + fmt::format("{:.2f}", vs_ref) + "x node " + std::to_string(reference->node) + "'s" : "") + ")";
   const bool slow = node.baseline_gemm_cpu_s > 0 && vs_base > slow_factor && (!have_ref || vs_ref > slow_factor);
-  if (slow) return {true, who + ": compute check failed: " + compute + " > " + fixed(slow_factor, 2) + "x"};
+  if (slow) return {true, who + ": compute check failed: " + compute + " > " + fmt::format("{:.2f}", slow_factor) + "x"};
   if (!node.loopback.ok) return {true, who + ": loopback all-reduce failed: " + node.loopback.detail};
   if (node.peer_node >= 0 && !node.neighbour.ok) {
     const bool ref_healthy = reference != nullptr && reference->answered && reference->loopback.ok;
@@ -441,9 +428,9 @@ SelfCheckVerdict judge_self_check(const SelfCheckReport& node, const SelfCheckRe
     return {false, who + ": all-reduce with node " + std::to_string(node.peer_node) +
                        " failed, but that node's own checks failed too: not blamed on " + who};
   }
-  return {false, who + ": passed: " + compute + ", loopback " + fixed(node.loopback.seconds * 1e3, 1) + " ms" +
+  return {false, who + ": passed: " + compute + ", loopback " + fmt::format("{:.1f}", node.loopback.seconds * 1e3) + " ms" +
                      (node.peer_node >= 0 ? ", all-reduce with node " + std::to_string(node.peer_node) + " " +
-                                                fixed(node.neighbour.seconds * 1e3, 1) + " ms"
+                                                fmt::format("{:.1f}", node.neighbour.seconds * 1e3) + " ms"
                                           : std::string())};
 }
 
