@@ -2,22 +2,20 @@
 #include "reliability/measured_recovery.h"
 
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+
+#include <fmt/format.h>
 
 #include "base/json.h"
 
 namespace megascale::reliability {
 namespace {
 
-std::string fmt(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
+// A figure as the labels show it: 4 significant digits.
+std::string sig4(double v) { return fmt::format("{:.4g}", v); }
 
 // The assumption (plan_inputs.h) each [recovery] key is shown under.
 std::string assumption_key(const std::string& recovery_key) {
@@ -65,20 +63,20 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
                                                            {"slow", "slowdown_detect_s"}};
   for (const auto& [fault, key] : detections) {
     if (time_at("detection_by_fault_s", fault, &v)) {
-      m.values[key] = {v, std::string("detection_by_fault_s.") + fault + " " + fmt(v) + " s"};
+      m.values[key] = {v, std::string("detection_by_fault_s.") + fault + " " + sig4(v) + " s"};
     }
   }
   // The self-check input: the self-checks the run measured; a profile
   // without one (no fault whose diagnosis needed it, or written before
   // robust/self_check.h) gives its whole diagnosis stage instead.
   if (time_at("stages_s", "self_check", &v)) {
-    m.values["self_check_s"] = {v, "stages_s.self_check " + fmt(v) + " s"};
+    m.values["self_check_s"] = {v, "stages_s.self_check " + sig4(v) + " s"};
   } else if (time_at("stages_s", "diagnosis", &v)) {
-    m.values["self_check_s"] = {v, "stages_s.diagnosis " + fmt(v) + " s (no self-check in this profile)"};
+    m.values["self_check_s"] = {v, "stages_s.diagnosis " + sig4(v) + " s (no self-check in this profile)"};
   }
   const std::pair<const char*, const char*> stages[] = {{"eviction", "replacement_s"}, {"restart", "process_start_s"}};
   for (const auto& [stage, key] : stages) {
-    if (time_at("stages_s", stage, &v)) m.values[key] = {v, std::string("stages_s.") + stage + " " + fmt(v) + " s"};
+    if (time_at("stages_s", stage, &v)) m.values[key] = {v, std::string("stages_s.") + stage + " " + sig4(v) + " s"};
   }
   const double bytes = j["checkpoint_bytes_per_rank"].get<double>();
   const double ranks = j["ranks"].get<double>();
@@ -98,7 +96,7 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
                                                                   {"checkpoint_load", "storage_read_gbs", total}};
     for (const auto& [stage, key, moved] : rates) {
       if (time_at("stages_s", stage, &v) && v > 0) {
-        m.values[key] = {moved / v / 1e9, std::string("stages_s.") + stage + " " + fmt(v) + " s for " + fmt(moved) + " B"};
+        m.values[key] = {moved / v / 1e9, std::string("stages_s.") + stage + " " + sig4(v) + " s for " + sig4(moved) + " B"};
       }
     }
   }
@@ -127,7 +125,7 @@ std::vector<std::string> mark_measured(const MeasuredRecovery& m, std::vector<As
     const std::string a_key = assumption_key(key);
     for (Assumption& a : *assumptions) {
       if (a.key != a_key) continue;
-      const std::string what = key + " = " + fmt(value.first) + " from " + value.second;
+      const std::string what = key + " = " + sig4(value.first) + " from " + value.second;
       a.source = a.source.rfind("measured", 0) == 0 ? a.source + "; " + what : "measured (" + m.path + ": " + what;
       marked.push_back(a.key);
     }
