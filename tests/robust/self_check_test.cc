@@ -20,8 +20,18 @@ namespace megascale::robust {
 namespace {
 
 TEST(SelfCheck, ComputeCheckRunsTheGemmAndSeesAnEmulatedSlowProcessor) {
-  const ComputeCheck healthy = run_compute_check(kGemmN, 3, 0);
-  const ComputeCheck slow = run_compute_check(kGemmN, 3, 300);
+  // Healthy and slow runs alternate, each keeping its fastest, so that a
+  // stretch of contention (a neighbour test on the other core, the VM's host)
+  // falls on both alike: in one CI run under ASan, three healthy runs in a row
+  // came out slower than the three slow ones that followed.
+  ComputeCheck healthy, slow;
+  healthy.gemm_cpu_s = slow.gemm_cpu_s = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const ComputeCheck h = run_compute_check(kGemmN, 1, 0);
+    const ComputeCheck s = run_compute_check(kGemmN, 1, 300);
+    if (h.gemm_cpu_s < healthy.gemm_cpu_s) healthy = h;
+    if (s.gemm_cpu_s < slow.gemm_cpu_s) slow = s;
+  }
   EXPECT_GT(healthy.gemm_cpu_s, 0);
   EXPECT_GT(healthy.gflops, 0);
   EXPECT_EQ(healthy.checksum, slow.checksum) << "the same GEMM, exact in float";
