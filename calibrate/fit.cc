@@ -274,7 +274,7 @@ std::pair<std::vector<MeasuredRun>, std::vector<MeasuredRun>> split_held_out(con
     (std::find(held_out.begin(), held_out.end(), r.name) != held_out.end() ? split.second : split.first).push_back(r);
   for (const std::string& h : held_out) {
     if (std::none_of(runs.begin(), runs.end(), [&](const MeasuredRun& r) { return r.name == h; }))
-      throw std::invalid_argument("no run named '" + h + "'");
+      throw std::invalid_argument("cannot hold out '" + h + "': no measured run has that name");
   }
   return split;
 }

@@ -3,6 +3,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+
+#include <unistd.h>
 
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -34,6 +37,44 @@ double event_iteration_s(const std::string& scenario_file, const std::string& pr
   // append(): g++ 12 warns -Wrestrict on "literal" + std::string (GCC bug 105329).
   const std::string set = std::string("hardware.profile=\"").append(fs::absolute(profile_file).string()).append("\"");
   return sim::event_estimate(model::load_scenario(scenario_file, {set})).iteration_time_s;
+}
+
+namespace {
+
+// A directory of the fit's own files, gone when the fit returns or throws.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("megascale-fit-" + std::to_string(getpid()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
+}  // namespace
+
+FitResult run_fit(const FitRequest& r, const std::function<void(const std::string& line)>& say) {
+  if (r.runs_csv.empty() == r.engine_scenarios.empty())
+    throw std::invalid_argument("the measured times come from a runs CSV or from engine runs of scenarios, one of them");
+  const ScratchDir scratch;
+  const std::string base_file = profile_file(r.profile, scratch.path.string());
+  std::vector<MeasuredRun> runs;
+  if (!r.runs_csv.empty()) {
+    runs = read_measured_runs(r.runs_csv);
+  } else {
+    CheckOptions co;
+    co.profile = base_file;
+    co.engine_binary = r.engine_binary;
+    for (const std::string& f : r.engine_scenarios) {
+      say("running " + f + " on the engine...");
+      runs.push_back(engine_run(f, co));
+    }
+  }
+  const auto [fit, held_out] = split_held_out(runs, r.held_out);
+  say(std::to_string(fit.size()) + " fit run(s), " + std::to_string(held_out.size()) + " held out");
+  return fit_profile(base_file, fit, held_out, r.params, event_iteration_s, scratch.path.string());
 }
 
 }  // namespace megascale::calibrate

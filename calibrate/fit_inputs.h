@@ -2,13 +2,16 @@
 // (calibrate/fit.h): the profile file to start from, measured runs from the
 // engine, and the predictor (the event-level simulator on a profile file).
 //
-// defines: profile_file, engine_run, event_iteration_s
+// defines: profile_file, engine_run, event_iteration_s, run_fit
 //
 // Thread-safety: profile_file writes a file; engine_run runs the engine
-// (calibrate/check.h); event_iteration_s is pure (it reads the files).
+// (calibrate/check.h); event_iteration_s is pure (it reads the files); run_fit
+// writes only in its own scratch directory (removed when it returns or throws).
 #pragma once
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
@@ -27,5 +30,23 @@ MeasuredRun engine_run(const std::string& scenario_file, const CheckOptions& o);
 // One iteration of the scenario with hardware.profile set to `profile_file`,
 // at event fidelity (sim/event_run.h): the predictor of fit_profile.
 double event_iteration_s(const std::string& scenario_file, const std::string& profile_file);
+
+// `megascale calibrate fit` as asked: the profile to start from, where the
+// measured times come from (a runs CSV, or the engine on scenarios), which runs
+// are held out and what is fitted.
+struct FitRequest {
+  std::string profile;                        // a shipped profile's name or a file
+  std::string runs_csv;                       // "": run `engine_scenarios` instead
+  std::vector<std::string> engine_scenarios;  // each run on `engine_binary` (engine_run)
+  std::string engine_binary;
+  std::vector<std::string> held_out;          // run names (split_held_out)
+  FitParams params;
+};
+
+// Reads or measures the runs, splits them, fits with event_iteration_s as the
+// predictor. `say` gets a line of progress at a time (engine runs, the split).
+// Throws as read_measured_runs, split_held_out and fit_profile do, and
+// std::invalid_argument for a request that names no runs or both sources.
+FitResult run_fit(const FitRequest& r, const std::function<void(const std::string& line)>& say);
 
 }  // namespace megascale::calibrate

@@ -4,8 +4,6 @@
 // (report/). run_cli (cli/commands.cc) dispatches "calibrate" here.
 #include "cli/commands.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -21,7 +19,6 @@
 #include "calibrate/nccl_tests.h"
 #include "calibrate/net_check.h"
 #include "calibrate/runs_check.h"
-#include "cli/args.h"
 #include "base/mpirun.h"
 #include "base/text_file.h"
 #include "model/profile.h"
@@ -145,38 +142,22 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.has("--runs") == p.on("--engine")) {
     throw UsageError("calibrate fit takes its measured times from --runs FILE.csv or from --engine runs, one of them");
   }
-  const calibrate::FitParams params =
-      p.has("--params") ? read_option("--params", [&] { return calibrate::parse_fit_params(p.text("--params")); })
-                        : calibrate::FitParams{};
-  const fs::path scratch = fs::temp_directory_path() / ("megascale-fit-" + std::to_string(getpid()));
-  fs::create_directories(scratch);
-  const std::string base_file = calibrate::profile_file(p.text("--profile"), scratch.string());
-  std::vector<calibrate::MeasuredRun> runs;
-  if (p.has("--runs")) {
-    runs = calibrate::read_measured_runs(p.text("--runs"));
-    if (!p.positional.empty()) throw UsageError("with --runs, the runs come from the file; select held-out ones with --hold-out");
-  } else {
-    if (p.positional.empty()) throw UsageError("calibrate fit --engine expects the SCENARIOs to run");
-    calibrate::CheckOptions co;
-    co.profile = base_file;
-    co.engine_binary = base::sibling_program("megascale-train");
-    for (const std::string& f : p.positional) {
-      err << "megascale calibrate fit: running " << f << " on the engine...\n" << std::flush;
-      runs.push_back(calibrate::engine_run(f, co));
-    }
-  }
-  const auto [fit, held_out] =
-      read_option("--hold-out", [&] { return calibrate::split_held_out(runs, split_list(p.text("--hold-out", ""))); });
-  err << "megascale calibrate fit: " << fit.size() << " fit run(s), " << held_out.size() << " held out\n" << std::flush;
-  const calibrate::FitResult r = calibrate::fit_profile(base_file, fit, held_out, params, calibrate::event_iteration_s, scratch.string());
+  if (p.has("--runs") && !p.positional.empty())
+    throw UsageError("with --runs, the runs come from the file; select held-out ones with --hold-out");
+  if (p.on("--engine") && p.positional.empty()) throw UsageError("calibrate fit --engine expects the SCENARIOs to run");
+  calibrate::FitRequest request;  // calibrate/fit_inputs.h
+  request.profile = p.text("--profile");
+  request.runs_csv = p.text("--runs", "");
+  if (p.on("--engine")) request.engine_scenarios = p.positional;
+  request.engine_binary = base::sibling_program("megascale-train");
+  request.held_out = split_list(p.text("--hold-out", ""));
+  if (p.has("--params")) request.params = read_option("--params", [&] { return calibrate::parse_fit_params(p.text("--params")); });
+  const calibrate::FitResult r = calibrate::run_fit(
+      request, [&](const std::string& line) { err << "megascale calibrate fit: " << line << "\n" << std::flush; });
   std::ofstream(p.text("--out")) << model::write_profile(r.profile);
   const std::string md = calibrate::fit_markdown(r, command_line("fit", p));
-  if (p.has("--report")) {
-    std::ofstream(p.text("--report")) << md;
-  }
+  if (p.has("--report")) std::ofstream(p.text("--report")) << md;
   out << md;
-  std::error_code ignored;
-  fs::remove_all(scratch, ignored);
   return 0;
 }
 
@@ -184,16 +165,10 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
 
 int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   calibrate::NetRestriction only;  // NCCL_ALGO / NCCL_PROTO: what a forced choice would give
-  if (p.text("--algo", "auto") != "auto") {
-    only.algorithm = network::parse_collective_algorithm(p.text("--algo"));
-    if (!only.algorithm || *only.algorithm == network::CollectiveAlgorithm::kHierarchical) {
-      throw UsageError("--algo must be auto, ring, tree, nvls or nvls-tree, got '" + p.text("--algo") + "'");
-    }
-  }
-  if (p.text("--proto", "auto") != "auto") {
-    only.protocol = network::parse_nccl_protocol(p.text("--proto"));
-    if (!only.protocol) throw UsageError("--proto must be auto, LL, LL128 or Simple, got '" + p.text("--proto") + "'");
-  }
+  only.algorithm = read_option("--algo", [&] { return network::algorithm_choice(p.text("--algo", "auto")); });
+  if (only.algorithm == network::CollectiveAlgorithm::kHierarchical)
+    throw UsageError("--algo hierarchical is three NCCL calls, not an NCCL_ALGO: net-check compares NCCL's own runs");
+  only.protocol = read_option("--proto", [&] { return network::protocol_choice(p.text("--proto", "auto")); });
   std::vector<calibrate::NetMachine> machines;
   if (p.has("--manifest")) {
     if (!p.positional.empty()) throw UsageError("net-check takes --manifest FILE or nccl-tests FILEs, not both");

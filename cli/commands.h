@@ -1,4 +1,4 @@
-// cli/commands.h: the `megascale` commands. Each is a table (cli/args.h: its
+// cli/commands.h: the `megascale` commands. Each is a table (base/options.h: its
 // usage line, summary and options) and a function that takes the parsed
 // arguments and the output streams and returns the process exit code: 0
 // success, 1 a prediction that cannot be made (e.g. nothing fits), 2 bad input.
@@ -11,11 +11,24 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "base/options.h"
 
 namespace megascale::cli {
 
 using Args = std::vector<std::string>;
+
+// The option tables (base/options.h), by their short names here.
+using base::Command;
+using base::int_list;
+using base::Kind;
+using base::kAboveZero;
+using base::kMaxInt;
+using base::kNoLimit;
+using base::Option;
+using base::ParsedArgs;
+using base::read_option;
+using base::split_list;
+using base::UsageError;
 
 struct CommandEntry {
   Command command;

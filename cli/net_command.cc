@@ -6,11 +6,7 @@
 //   ecmp:       network/ecmp_stats.h (Monte Carlo through the router + theory);
 //   incast:     network/congestion.h's incast_report (+ incast_svg for --plot).
 // Exit codes as every command (cli/commands.h).
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -18,11 +14,11 @@
 #include "base/json.h"
 #include "base/number_text.h"
 #include "base/text_file.h"
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 #include "network/collectives.h"
+#include "network/nccl_tuner.h"
 #include "network/congestion.h"
 #include "network/ecmp_stats.h"
 #include "report/estimate_report.h"
@@ -42,102 +38,44 @@ void no_positional(const ParsedArgs& p) {
   if (!p.positional.empty()) throw UsageError("unexpected argument '" + p.positional.front() + "'");
 }
 
+// A job that does not fit the machine is a usage error (its usage follows).
+sim::CollectiveAnswer answer(const sim::CollectiveQuery& q) {
+  try {
+    return sim::answer_collective(q);
+  } catch (const sim::CollectiveChoiceError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 int net_collective(const ParsedArgs& p, std::ostream& out, std::ostream&) {
   no_positional(p);
   const std::string& op_name = required(p, "--op");
   const std::optional<network::CollectiveOp> op = network::parse_collective_op(op_name);
   if (!op) throw UsageError("--op must be allgather, reducescatter, allreduce or sendrecv, got '" + op_name + "'");
   required(p, "--gpus");
-  const int ranks = static_cast<int>(p.integer("--gpus", 0));
-  const double bytes = read_option("--bytes", [&] { return base::size_bytes(required(p, "--bytes")); });
-  std::optional<network::CollectiveAlgorithm> algo;  // nullopt: NCCL's choice
-  if (p.text("--algo", "auto") != "auto") {
-    const auto a = network::parse_collective_algorithm(p.text("--algo"));
-    if (!a) {
-      throw UsageError("--algo must be auto, ring, tree, nvls, nvls-tree or hierarchical, got '" +
-                       p.text("--algo") + "'");
-    }
-    algo = *a;
-  }
-  std::optional<network::NcclProtocol> proto;  // nullopt: NCCL's choice
-  if (p.text("--proto", "auto") != "auto") {
-    const auto pr = network::parse_nccl_protocol(p.text("--proto"));
-    if (!pr) throw UsageError("--proto must be auto, LL, LL128 or Simple, got '" + p.text("--proto") + "'");
-    proto = *pr;
-  }
-  if ((algo == network::CollectiveAlgorithm::kTree || algo == network::CollectiveAlgorithm::kNvlsTree) &&
-      *op != network::CollectiveOp::kAllReduce && *op != network::CollectiveOp::kSendRecv) {
-    throw UsageError(std::string("--algo ") + network::to_string(*algo) + " is for allreduce only (as in NCCL)");
-  }
-  const int groups = static_cast<int>(p.integer("--groups", 1));
-  const std::string placement = p.text("--placement", "packed");
-  const auto seed = static_cast<uint64_t>(p.integer("--seed", 1));
-
-  // Hardware, fabric, ECMP and CC: the scenario's, or the MegaScale defaults.
-  std::optional<model::Scenario> scenario;
-  if (p.has("--scenario")) scenario = model::load_scenario(p.text("--scenario"));
-  sim::CollectiveMachine machine = sim::collective_machine(scenario, p.text("--gpu", ""));
-  const int gpus_per_server = machine.gpus_per_server;
-  sim::CollectiveJob job;
-  job.op = *op;
-  job.bytes = bytes;
-  job.ranks = ranks;
-  job.groups = groups;
-  job.scattered = placement == "scattered";
-  job.seed = seed;
-  job.algorithm = algo;
-  job.protocol = proto;
-  job.ranks_per_server = static_cast<int>(p.integer("--ranks-per-server", std::gcd(ranks, gpus_per_server)));
-  if (gpus_per_server % job.ranks_per_server != 0 || ranks % job.ranks_per_server != 0) {
-    throw UsageError("--ranks-per-server " + std::to_string(job.ranks_per_server) + " must divide both --gpus (" +
-                     std::to_string(ranks) + ") and the GPUs per server (" + std::to_string(gpus_per_server) + ")");
-  }
-  const int64_t needed = network::strided_groups_gpus(gpus_per_server, job.groups, ranks, job.ranks_per_server);
-  if (needed > (1 << 24)) throw UsageError("the job needs " + std::to_string(needed) + " GPUs; at most 16777216");
-  if (scenario && needed > scenario->cluster.gpus) {
-    throw UsageError(std::to_string(job.groups) + " x " + std::to_string(ranks) + " ranks at " +
-                     std::to_string(job.ranks_per_server) + " per server need " + std::to_string(needed) +
-                     " GPUs; the scenario's cluster has " + std::to_string(scenario->cluster.gpus));
-  }
-  machine.ecmp.qps_per_connection = static_cast<int>(p.integer("--qps", machine.ecmp.qps_per_connection));
-  if (p.has("--cc")) {
-    const auto cc = network::parse_cc_algorithm(p.text("--cc"));
-    if (!cc) throw UsageError("--cc must be hybrid, dcqcn, swift or none, got '" + p.text("--cc") + "'");
-    machine.options.congestion_control = *cc;
-  }
-
+  sim::CollectiveQuery q;  // sim/collective_run.h checks the job against the machine
+  if (p.has("--scenario")) q.scenario = model::load_scenario(p.text("--scenario"));
+  q.gpu = p.text("--gpu", "");
+  q.job.op = *op;
+  q.job.bytes = read_option("--bytes", [&] { return base::size_bytes(required(p, "--bytes")); });
+  q.job.ranks = static_cast<int>(p.integer("--gpus", 0));
+  q.job.groups = static_cast<int>(p.integer("--groups", 1));
+  q.job.ranks_per_server = static_cast<int>(p.integer("--ranks-per-server", 0));
+  q.job.scattered = p.text("--placement", "packed") == "scattered";
+  q.job.seed = static_cast<uint64_t>(p.integer("--seed", 1));
+  q.job.algorithm = read_option("--algo", [&] { return network::algorithm_choice(p.text("--algo", "auto")); });
+  q.job.protocol = read_option("--proto", [&] { return network::protocol_choice(p.text("--proto", "auto")); });
+  if (p.has("--qps")) q.qps_per_connection = static_cast<int>(p.integer("--qps", 1));
+  if (p.has("--cc")) q.congestion_control = read_option("--cc", [&] { return network::cc_choice(p.text("--cc")); });
+  report::CollectiveRun run = report::collective_run(answer(q), p.text("--placement", "packed"));
   // A profile with measured collectives (calibrate import of nccl-tests output,
   // calibrate micro): its answer is printed beside the fabric model's.
-  report::CollectiveRun run;
   if (p.has("--profile")) {
     run.measured = model::load_profile(p.text("--profile"));
-  } else if (scenario && scenario->hardware.loaded_profile) {
-    run.measured = *scenario->hardware.loaded_profile;
+  } else if (q.scenario && q.scenario->hardware.loaded_profile) {
+    run.measured = *q.scenario->hardware.loaded_profile;
   }
-
-  const auto t0 = std::chrono::steady_clock::now();
-  sim::CollectiveRun ran;
-  try {
-    ran = sim::run_collective(machine, job);
-  } catch (const sim::CollectiveChoiceError& e) {
-    throw UsageError(e.what());
-  }
-  run.gpu = machine.gpu.name;
-  run.ranks_per_server = job.ranks_per_server;
-  run.placement = placement;
-  run.bytes = bytes;
-  run.spec = ran.spec;
-  run.fabric = ran.fabric;
-  run.ecmp = machine.ecmp;
-  run.options = machine.options;
-  run.tuned = ran.tuned;
-  run.auto_choice = !algo || !proto;
-  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (p.on("--json")) {
-    out << report::report_json(report::collective_json(run)) << "\n";
-  } else {
-    out << report::collective_text(run);
-  }
+  out << (p.on("--json") ? report::report_json(report::collective_json(run)) + "\n" : report::collective_text(run));
   return 0;
 }
 
@@ -171,9 +109,7 @@ int net_incast(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const std::string& cc_name = required(p, "--cc");
   network::IncastOptions o;
   o.senders = static_cast<int>(p.integer("--senders", 0));
-  const auto cc = network::parse_cc_algorithm(cc_name);
-  if (!cc) throw UsageError("--cc must be dcqcn, swift, hybrid or none, got '" + cc_name + "'");
-  o.cc = *cc;
+  o.cc = read_option("--cc", [&] { return network::cc_choice(cc_name); });
   o.duration_us = p.number("--duration-us", o.duration_us);
   o.capacity_gbps = p.number("--capacity-gbps", o.capacity_gbps);
   o.pfc = !p.on("--no-pfc");

@@ -10,10 +10,8 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "model/scenario.h"
 #include "robust/driver.h"
 #include "robust/executor.h"
-#include "robust/fault_injection.h"
 #include "robust/redis_server.h"
 
 namespace megascale::cli {
@@ -21,58 +19,30 @@ namespace megascale::cli {
 namespace {
 
 int run(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
-  robust::DriverOptions o;
-  robust::ExecutorOptions ex;
-  const bool executor = p.on("--executor");
-  ex.redis = p.text("--redis", ex.redis);
-  ex.job = p.text("--job", ex.job);
-  ex.node = static_cast<int>(p.integer("--node", ex.node));
-  ex.period_s = p.number("--period", ex.period_s);
-  const std::vector<std::string> injects = p.all("--inject");
-  const std::vector<std::string>& files = p.positional;
-  o.overrides = p.all("--set");
-  o.profile_path = p.text("--out", o.profile_path);
-  o.work_dir = p.text("--work-dir", o.work_dir);
-  if (executor) {
-    if (ex.redis.empty() || ex.job.empty() || !(ex.period_s > 0)) {
-      err << "megascale run --executor: needs --redis HOST:PORT --job J --node N --period S\n";
-      return 2;
-    }
+  if (p.on("--executor")) {
+    robust::ExecutorOptions ex;
+    ex.redis = p.text("--redis", ex.redis);
+    ex.job = p.text("--job", ex.job);
+    ex.node = static_cast<int>(p.integer("--node", ex.node));
+    ex.period_s = p.number("--period", ex.period_s);
+    if (ex.redis.empty() || ex.job.empty() || !(ex.period_s > 0))
+      throw UsageError("--executor needs --redis HOST:PORT --job J --node N --period S");
     return robust::run_executor(ex);
   }
-  if (files.size() != 1) throw UsageError("expects exactly one scenario FILE");
-  o.scenario_path = files[0];
-  o.scenario = model::load_scenario(files[0], o.overrides);
-  if (o.scenario.train.device != "cpu") {
-    throw model::ScenarioError(o.scenario.source, 0, 0, "train.device",
-                               "`megascale run` drives the CPU engine (train.device = \"cpu\")");
-  }
-  o.faults = o.scenario.inject;
-  for (const std::string& text : injects) o.faults.push_back(robust::parse_inject(text));
-  for (const model::InjectSpec& f : o.faults) robust::check_inject(f, o.scenario.cluster.gpus, o.scenario.train.steps);
-  for (const model::InjectSpec& f : o.faults) {
-    if ((f.fault == "corrupt_checkpoint" || f.fault == "kill" || f.fault == "hang" || f.fault == "traffic_stop" ||
-         (f.fault == "slow" && o.scenario.recovery.evict_slow)) &&
-        (o.scenario.train.checkpoint_dir.empty() || o.scenario.train.checkpoint_every <= 0)) {
-      throw model::ScenarioError(o.scenario.source, 0, 0, "train.checkpoint_every",
-                                 "fault " + robust::format_inject(f) +
-                                     " restarts the job: it needs train.checkpoint_dir and checkpoint_every > 0");
-    }
-  }
+  if (p.positional.size() != 1) throw UsageError("expects exactly one scenario FILE");
+  robust::DriverOptions o = robust::driver_options(p.positional[0], p.all("--set"), p.all("--inject"),
+                                                   std::filesystem::read_symlink("/proc/self/exe").string());
+  o.profile_path = p.text("--out", o.profile_path);
+  o.work_dir = p.text("--work-dir", o.work_dir);
   if (!robust::redis_server_available() && o.scenario.recovery.redis.empty()) {
     err << "megascale run: redis-server is not on PATH (install redis-server: scripts/setup.sh) and [recovery] redis "
            "names no server\n";
     return 2;
   }
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
-  o.self_binary = self.string();
-  o.engine_binary = (self.parent_path() / "megascale-train").string();
   if (!std::filesystem::exists(o.engine_binary)) {
     err << "megascale run: " << o.engine_binary << " is missing (build the megascale-train target)\n";
     return 1;
   }
-  if (o.profile_path.empty()) o.profile_path = "results/recovery/" + o.scenario.name + ".json";
-  if (o.work_dir.empty()) o.work_dir = o.scenario.train.work_dir + "/run-" + o.scenario.name;
   return robust::run_driver(o, out, err);
 }
 

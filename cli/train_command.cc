@@ -24,16 +24,7 @@ int train(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.positional.size() != 1) throw UsageError("expects exactly one scenario FILE");
   const std::vector<std::string> overrides = p.all("--set");
   const model::Scenario s = model::load_scenario(p.positional[0], overrides);
-  if (s.train.device == "cpu" && s.hardware.gpu != "cpu") {
-    throw model::ScenarioError(s.source, 0, 0, "hardware.gpu",
-                               "the CPU engine (train.device = \"cpu\") needs gpu = \"cpu\" (got \"" +
-                                   s.hardware.gpu + "\"); set train.device = \"cuda\" to train on GPUs");
-  }
-  if (s.train.device == "cuda" && s.hardware.gpu == "cpu") {
-    throw model::ScenarioError(s.source, 0, 0, "hardware.gpu",
-                               "train.device = \"cuda\" needs a GPU profile for its MFU (e.g. gpu = "
-                               "\"H200-SXM-141GB\"), got \"cpu\"");
-  }
+  model::check_trainable(s);
   const std::string engine = base::sibling_program("megascale-train");  // beside this binary
   if (!std::filesystem::exists(engine)) {
     err << "megascale train: " << engine << " is missing (build the megascale-train target)\n";

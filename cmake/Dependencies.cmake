@@ -38,7 +38,7 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 # reports).
 find_package(nlohmann_json 3.10 REQUIRED)
 
-# CLI11 (libcli11-dev, header-only): the options of each subcommand (cli/args.cc).
+# CLI11 (libcli11-dev, header-only): the options of each program and subcommand (base/options.cc).
 find_package(CLI11 2.1 CONFIG REQUIRED)
 
 # {fmt} (libfmt-dev): formatted text everywhere (reports, notes, errors, CSV and

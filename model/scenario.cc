@@ -684,6 +684,19 @@ ScenarioError::ScenarioError(std::string file, int line, int column, std::string
 
 Scenario load_scenario(const std::string& path) { return load_scenario(path, {}); }
 
+void check_trainable(const Scenario& s) {
+  if (s.train.device == "cpu" && s.hardware.gpu != "cpu") {
+    throw ScenarioError(s.source, 0, 0, "hardware.gpu",
+                        "the CPU engine (train.device = \"cpu\") needs gpu = \"cpu\" (got \"" + s.hardware.gpu +
+                            "\"); set train.device = \"cuda\" to train on GPUs");
+  }
+  if (s.train.device == "cuda" && s.hardware.gpu == "cpu") {
+    throw ScenarioError(s.source, 0, 0, "hardware.gpu",
+                        "train.device = \"cuda\" needs a GPU profile for its MFU (e.g. gpu = \"H200-SXM-141GB\"), got "
+                        "\"cpu\"");
+  }
+}
+
 Scenario load_scenario(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ignored;
   if (std::filesystem::is_directory(path, ignored)) {

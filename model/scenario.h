@@ -60,6 +60,11 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source,
                         const std::vector<std::string>& overrides);
 
+// Throws ScenarioError (key hardware.gpu) when the engine cannot train the
+// scenario as written: the CPU engine (train.device = "cpu") needs gpu = "cpu"
+// (its MFU is against a core's measured peak), the CUDA one a GPU profile.
+void check_trainable(const Scenario& s);
+
 // The reason a parallel layout is impossible for this model, batch and cluster,
 // or nullopt when it is possible. Used by the parser (which adds file/line/key)
 // and by the parallelism search. Checks, in order: positive sizes; tp divides

@@ -120,6 +120,13 @@ std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view n
   return std::nullopt;
 }
 
+std::optional<CollectiveAlgorithm> algorithm_choice(std::string_view name) {
+  if (name == "auto") return std::nullopt;
+  if (const auto a = parse_collective_algorithm(name)) return a;
+  throw std::invalid_argument("must be auto, ring, tree, nvls, nvls-tree or hierarchical, got '" + std::string(name) +
+                              "'");
+}
+
 double busbw_factor(CollectiveOp op, int ranks) {
   if (ranks < 1) throw std::invalid_argument("busbw_factor: ranks must be >= 1");
   const double n = ranks;

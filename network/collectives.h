@@ -140,6 +140,9 @@ const char* to_string(CollectiveAlgorithm algorithm);
 // Also accepts "all-gather", "all_gather", "reduce-scatter", "all-reduce", "send-recv".
 std::optional<CollectiveOp> parse_collective_op(std::string_view name);
 std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view name);
+// An NCCL_ALGO-like choice: "auto" -> nullopt (the tuner's), else the algorithm;
+// std::invalid_argument listing the words for anything else.
+std::optional<CollectiveAlgorithm> algorithm_choice(std::string_view name);
 
 // nccl-tests' busbw / algbw: 2(n-1)/n all-reduce, (n-1)/n all-gather and
 // reduce-scatter, 1 sendrecv. REQUIRES ranks >= 1.

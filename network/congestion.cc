@@ -80,6 +80,11 @@ std::optional<CcAlgorithm> parse_cc_algorithm(std::string_view name) {
   return std::nullopt;
 }
 
+CcAlgorithm cc_choice(std::string_view name) {
+  if (const auto cc = parse_cc_algorithm(name)) return *cc;
+  throw std::invalid_argument("must be hybrid, dcqcn, swift or none, got '" + std::string(name) + "'");
+}
+
 FluidResult run_fluid(const FluidNetwork& net, const FluidOptions& opt) {
   const int F = static_cast<int>(net.flows.size());
   const int P = static_cast<int>(net.ports.size());

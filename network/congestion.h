@@ -87,6 +87,8 @@ enum class CcAlgorithm { kNone, kDcqcn, kSwift, kHybrid };
 
 std::string_view cc_algorithm_name(CcAlgorithm cc);  // "none", "dcqcn", "swift", "hybrid"
 std::optional<CcAlgorithm> parse_cc_algorithm(std::string_view name);
+// The same, with std::invalid_argument listing the words for an unknown one.
+CcAlgorithm cc_choice(std::string_view name);
 
 // Every controller's parameters plus the switches' ECN marking profile.
 // The hybrid's delay path uses `swift` (hybrid.swift is ignored here), so Swift

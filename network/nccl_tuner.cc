@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "network/collectives.h"
 
@@ -76,6 +78,12 @@ std::optional<NcclProtocol> parse_nccl_protocol(std::string_view name) {
   if (s == "ll128") return NcclProtocol::kLL128;
   if (s == "simple") return NcclProtocol::kSimple;
   return std::nullopt;
+}
+
+std::optional<NcclProtocol> protocol_choice(std::string_view name) {
+  if (name == "auto") return std::nullopt;
+  if (const auto p = parse_nccl_protocol(name)) return p;
+  throw std::invalid_argument("must be auto, LL, LL128 or Simple, got '" + std::string(name) + "'");
 }
 
 NcclSystem nccl_system_for(int compute_capability, bool amd_cpu, int channels, double nvls_busbw_gbs) {

@@ -55,6 +55,9 @@ inline constexpr int kNcclProtocols = 3;
 const char* to_string(NcclProtocol protocol);  // "LL", "LL128", "Simple"
 // Case-insensitive: "ll", "ll128", "simple".
 std::optional<NcclProtocol> parse_nccl_protocol(std::string_view name);
+// An NCCL_PROTO-like choice: "auto" -> nullopt (the tuner's), else the protocol;
+// std::invalid_argument listing the words for anything else.
+std::optional<NcclProtocol> protocol_choice(std::string_view name);
 
 // What NCCL's tuner knows about the machine.
 struct NcclSystem {

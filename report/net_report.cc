@@ -100,6 +100,22 @@ std::string human_time(double s) {
   return fmt::format("{:.1f} us", s * 1e6);
 }
 
+CollectiveRun collective_run(const sim::CollectiveAnswer& a, const std::string& placement) {
+  CollectiveRun run;
+  run.gpu = a.machine.gpu.name;
+  run.ranks_per_server = a.job.ranks_per_server;
+  run.placement = placement;
+  run.bytes = a.job.bytes;
+  run.spec = a.run.spec;
+  run.fabric = a.run.fabric;
+  run.ecmp = a.machine.ecmp;
+  run.options = a.machine.options;
+  run.tuned = a.run.tuned;
+  run.auto_choice = !a.job.algorithm || !a.job.protocol;
+  run.wall_s = a.wall_s;
+  return run;
+}
+
 Json collective_json(const CollectiveRun& run) {
   const network::CollectiveResult& r = run.tuned.best;
   Json j;

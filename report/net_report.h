@@ -16,6 +16,7 @@
 #include "network/ecmp_stats.h"
 #include "network/routing.h"
 #include "network/topology.h"
+#include "sim/collective_run.h"
 
 namespace megascale::report {
 
@@ -34,6 +35,10 @@ struct CollectiveRun {
   double wall_s = 0;
   std::optional<model::GpuProfile> measured;  // a profile with measured collectives
 };
+
+// The report of sim::answer_collective's answer ("packed" | "scattered" as asked;
+// `measured` left for the caller).
+CollectiveRun collective_run(const sim::CollectiveAnswer& a, const std::string& placement);
 
 // "1.00 GiB", "512 B": powers of 1024, as nccl-tests.
 std::string human_bytes(double bytes);

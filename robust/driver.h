@@ -1,7 +1,7 @@
 // robust/driver.h: the driver of `megascale run FILE`: robust training on the
 // CPU engine (MegaScale NSDI'24 section 4: detect, diagnose, evict, resume).
 //
-// defines: DriverOptions, run_driver
+// defines: DriverOptions, driver_options (driver_options.cc), run_driver
 //
 // 1. Control plane: a private redis-server on a free port in the run's work
 //    folder (or [recovery] redis = "host:port"); one executor process per node
@@ -50,6 +50,16 @@ struct DriverOptions {
   std::string profile_path;               // results/recovery/<scenario>.json
   std::string work_dir;                   // logs, Redis folder
 };
+
+// The options of `megascale run SCENARIO_PATH`: the scenario loaded with the
+// overrides (it must train on the CPU engine), its [[inject]] faults and the
+// `injects` (parse_inject's text form) checked against the job, where a fault
+// that restarts the job needs a checkpoint to resume from; the binaries beside
+// `self_binary`; the default profile path (results/recovery/<scenario>.json)
+// and work directory (train.work_dir/run-<scenario>). Throws
+// model::ScenarioError or std::invalid_argument naming what is wrong.
+DriverOptions driver_options(const std::string& scenario_path, const std::vector<std::string>& overrides,
+                             const std::vector<std::string>& injects, const std::string& self_binary);
 
 // Returns 0 when the training completed (whatever it recovered from), 1 when
 // it could not (the reason on `err` and in the profile).

@@ -1,6 +1,11 @@
 // sim/collective_run.cc: machine -> fabric -> groups -> tuner.
 #include "sim/collective_run.h"
 
+#include <chrono>
+#include <numeric>
+
+#include <fmt/format.h>
+
 #include "model/profile.h"
 #include "sim/fabric_config.h"
 
@@ -46,6 +51,37 @@ CollectiveRun run_collective(const CollectiveMachine& m, const CollectiveJob& jo
     throw CollectiveChoiceError(e.what());
   }
   return run;
+}
+
+CollectiveAnswer answer_collective(const CollectiveQuery& q) {
+  CollectiveAnswer a;
+  a.machine = collective_machine(q.scenario, q.gpu);
+  a.job = q.job;
+  CollectiveJob& job = a.job;
+  const int per_server = a.machine.gpus_per_server;
+  const bool tree = job.algorithm == network::CollectiveAlgorithm::kTree ||
+                    job.algorithm == network::CollectiveAlgorithm::kNvlsTree;
+  if (tree && job.op != network::CollectiveOp::kAllReduce && job.op != network::CollectiveOp::kSendRecv)
+    throw CollectiveChoiceError(fmt::format("algorithm {} is for allreduce only (as in NCCL)", to_string(*job.algorithm)));
+  if (job.ranks_per_server == 0) job.ranks_per_server = std::gcd(job.ranks, per_server);
+  if (per_server % job.ranks_per_server != 0 || job.ranks % job.ranks_per_server != 0) {
+    throw CollectiveChoiceError(fmt::format("ranks per server ({}) must divide both the ranks ({}) and the GPUs per server ({})",
+                                            job.ranks_per_server, job.ranks, per_server));
+  }
+  const int64_t needed = network::strided_groups_gpus(per_server, job.groups, job.ranks, job.ranks_per_server);
+  if (needed > kMaxCollectiveGpus)
+    throw CollectiveChoiceError(fmt::format("the job needs {} GPUs; at most {}", needed, kMaxCollectiveGpus));
+  if (q.scenario && needed > q.scenario->cluster.gpus) {
+    throw CollectiveChoiceError(fmt::format("{} x {} ranks at {} per server need {} GPUs; the scenario's cluster has {}",
+                                            job.groups, job.ranks, job.ranks_per_server, needed,
+                                            q.scenario->cluster.gpus));
+  }
+  if (q.qps_per_connection) a.machine.ecmp.qps_per_connection = *q.qps_per_connection;
+  if (q.congestion_control) a.machine.options.congestion_control = *q.congestion_control;
+  const auto t0 = std::chrono::steady_clock::now();
+  a.run = run_collective(a.machine, job);
+  a.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return a;
 }
 
 }  // namespace megascale::sim

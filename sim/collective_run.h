@@ -57,8 +57,9 @@ struct CollectiveRun {
   network::TunedCollective tuned;
 };
 
-// Thrown when no algorithm / protocol pair allowed runs the job (the caller's
-// restriction, not the fabric).
+// Thrown when the job as asked cannot run: no algorithm / protocol pair allowed
+// runs it, or its layout does not fit the machine (the caller's request, not
+// the fabric).
 class CollectiveChoiceError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
@@ -67,5 +68,33 @@ class CollectiveChoiceError : public std::invalid_argument {
 // Throws network::FabricError for a fabric that cannot be built,
 // CollectiveChoiceError as above.
 CollectiveRun run_collective(const CollectiveMachine& m, const CollectiveJob& job);
+
+// `megascale net collective` as asked: the machine's source and the job, with
+// the fabric settings a user may override.
+struct CollectiveQuery {
+  std::optional<model::Scenario> scenario;  // its hardware, fabric, ECMP, CC; none: the MegaScale defaults
+  std::string gpu;                          // a GPU profile name; "": the scenario's (collective_machine)
+  CollectiveJob job;                        // ranks_per_server 0: gcd(ranks, GPUs per server)
+  std::optional<int> qps_per_connection;    // the fabric's otherwise
+  std::optional<network::CcAlgorithm> congestion_control;
+};
+
+struct CollectiveAnswer {
+  CollectiveMachine machine;
+  CollectiveJob job;  // ranks_per_server filled in
+  CollectiveRun run;
+  double wall_s = 0;  // of run_collective
+};
+
+// The largest job answer_collective lays out (GPUs, all groups together).
+inline constexpr int64_t kMaxCollectiveGpus = int64_t{1} << 24;
+
+// Builds the machine, checks that the job fits it and runs it. Throws
+// CollectiveChoiceError saying which quantity is wrong: tree / NVLS-tree for an op NCCL runs them for (allreduce; sendrecv
+// ignores the algorithm), ranks per server that do not divide both the ranks and
+// the server, more GPUs than kMaxCollectiveGpus or than the scenario's cluster;
+// model::ScenarioError for an unknown GPU profile, network::FabricError for a
+// fabric that cannot be built.
+CollectiveAnswer answer_collective(const CollectiveQuery& q);
 
 }  // namespace megascale::sim

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "base/options.h"
 #include "engine/comm_mpi.h"
 #include "engine/device_cpu.h"
 #include "engine/device_factory.h"
@@ -89,31 +90,29 @@ int cuda_micro(const std::string& out_path, bool quick) {
 
 int main(int argc, char** argv) {
   using namespace megascale;
-  std::string out_path, device = "cpu";
-  bool quick = false, single = false;
-  std::vector<std::string> scenarios;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--out" && i + 1 < argc) {
-      out_path = argv[++i];
-    } else if (a == "--quick") {
-      quick = true;
-    } else if (a == "--single") {
-      single = true;
-    } else if (a == "--device" && i + 1 < argc) {
-      device = argv[++i];
-    } else if (a.rfind("--", 0) == 0) {
-      std::cerr << "megascale-micro: unknown option '" << a << "'\n";
-      return 2;
-    } else {
-      scenarios.push_back(a);
-    }
-  }
-  if (device == "cuda") return cuda_micro(out_path, quick);
-  if (device != "cpu") {
-    std::cerr << "megascale-micro: --device must be cpu or cuda, got '" << device << "'\n";
+  const base::Command command = {
+      "", "[--out FILE] [--quick] [--single] [--device cpu|cuda] [SCENARIO...]",
+      "the engine's kernels and collectives, timed (normally started by `megascale calibrate micro`)",
+      {{"--out", base::Kind::kText, "FILE", "the profile (default: stdout)"},
+       {"--quick", base::Kind::kFlag, "", "a coarser sweep"},
+       {"--single", base::Kind::kFlag, "", "every rank alone only"},
+       {"--device", base::Kind::kChoice, "cpu|cuda", "the device timed (default cpu)"},
+       {"--help", base::Kind::kFlag, "", "this text"}}};
+  base::ParsedArgs args;
+  try {
+    args = base::parse_args(command, std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const base::UsageError& e) {
+    std::cerr << "megascale-micro: " << e.what() << "\n\n" << base::usage_text(command, "megascale-micro");
     return 2;
   }
+  if (args.on("--help")) {
+    std::cout << base::usage_text(command, "megascale-micro");
+    return 0;
+  }
+  const std::string out_path = args.text("--out", ""), device = args.text("--device", "cpu");
+  const bool quick = args.on("--quick"), single = args.on("--single");
+  const std::vector<std::string>& scenarios = args.positional;
+  if (device == "cuda") return cuda_micro(out_path, quick);
   engine::MicroPlan plan = engine::default_micro_plan(quick);
   plan.concurrent = !single;
   try {

@@ -1,4 +1,5 @@
-// engine/tools/train_rank_main.cc: `megascale-train FILE [--json] [--set KEY=VALUE]...`, one
+// engine/tools/train_rank_main.cc: `megascale-train FILE [--json] [--set KEY=VALUE]...` (options:
+// base/options.h), one
 // rank of the engine.
 //
 // Started by `megascale train` under mpirun (or by hand: `mpirun -np N
@@ -25,6 +26,7 @@
 #include "engine/checkpoint.h"
 #include "engine/comm_mpi.h"
 #include "engine/dataset.h"
+#include "base/options.h"
 #include "engine/device_factory.h"
 #include "engine/trainer.h"
 #include "model/hardware.h"
@@ -180,22 +182,25 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
 
 int main(int argc, char** argv) {
   using namespace megascale;
-  bool json = false;
-  std::vector<std::string> files, overrides;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--set" && i + 1 < argc) {
-      overrides.push_back(argv[++i]);
-    } else {
-      files.push_back(a);
-    }
-  }
-  if (files.size() != 1) {
-    std::cerr << "usage: megascale-train FILE [--json] [--set KEY=VALUE]... (normally started by `megascale train`)\n";
+  const base::Command command = {"", "FILE [--json] [--set KEY=VALUE]...",
+                                 "one rank of the trainer (normally started by `megascale train` or `megascale run`)",
+                                 {{"--json", base::Kind::kFlag, "", "the report as JSON"},
+                                  {"--set", base::Kind::kRepeated, "KEY=VALUE", "override one scenario key"},
+                                  {"--help", base::Kind::kFlag, "", "this text"}}};
+  base::ParsedArgs args;
+  try {
+    args = base::parse_args(command, std::vector<std::string>(argv + 1, argv + argc));
+    if (!args.on("--help") && args.positional.size() != 1) throw base::UsageError("expects exactly one scenario FILE");
+  } catch (const base::UsageError& e) {
+    std::cerr << "megascale-train: " << e.what() << "\n\n" << base::usage_text(command, "megascale-train");
     return 2;
   }
+  if (args.on("--help")) {
+    std::cout << base::usage_text(command, "megascale-train");
+    return 0;
+  }
+  const bool json = args.on("--json");
+  const std::vector<std::string> files = args.positional, overrides = args.all("--set");
   // Under `megascale run`, each rank's stderr goes to its own log, which the
   // driver scans for error keywords (robust/diagnosis.h).
   const char* log_dir = std::getenv(robust::kEnvLogDir);
@@ -206,6 +211,7 @@ int main(int argc, char** argv) {
   }
   try {
     const model::Scenario s = model::load_scenario(files[0], overrides);
+    model::check_trainable(s);
     return tools::run_rank(&argc, &argv, s, json, std::cout, std::cerr);
   } catch (const model::ScenarioError& e) {
     // Every rank reads the same file: let one of them say so.

@@ -243,9 +243,9 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
       {{"net", "collective", "--op", "allgather", "--gpus", "8", "--bytes", "1G", "--algo", "tree"},
        "allreduce only", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--algo", "bogus"},
-       "--algo must be", true},
+       "--algo: must be", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--ranks-per-server", "3"},
-       "--ranks-per-server 3 must divide", true},
+       "ranks per server (3) must divide", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--gpu", "V100"},
        "unknown GPU profile 'V100'", false},
       {{"net", "collective", "--op", "allreduce", "--gpus", "262144", "--bytes", "1G"},
@@ -258,7 +258,7 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
        "--placement must be packed or scattered", true},
       {{"net", "ecmp", "--paths", "8", "--flows", "8"}, "--qps is required", true},
       {{"net", "ecmp", "--paths", "0", "--flows", "8", "--qps", "1"}, "--paths expects an integer in 1..256", true},
-      {{"net", "incast", "--senders", "4", "--cc", "reno"}, "--cc must be", true},
+      {{"net", "incast", "--senders", "4", "--cc", "reno"}, "--cc: must be", true},
       {{"net", "incast", "--senders", "4", "--cc", "dcqcn", "--plot", "/nonexistent-dir/x.svg"}, "cannot write",
        false},
   };
@@ -331,7 +331,7 @@ TEST(NetTuner, ChoiceIsPrintedAndOverridable) {
   const RunResult proto = run_megascale({"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "8",
                                          "--proto", "fast"});
   EXPECT_EQ(proto.exit_code, 2) << dump(proto);
-  EXPECT_NE(proto.err.find("--proto must be auto, LL, LL128 or Simple"), std::string::npos) << dump(proto);
+  EXPECT_NE(proto.err.find("--proto: must be auto, LL, LL128 or Simple"), std::string::npos) << dump(proto);
 }
 
 // `calibrate net-check` on the published nccl-tests fixtures: every scored run

@@ -1,13 +1,13 @@
-// tests/cli/args_test.cc: parse_args (cli/args.h, on CLI11) keeps the command
+// tests/base/options_test.cc: parse_args (base/options.h, on CLI11) keeps the command
 // line's contract: positionals anywhere, `--opt value` and `--opt=value`, every
 // value of a repeated option, negative numbers as values, numbers checked by
 // kind and range (decimal, not octal), UsageErrors that name the option; and
 // the usage text lists every row of the table.
-#include "cli/args.h"
+#include "base/options.h"
 
 #include <gtest/gtest.h>
 
-namespace megascale::cli {
+namespace megascale::base {
 namespace {
 
 const Command kCommand = {"test", "FILE [options]", "a test command",
@@ -83,4 +83,4 @@ TEST(ParseArgsTest, UsageListsEveryOption) {
 }
 
 }  // namespace
-}  // namespace megascale::cli
+}  // namespace megascale::base

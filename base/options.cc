@@ -1,11 +1,11 @@
-// cli/args.cc: a command's table -> CLI11 app -> checked values; and its usage.
+// base/options.cc: a command's table -> CLI11 app -> checked values; and its usage.
 //
 // One CLI::App per call: a flag per kFlag row, an option per other row taking one
 // string each time it is given (TakeAll keeps every occurrence, in order), and a
 // catch-all positional. CLI11 reads a value that looks like a negative number
 // (`--fail-at -1`, `--jitter -0.1`) as the value, not as an option. Its errors
 // become UsageErrors naming the option.
-#include "cli/args.h"
+#include "base/options.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -17,7 +17,7 @@
 
 #include "base/number_text.h"
 
-namespace megascale::cli {
+namespace megascale::base {
 
 namespace {
 
@@ -123,8 +123,8 @@ ParsedArgs parse_args(const Command& command, const std::vector<std::string>& ar
   return p;
 }
 
-std::string usage_text(const Command& command) {
-  std::string text = "usage: megascale " + command.name + " " + command.synopsis + "\n";
+std::string usage_text(const Command& command, const std::string& program) {
+  std::string text = "usage: " + program + (command.name.empty() ? "" : " " + command.name) + " " + command.synopsis + "\n";
   std::istringstream summary(command.summary);
   for (std::string line; std::getline(summary, line);) text += "    " + line + "\n";
   constexpr size_t kColumn = 32;  // where the options' help starts
@@ -160,4 +160,4 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-}  // namespace megascale::cli
+}  // namespace megascale::base

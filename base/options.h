@@ -1,5 +1,7 @@
-// cli/args.h: each command's options as one table, from which both the checked
-// parse of its arguments and its usage text are made (so the two cannot drift).
+// base/options.h: a program's (or subcommand's) options as one table, from which
+// both the checked parse of its arguments and its usage text are made (so the
+// two cannot drift). `megascale` (cli/), megascale-train and megascale-micro
+// (engine/tools/) all parse their arguments this way.
 //
 // parse_args() (on CLI11) splits the arguments into positionals, flags
 // (`--json`) and options taking a value (`--gpus 8` or `--gpus=8`; given twice,
@@ -9,8 +11,8 @@
 // row: numbers are read by our own strict readers (CLI11's would read "010" as
 // octal), whole-string, finite, in range; a rejected one is the UsageError
 // "NAME expects WHAT, got 'VALUE'" (WHAT the row's `expects`, or made from its
-// kind and range). run_cli (cli/commands.h) turns a UsageError into exit status 2
-// and the command's usage.
+// kind and range). The caller turns a UsageError into exit status 2 and the
+// usage (run_cli in cli/commands.h).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace megascale::cli {
+namespace megascale::base {
 
 class UsageError : public std::runtime_error {
  public:
@@ -52,10 +54,10 @@ struct Option {
   std::string expects = "";                // rejection text in place of the one made from the range
 };
 
-// A command (or `net collective`, `calibrate fit`): the usage line, what it does
-// and its options.
+// A program or command (`megascale-train`, `simulate`, `net collective`): the
+// usage line, what it does and its options.
 struct Command {
-  std::string name;      // "simulate", "net collective"
+  std::string name;      // "simulate", "net collective" (after "megascale ")
   std::string synopsis;  // the words after the name in the usage line: "FILE [--json] ..."
   std::string summary;   // what it does ('\n' between lines)
   std::vector<Option> options;
@@ -93,8 +95,8 @@ struct ParsedArgs {
 
 ParsedArgs parse_args(const Command& command, const std::vector<std::string>& args);
 
-// "usage: megascale NAME SYNOPSIS", the summary, and a line per option.
-std::string usage_text(const Command& command);
+// "usage: PROGRAM NAME SYNOPSIS", the summary, and a line per option.
+std::string usage_text(const Command& command, const std::string& program = "megascale");
 
 // read(): a library's reader of an option's text (model::parse_layout_constraints
 // for --fix); its std::invalid_argument becomes the UsageError "NAME: reason".
@@ -112,4 +114,4 @@ std::vector<int> int_list(const std::string& name, const std::string& text);
 // "a,,b" -> {"a", "b"}.
 std::vector<std::string> split_list(const std::string& text);
 
-}  // namespace megascale::cli
+}  // namespace megascale::base

@@ -1,0 +1,47 @@
+// robust/driver_options.cc: `megascale run FILE` -> DriverOptions (robust/driver.h).
+#include <filesystem>
+
+#include "robust/driver.h"
+#include "robust/fault_injection.h"
+
+namespace megascale::robust {
+namespace {
+
+// The faults after which the driver restarts the job from its latest complete
+// checkpoint (a slow rank only when it is evicted).
+bool restarts_job(const model::InjectSpec& f, const model::Scenario& s) {
+  return f.fault == "corrupt_checkpoint" || f.fault == "kill" || f.fault == "hang" || f.fault == "traffic_stop" ||
+         (f.fault == "slow" && s.recovery.evict_slow);
+}
+
+}  // namespace
+
+DriverOptions driver_options(const std::string& scenario_path, const std::vector<std::string>& overrides,
+                             const std::vector<std::string>& injects, const std::string& self_binary) {
+  DriverOptions o;
+  o.scenario_path = scenario_path;
+  o.overrides = overrides;
+  o.scenario = model::load_scenario(scenario_path, overrides);
+  const model::Scenario& s = o.scenario;
+  if (s.train.device != "cpu") {
+    throw model::ScenarioError(s.source, 0, 0, "train.device",
+                               "`megascale run` drives the CPU engine (train.device = \"cpu\")");
+  }
+  o.faults = s.inject;
+  for (const std::string& text : injects) o.faults.push_back(parse_inject(text));
+  for (const model::InjectSpec& f : o.faults) {
+    check_inject(f, s.cluster.gpus, s.train.steps);
+    if (restarts_job(f, s) && (s.train.checkpoint_dir.empty() || s.train.checkpoint_every <= 0)) {
+      throw model::ScenarioError(s.source, 0, 0, "train.checkpoint_every",
+                                 "fault " + format_inject(f) +
+                                     " restarts the job: it needs train.checkpoint_dir and checkpoint_every > 0");
+    }
+  }
+  o.self_binary = self_binary;
+  o.engine_binary = (std::filesystem::path(self_binary).parent_path() / "megascale-train").string();
+  o.profile_path = "results/recovery/" + s.name + ".json";
+  o.work_dir = s.train.work_dir + "/run-" + s.name;
+  return o;
+}
+
+}  // namespace megascale::robust
