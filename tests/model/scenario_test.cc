@@ -175,6 +175,26 @@ TEST(ScenarioTest, ContextParallelismFoldsIntoDataParallel) {
 }
 
 // FP8 needs a profile with FP8 tensor cores: refused on A100 at the key.
+// The engine trains a scenario only on the device its GPU profile describes.
+TEST(ScenarioTest, CheckTrainableMatchesTheDeviceAndTheProfile) {
+  Scenario s = parse_scenario(kValid, "t.toml");
+  s.train.device = "cpu";
+  s.hardware.gpu = "cpu";
+  EXPECT_NO_THROW(check_trainable(s));
+  s.hardware.gpu = "A100-SXM4-80GB";
+  try {
+    check_trainable(s);
+    ADD_FAILURE() << "a CPU run on an A100 profile was accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.key(), "hardware.gpu");
+    EXPECT_NE(e.reason().find("needs gpu = \"cpu\""), std::string::npos) << e.what();
+  }
+  s.train.device = "cuda";
+  EXPECT_NO_THROW(check_trainable(s));
+  s.hardware.gpu = "cpu";
+  EXPECT_THROW(check_trainable(s), ScenarioError);
+}
+
 TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
   const ScenarioError e = error_of(text);

@@ -1,0 +1,62 @@
+// robust::driver_options (robust/driver.h): `megascale run FILE`'s options,
+// with its faults checked against the job before anything starts.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "robust/driver.h"
+
+namespace megascale::robust {
+namespace {
+
+const std::string kTiny = std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/cpu/robust-tiny.toml";
+
+std::string error_of(const std::vector<std::string>& overrides, const std::vector<std::string>& injects) {
+  try {
+    driver_options(kTiny, overrides, injects, "/opt/megascale/bin/megascale");
+  } catch (const model::ScenarioError& e) {
+    return std::string("scenario: ") + e.what();
+  } catch (const std::invalid_argument& e) {
+    return std::string("invalid: ") + e.what();
+  }
+  return "";
+}
+
+TEST(DriverOptions, FaultsBinariesAndDefaultPaths) {
+  const DriverOptions o = driver_options(kTiny, {"train.steps=8"}, {"kill:rank=1:step=5", "slow:rank=0:step=3:percent=200"},
+                                         "/opt/megascale/bin/megascale");
+  EXPECT_EQ(o.scenario.train.steps, 8);  // the override reached the scenario
+  ASSERT_EQ(o.faults.size(), o.scenario.inject.size() + 2);
+  EXPECT_EQ(o.faults.back().fault, "slow");
+  EXPECT_EQ(o.faults.back().percent, 200);
+  EXPECT_EQ(o.engine_binary, "/opt/megascale/bin/megascale-train");
+  EXPECT_EQ(o.self_binary, "/opt/megascale/bin/megascale");
+  EXPECT_EQ(o.profile_path, "results/recovery/" + o.scenario.name + ".json");
+  EXPECT_EQ(o.work_dir, o.scenario.train.work_dir + "/run-" + o.scenario.name);
+}
+
+TEST(DriverOptions, ARestartingFaultNeedsACheckpoint) {
+  for (const char* fault : {"kill:rank=1:step=3", "hang:rank=0:step=3", "traffic_stop:rank=1:step=3",
+                                   "corrupt_checkpoint:rank=0:step=3"}) {
+    const std::string e = error_of({"train.checkpoint_every=0"}, {fault});
+    EXPECT_NE(e.find("scenario: "), std::string::npos) << fault << ": " << e;
+    EXPECT_NE(e.find("train.checkpoint_every"), std::string::npos) << fault << ": " << e;
+    EXPECT_NE(e.find("restarts the job"), std::string::npos) << fault << ": " << e;
+  }
+  // A slow rank restarts the job only when slow ranks are evicted.
+  EXPECT_EQ(error_of({"train.checkpoint_every=0", "recovery.evict_slow=false"}, {"slow:rank=0:step=3:percent=200"}), "");
+  EXPECT_NE(error_of({"train.checkpoint_every=0", "recovery.evict_slow=true"}, {"slow:rank=0:step=3:percent=200"}), "");
+  // Redis going away does not restart the job.
+  EXPECT_EQ(error_of({"train.checkpoint_every=0"}, {"redis_kill:step=3"}), "");
+}
+
+TEST(DriverOptions, RefusesAFaultOutsideTheJobAndAnotherEngine) {
+  EXPECT_NE(error_of({}, {"kill:rank=7:step=3"}).find("invalid: "), std::string::npos);
+  EXPECT_NE(error_of({}, {"explode:rank=0:step=3"}).find("invalid: "), std::string::npos);
+  const std::string cuda = error_of({"train.device=\"cuda\""}, {});
+  EXPECT_NE(cuda.find("train.device"), std::string::npos) << cuda;
+}
+
+}  // namespace
+}  // namespace megascale::robust
