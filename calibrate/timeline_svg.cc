@@ -1,6 +1,8 @@
 // calibrate/timeline_svg.cc: see timeline_svg.h.
 #include "calibrate/timeline_svg.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -49,8 +51,7 @@ std::string timeline_svg(const std::string& title, const std::vector<TimelineLan
       if (fill == nullptr) continue;
       const double x0 = x((e.start_us - origin[i]) / 1e3), x1 = x((e.end_us - origin[i]) / 1e3);
       const double w = std::max(0.5, x1 - x0);
-      char ms[32];
-      std::snprintf(ms, sizeof ms, "%.1f", e.duration_us() / 1e3);
+      const std::string ms = fmt::format("{:.1f}", e.duration_us() / 1e3);
       svg.rect(x0, y, w, kLane, fill, {{"stroke", "white"}, {"stroke-width", "0.5"}},
                e.kind + " mb " + std::to_string(e.microbatch) + " chunk " + std::to_string(e.chunk) + ": " + ms +
                    " ms");

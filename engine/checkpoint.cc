@@ -1,6 +1,8 @@
 // engine/checkpoint.cc: shard files, marker, collective save/load.
 #include "engine/checkpoint.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -212,15 +214,11 @@ std::optional<int64_t> ShardState::find_value(const std::string& name) const {
 }
 
 std::string checkpoint_dir(const std::string& root, int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
-  return (std::filesystem::path(root) / buf).string();
+  return (std::filesystem::path(root) / fmt::format("step_{:08d}", step)).string();
 }
 
 std::string shard_path(const std::string& root, int64_t step, int rank) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "shard_%05d.msck", rank);
-  return (std::filesystem::path(checkpoint_dir(root, step)) / buf).string();
+  return (std::filesystem::path(checkpoint_dir(root, step)) / fmt::format("shard_{:05d}.msck", rank)).string();
 }
 
 std::string marker_path(const std::string& root, int64_t step) {
@@ -300,10 +298,8 @@ ShardState read_shard_file(const std::string& path, int rank, const CheckpointLa
   std::memcpy(&want_crc, b.data() + b.size() - 4, 4);
   const uint32_t got_crc = crc32(b.data(), b.size() - 4);
   if (want_crc != got_crc) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "stored 0x%08x, contents give 0x%08x (corrupt shard)", want_crc,
-                  got_crc);
-    throw CheckpointError(path, rank, "checksum mismatch", buf);
+    throw CheckpointError(path, rank, "checksum mismatch",
+                          fmt::format("stored 0x{:08x}, contents give 0x{:08x} (corrupt shard)", want_crc, got_crc));
   }
   const char* names[] = {"rank", "world_size", "tp", "pp", "dp", "vpp"};
   const int want[] = {rank, expected.world_size, expected.tp, expected.pp, expected.dp, expected.vpp};

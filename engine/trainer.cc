@@ -1,6 +1,8 @@
 // engine/trainer.cc: data + executor + checkpoints + reports for one rank.
 #include "engine/trainer.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -512,8 +514,7 @@ struct Trainer::Impl {
       // The loss is identical on every rank (pipeline_executor.h): every rank
       // stops here together, before this state can become a checkpoint.
       if (!std::isfinite(r.loss)) {
-        char lr[32];
-        std::snprintf(lr, sizeof lr, "%g", options.learning_rate);
+        const std::string lr = fmt::format("{:g}", options.learning_rate);
         throw TrainingDiverged("step " + std::to_string(report.step) + ": the loss is " +
                                (std::isnan(r.loss) ? "NaN" : "infinite") + " (learning_rate " + lr +
                                "): the training diverged; stopped before checkpointing this state" +
