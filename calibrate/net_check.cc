@@ -2,6 +2,7 @@
 #include "calibrate/net_check.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -37,7 +38,19 @@ model::GpuProfile profile_of(const NetMachine& m) {
   return p;
 }
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 }  // namespace
+
+std::string NetMachine::nccl_settings() const {
+  std::string s = nccl_version.empty() ? "" : "NCCL " + nccl_version;
+  if (nccl_algo) s += std::string(s.empty() ? "" : ", ") + "NCCL_ALGO=" + network::to_string(*nccl_algo);
+  if (nccl_proto) s += std::string(s.empty() ? "" : ", ") + "NCCL_PROTO=" + network::to_string(*nccl_proto);
+  return s;
+}
 
 std::vector<NetMachine> read_net_manifest(const std::string& path) {
   std::ifstream in(path);
@@ -57,8 +70,9 @@ std::vector<NetMachine> read_net_manifest(const std::string& path) {
     const std::string name = "run[" + std::to_string(i) + "]";
     if (t == nullptr) top.fail_at((*runs)[i], name, "expected a [[run]] table");
     const model::Section s(*t, name, path);
-    static constexpr std::string_view kKeys[] = {"file",      "gpu",     "nics_per_node", "nic_gbps",
-                                                 "transport", "exclude", "unscored"};
+    static constexpr std::string_view kKeys[] = {"file",     "gpu",          "nics_per_node", "nic_gbps",
+                                                 "transport", "exclude",     "unscored",      "nccl_version",
+                                                 "nccl_algo", "nccl_proto"};
     s.reject_unknown_keys(kKeys);
     NetMachine m;
     const std::optional<std::string> file = s.string("file");
@@ -77,6 +91,17 @@ std::vector<NetMachine> read_net_manifest(const std::string& path) {
     m.transport = s.string("transport").value_or("");
     m.exclude = s.string("exclude").value_or("");
     m.unscored = s.string("unscored").value_or("");
+    m.nccl_version = s.string("nccl_version").value_or("");
+    if (const std::optional<std::string> algo = s.string("nccl_algo")) {
+      m.nccl_algo = network::parse_collective_algorithm(lower(*algo));
+      if (!m.nccl_algo || *m.nccl_algo == network::CollectiveAlgorithm::kHierarchical) {
+        s.fail("nccl_algo", "must be one NCCL algorithm: ring, tree, nvls or nvls-tree, not '" + *algo + "'");
+      }
+    }
+    if (const std::optional<std::string> proto = s.string("nccl_proto")) {
+      m.nccl_proto = network::parse_nccl_protocol(*proto);
+      if (!m.nccl_proto) s.fail("nccl_proto", "must be one NCCL protocol: LL, LL128 or Simple, not '" + *proto + "'");
+    }
     out.push_back(std::move(m));
   }
   return out;
@@ -116,10 +141,13 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
   network::CollectiveRequest req;
   req.op = *op;
   req.groups = network::strided_groups(gpus_per_server, 1, r.ranks, per_node);
+  // The command line's restriction, else the one the source states.
+  const std::optional<network::CollectiveAlgorithm> algorithm = only.algorithm ? only.algorithm : m.nccl_algo;
+  const std::optional<network::NcclProtocol> protocol = only.protocol ? only.protocol : m.nccl_proto;
   for (const NcclTestsPoint& pt : run.points) {
     if (!(pt.time_us > 0) || pt.bytes <= 0) continue;
     req.bytes = static_cast<double>(pt.bytes);
-    const network::TunedCollective tuned = network::tune_collective(sim, req, only.algorithm, only.protocol);
+    const network::TunedCollective tuned = network::tune_collective(sim, req, algorithm, protocol);
     NetPoint p;
     p.bytes = req.bytes;
     p.measured_us = pt.time_us;

@@ -14,6 +14,17 @@
 //   transport = "RoCE, 16 x 100G per node"               # for the report
 //   unscored = "why"                                     # optional: predicted, listed, not in the bounds
 //   exclude = "why"                                      # optional: listed only
+//   nccl_version = "2.19.3"                              # optional: as the source states it
+//   nccl_algo = "ring"                                   # optional: NCCL_ALGO the source forced
+//   nccl_proto = "Simple"                                # optional: NCCL_PROTO the source forced
+//
+// nccl_algo / nccl_proto restrict the tuner as the environment variables
+// restrict NCCL (one name each: ring, tree, nvls, nvls-tree; LL, LL128,
+// Simple; case-insensitive); a --algo / --proto given to net-check replaces
+// them (a what-if). nccl_version is reported beside the run; the tuner's
+// constants are NCCL 2.30.7's whatever it says (network/nccl_tuner.h: no other
+// version's tables are known to the code), so a different version is a stated
+// limit of the comparison, not a switch.
 //
 // or files with one machine (profile_machine). Every printed size is predicted
 // by the tuner on a MegaScale fabric of that many nodes with those NICs
@@ -48,6 +59,12 @@ struct NetMachine {
   std::string transport;
   std::string exclude;    // non-empty: listed, not predicted
   std::string unscored;   // non-empty: predicted and listed, left out of the bounds
+  // NCCL settings the source states for the run (nullopt / empty: not stated).
+  std::optional<network::CollectiveAlgorithm> nccl_algo;  // NCCL_ALGO forced
+  std::optional<network::NcclProtocol> nccl_proto;        // NCCL_PROTO forced
+  std::string nccl_version;                               // "2.19.3"
+  // "NCCL 2.19.3, NCCL_ALGO=ring" (empty when none is stated).
+  std::string nccl_settings() const;
 };
 
 struct NetPoint {
@@ -86,7 +103,8 @@ struct NetClassStats {
 std::vector<NetMachine> read_net_manifest(const std::string& path);
 
 // One run predicted point by point (skipped, with the reason, when excluded or
-// not modellable). `only`: NCCL_ALGO / NCCL_PROTO as a restriction. Throws
+// not modellable). `only`: NCCL_ALGO / NCCL_PROTO as a restriction; where it
+// leaves a key unset, the manifest's nccl_algo / nccl_proto for the run apply. Throws
 // ImportError for an unreadable nccl-tests file, std::invalid_argument for a
 // restriction no NCCL pair meets on that machine.
 NetRun predict_net_run(const NetMachine& m, const NetRestriction& only);

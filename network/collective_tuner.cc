@@ -77,7 +77,9 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
         c.estimate_s -= posts_s;
         if (a == CollectiveAlgorithm::kTree && graph_busbw_gbs > 0) {
           // NCCL: tree busBw = 0.92 x graph busBw (capped, per protocol), algbw = busBw / 2.
-          const double busbw = nccl_protocol_busbw_gbs(a, p, request.op, nodes, graph_busbw_gbs,
+          const double busbw = nccl_protocol_busbw_gbs(a, p, request.op, nodes,
+                                                       nccl_tree_graph_busbw_gbs(graph_busbw_gbs, nodes,
+                                                                                 simulator.options().nvlink_busbw_gbs),
                                                        simulator.options().nccl) *
                                nccl_tree_efficiency(p, request.bytes);
           c.estimate_s = res.latency_s - posts_s + request.bytes / (0.5 * busbw * 1e9);

@@ -217,6 +217,11 @@ double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol proto
   return bw;
 }
 
+double nccl_tree_graph_busbw_gbs(double ring_graph_busbw_gbs, int nodes, double nvlink_busbw_gbs) {
+  if (nodes != 2) return ring_graph_busbw_gbs;
+  return std::max(ring_graph_busbw_gbs, std::min(2.0 * ring_graph_busbw_gbs, nvlink_busbw_gbs));
+}
+
 double nccl_tree_efficiency(NcclProtocol protocol, double bytes) {
   const int64_t chunks = static_cast<int64_t>(bytes) >> 6;
   if (chunks < 1) return 1.0;

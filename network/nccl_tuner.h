@@ -4,7 +4,8 @@
 //
 // defines: NcclProtocol, NcclSystem, nccl_system_for, to_string,
 //          parse_nccl_protocol, nccl_algorithm_enabled, nccl_latency_us,
-//          nccl_protocol_busbw_gbs, nccl_tree_efficiency, nccl_p2p_channels,
+//          nccl_protocol_busbw_gbs, nccl_tree_graph_busbw_gbs,
+//          nccl_tree_efficiency, nccl_p2p_channels,
 //          nccl_network_post_us, nccl_p2p_protocol,
 //          nccl_p2p_channel_nvlink_gbs
 //
@@ -113,6 +114,19 @@ double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol
 // one node) x Simple, capped; NVLS: Simple only).
 double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
                                double simple_busbw_gbs, const NcclSystem& system);
+
+// The graph bus bandwidth NCCL's tuner starts a tree's estimate from, GB/s,
+// given the ring's (`ring_graph_busbw_gbs`: on this fabric, the ring's Simple
+// bus bandwidth) and the GPU's NVLink bus bandwidth. On two nodes NCCL
+// estimates every algorithm from its graph's intra-node speed (tuning.cc:
+// `bw = nNodes <= 2 ? graphs[a]->bwIntra : graphs[a]->bwInter`), and its
+// search raises a tree's intra-node speed up to twice its network speed while
+// the NVLink paths carry it (graph/search.cc ncclTopoCompute: "increase
+// bwIntra for trees (2 nodes or collnet)", while bwIntra < 2 x bwInter) - a
+// two-node tree sends each byte over the network once each way, a ring
+// 2(n-1)/n times. So: two nodes -> min(2 x ring, NVLink); otherwise the ring's.
+// Same in NCCL 2.19.3 and 2.30.7.
+double nccl_tree_graph_busbw_gbs(double ring_graph_busbw_gbs, int nodes, double nvlink_busbw_gbs);
 
 // NCCL's correction of the tree all-reduce bandwidth at this size
 // (treeCorrectionFactor, tuning.cc: "trees are not perfectly sticking to the

@@ -368,4 +368,58 @@ TEST(NetCheck, PublishedFixturesAndBadManifest) {
   fs::remove_all(dir);
 }
 
+// A manifest entry's NCCL settings (as its source states them): nccl_algo /
+// nccl_proto restrict the tuner as NCCL_ALGO / NCCL_PROTO would, the command
+// line's --algo replaces them, nccl_version is reported; a name NCCL does not
+// have is refused at its key.
+TEST(NetCheck, ManifestNcclSettings) {
+  const fs::path dir = fs::temp_directory_path() / ("megascale-netcheck-nccl-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string file =
+      kSourceDir + "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_a100_16gpu_2node_oke.txt";
+  auto manifest = [&](const std::string& extra) {
+    std::ofstream(dir / "m.toml") << "[[run]]\nfile = \"" << file
+                                  << "\"\ngpu = \"A100-SXM4-40GB\"\nnics_per_node = 8\nnic_gbps = 200\n" << extra;
+    return (dir / "m.toml").string();
+  };
+  auto choices = [](const std::string& json) {
+    std::vector<std::string> out;
+    const Json report = parsed(json);
+    for (const Json& pt : report["runs"][0]["points"]) out.push_back(pt["choice"].get<std::string>());
+    return out;
+  };
+  const std::string ring_manifest = manifest("nccl_algo = \"RING\"\nnccl_version = \"2.19.3\"\n");
+  const RunResult forced = run_megascale({"calibrate", "net-check", "--manifest", ring_manifest, "--json"});
+  ASSERT_TRUE(forced.exit_code == 0 || forced.exit_code == 1) << dump(forced);
+  EXPECT_EQ(parsed(forced.out)["runs"][0]["nccl_algo"], "ring") << forced.out.substr(0, 600);
+  EXPECT_EQ(parsed(forced.out)["runs"][0]["nccl_version"], "2.19.3");
+  const std::vector<std::string> ring = choices(forced.out);
+  ASSERT_EQ(ring.size(), 31u);
+  for (const std::string& c : ring) EXPECT_EQ(c.rfind("ring/", 0), 0u) << c;
+  // The markdown names the source's settings beside the transport.
+  const RunResult md = run_megascale({"calibrate", "net-check", "--manifest", (dir / "m.toml").string()});
+  EXPECT_NE(md.out.find("(source: NCCL 2.19.3, NCCL_ALGO=ring)"), std::string::npos) << md.out.substr(0, 1500);
+  // --algo on the command line replaces the manifest's.
+  const RunResult tree = run_megascale(
+      {"calibrate", "net-check", "--manifest", (dir / "m.toml").string(), "--algo", "tree", "--json"});
+  ASSERT_TRUE(tree.exit_code == 0 || tree.exit_code == 1) << dump(tree);
+  for (const std::string& c : choices(tree.out)) EXPECT_EQ(c.rfind("tree/", 0), 0u) << c;
+  // A protocol alone.
+  const RunResult ll = run_megascale(
+      {"calibrate", "net-check", "--manifest", manifest("nccl_proto = \"ll\"\n"), "--json"});
+  ASSERT_TRUE(ll.exit_code == 0 || ll.exit_code == 1) << dump(ll);
+  for (const std::string& c : choices(ll.out)) EXPECT_EQ(c.substr(c.find('/')), "/LL") << c;
+  // Names NCCL does not have.
+  const RunResult bad = run_megascale({"calibrate", "net-check", "--manifest", manifest("nccl_algo = \"fast\"\n")});
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("run[0].nccl_algo"), std::string::npos) << dump(bad);
+  const RunResult hier =
+      run_megascale({"calibrate", "net-check", "--manifest", manifest("nccl_algo = \"hierarchical\"\n")});
+  EXPECT_EQ(hier.exit_code, 2) << dump(hier);
+  const RunResult badp = run_megascale({"calibrate", "net-check", "--manifest", manifest("nccl_proto = \"LL64\"\n")});
+  EXPECT_EQ(badp.exit_code, 2) << dump(badp);
+  EXPECT_NE(badp.err.find("run[0].nccl_proto"), std::string::npos) << dump(badp);
+  fs::remove_all(dir);
+}
+
 }  // namespace

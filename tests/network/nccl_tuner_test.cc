@@ -158,12 +158,14 @@ TEST(CollectiveTuner, PicksLowLatencyProtocolsForSmallAndSimpleForLarge) {
   }
 }
 
-// Two nodes of 8 A100: NCCL's estimate gives the tree half the graph bandwidth
-// (x 0.92) and the ring 16/30 of it, so a large all-reduce runs the ring even
-// where the fabric's tree would be as fast; a tiny one runs the tree with LL
-// (2 log2(2) network hops instead of 2 x 1 ring network steps plus 28 overheads).
+// Two nodes of 8 A100: NCCL estimates the tree from its graph's intra-node
+// speed, which its search raises to up to twice the network speed
+// (nccl_tree_graph_busbw_gbs), so a large all-reduce runs the tree (0.92 x
+// 0.5 x min(2 x ring, NVLink) against 16/30 x ring); a tiny one runs the tree
+// with LL (2 log2(2) network hops instead of 2 x 1 ring network steps plus 28
+// overheads). Four nodes estimate from the network speed: the ring.
 TEST(CollectiveTuner, TwoNodesFollowNcclsEstimate) {
-  Fabric f(16);
+  Fabric f(32);
   CollectiveOptions o;
   o.nccl = kA100;
   CollectiveSimulator sim(f.topology, f.router, o);
@@ -172,11 +174,25 @@ TEST(CollectiveTuner, TwoNodesFollowNcclsEstimate) {
   req.groups = {first_gpus(16)};
   req.bytes = 8.0 * (1 << 30);
   const TunedCollective large = tune_collective(sim, req);
-  EXPECT_EQ(large.best.algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(large.best.algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_EQ(large.best.protocol, NcclProtocol::kSimple);
   req.bytes = 8;
   const TunedCollective small = tune_collective(sim, req);
   EXPECT_EQ(small.best.algorithm, CollectiveAlgorithm::kTree);
   EXPECT_EQ(small.best.protocol, NcclProtocol::kLL);
+  req.groups = {first_gpus(32)};
+  req.bytes = 8.0 * (1 << 30);
+  EXPECT_EQ(tune_collective(sim, req).best.algorithm, CollectiveAlgorithm::kRing);
+}
+
+// search.cc lets a two-node tree's intra-node speed reach twice the network's,
+// bounded by NVLink; other node counts keep the ring's graph bandwidth.
+TEST(NcclTuner, TwoNodeTreeGraphBandwidth) {
+  EXPECT_DOUBLE_EQ(nccl_tree_graph_busbw_gbs(96.0, 2, 230.0), 192.0);
+  EXPECT_DOUBLE_EQ(nccl_tree_graph_busbw_gbs(192.0, 2, 230.0), 230.0);
+  EXPECT_DOUBLE_EQ(nccl_tree_graph_busbw_gbs(250.0, 2, 230.0), 250.0);  // never below the ring's
+  EXPECT_DOUBLE_EQ(nccl_tree_graph_busbw_gbs(192.0, 1, 230.0), 192.0);
+  EXPECT_DOUBLE_EQ(nccl_tree_graph_busbw_gbs(192.0, 4, 230.0), 192.0);
 }
 
 TEST(CollectiveTuner, HopperUsesNvlsForLargeAllReduceInANode) {
