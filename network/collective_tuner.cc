@@ -71,9 +71,11 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
         c.latency_s = res.latency_s;
         c.busbw_gbs = res.busbw_gbs;
         c.estimate_s = res.time_s;  // ring, NVLS, send/recv: NCCL's estimate has the fabric's form
-        // NCCL's estimate leaves the trees' network posts out (nccl_network_post_us).
-        const double posts_s =
-            nccl_network_post_us(a, p, request.op, nodes, simulator.options().nccl) * 1e-6;
+        // NCCL's estimate: the time less the network posts as the time charges
+        // them (nccl_network_post_us: trees' left out, rings' on every step).
+        const double posts_s = nccl_network_post_us(a, p, request.op, static_cast<int>(request.groups.front().size()),
+                                                    nodes, request.bytes, simulator.options().nccl) *
+                               1e-6;
         c.estimate_s -= posts_s;
         if (a == CollectiveAlgorithm::kTree && graph_busbw_gbs > 0) {
           // NCCL: tree busBw = 0.92 x graph busBw (capped, per protocol), algbw = busBw / 2.

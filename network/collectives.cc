@@ -647,6 +647,8 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
         [&](const StepOutcome& s) {
           return nccl_latency_us(CollectiveAlgorithm::kRing, proto, phase_op, phase_ranks, phase_nodes, phase_bytes,
                                  nccl) +
+                 nccl_network_post_us(CollectiveAlgorithm::kRing, proto, phase_op, phase_ranks, phase_nodes,
+                                      phase_bytes, nccl) +
                  traversals * (shape.network_hops * (s.network_path_latency_us + s.mean_added_latency_us) +
                                shape.nvlink_hops * s.nvlink_path_latency_us);
         },
@@ -683,7 +685,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
                                                      : s.nvlink_path_latency_us;
           const int hop_nodes = s.network_subflows > 0 ? 2 : 1;
           return nccl_latency_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, 2, hop_nodes, S, nccl) +
-                 nccl_network_post_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, hop_nodes, nccl) +
+                 nccl_network_post_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, 2, hop_nodes, S, nccl) +
                  path;
         },
         [&](double simple_s) {
@@ -714,7 +716,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
         1, flows,
         [&](const StepOutcome& s) {
           return nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
-                 nccl_network_post_us(request.algorithm, proto, request.op, nodes, nccl) +
+                 nccl_network_post_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
                  2.0 * ((nvls_tree ? 0 : chain_hops) * s.nvlink_path_latency_us +
                         depth * (s.network_path_latency_us + s.mean_added_latency_us)) +
                  (nvls_tree ? s.nvlink_path_latency_us : 0.0);

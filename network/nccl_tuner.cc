@@ -169,8 +169,8 @@ double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, Col
   return kBaseRing[p];
 }
 
-double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
-                             const NcclSystem& system) {
+double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks,
+                             int nodes, double bytes, const NcclSystem& system) {
   if (nodes < 2) return 0.0;
   // getNetOverhead: 1 us Intel, 2 us AMD; x3 for Simple (as for rings).
   const double post_us = (system.amd_cpu ? 2.0 : 1.0) * (protocol == NcclProtocol::kSimple ? 3.0 : 1.0);
@@ -178,7 +178,23 @@ double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol
   switch (algorithm) {
     case CollectiveAlgorithm::kTree:
     case CollectiveAlgorithm::kNvlsTree: return 2.0 * log2i(nodes) * 2.0 * post_us;  // up and down
-    default: return 0.0;  // rings: in NCCL's own latency
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kHierarchical: {
+      // The time: a send and a receive post on each network step only; NCCL's
+      // estimate charges max(NVLink latency, post) to every NVLink step instead
+      // (nccl_latency_us), which the time takes back.
+      const int p = static_cast<int>(protocol);
+      const bool ar = op == CollectiveOp::kAllReduce;
+      const int nsteps = ar ? 2 * (ranks - 1) : ranks - 1;
+      const int inter_steps = ar ? 2 * (nodes - 1) : nodes - 1;
+      const double per_step_surplus = std::max(0.0, post_us - kNvlinkRing[p]);
+      double surplus = (nsteps - inter_steps) * per_step_surplus;
+      if (protocol == NcclProtocol::kSimple && ar && bytes / (static_cast<double>(system.channels) * ranks) >= 64) {
+        surplus *= system.compute_capability < 80 ? 1.9 : 1.4;  // NCCL's plateau factor multiplies it too
+      }
+      return inter_steps * 2.0 * post_us - surplus;
+    }
+    default: return 0.0;  // NVLS: one node
   }
 }
 

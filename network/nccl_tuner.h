@@ -26,8 +26,9 @@
 //     protocol (base + per-hop NVLink / network latency x hops, the CPU's
 //     network post overhead, the multi-node ring plateau); the fabric's path
 //     latencies and congestion-control queueing are added per hop by the caller,
-//     and so are the network posts NCCL's tuner charges rings but not trees
-//     (nccl_network_post_us), which the time has and NCCL's ranking does not;
+//     and so are the network posts (nccl_network_post_us): trees' (NCCL's
+//     estimate has none) and rings' on their network steps only (NCCL's charges
+//     every step), which the time has and NCCL's ranking does not;
 //   - send/recv in one node: NCCL's p2p channel count for the size
 //     (nccl_p2p_channels) x one NVLink's bandwidth bounds the bandwidth;
 //   - choice: the tuner (net collective --algo auto --proto auto) runs every
@@ -95,17 +96,20 @@ bool nccl_algorithm_enabled(CollectiveAlgorithm algorithm, NcclProtocol protocol
 double nccl_latency_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks, int nodes,
                        double bytes, const NcclSystem& system);
 
-// The network-post time on the critical path that NCCL's tuner leaves out of
-// a tree's latency, us (added to nccl_latency_us for the time; not part of
-// NCCL's estimate, so not of its choice). Each network hop is one send posted
-// by the sending node's proxy thread and one receive by the receiving node's,
-// each costing getNetOverhead (tuning.cc: 1 us on Intel hosts, 2 us on AMD, x3
-// for Simple; NCCL charges it to every step of a multi-node ring as
-// max(intraLat, netOverhead) but not to trees). Tree and NVLS tree:
-// 2 log2(nodes) hops x 2 posts; send/recv across nodes: 1 hop x 2 posts;
-// rings and one node: 0.
-double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
-                            const NcclSystem& system);
+// The network-post time on the critical path, us, as the simulated time
+// charges it beyond NCCL's own latency (nccl_latency_us; what NCCL's estimate,
+// and so its choice, leaves as it is). Each network hop is one send posted by
+// the sending node's proxy thread and one receive by the receiving node's, each
+// costing getNetOverhead (tuning.cc: 1 us on Intel hosts, 2 us on AMD, x3 for
+// Simple). Tree and NVLS tree: 2 log2(nodes) hops x 2 posts, which NCCL's
+// estimate leaves out; send/recv across nodes: 1 hop x 2 posts. Rings: 2 posts
+// on each of the 2 (nodes - 1) network steps of an all-reduce (nodes - 1 for
+// the others), less what NCCL's estimate charges every NVLink step as
+// max(intraLat, netOverhead) (negative when that is more; a run with the ring
+// forced, deepops k8s, measured 38.6 us at 8 B where NCCL's estimate gives ~70
+// and posts on network steps only ~38). One node: 0.
+double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks,
+                            int nodes, double bytes, const NcclSystem& system);
 
 // The bus bandwidth (nccl-tests' busbw) of `protocol` for an algorithm whose
 // Simple-protocol bus bandwidth on this fabric is `simple_busbw_gbs` (NCCL:

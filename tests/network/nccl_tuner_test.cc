@@ -219,16 +219,24 @@ TEST(CollectiveTuner, HopperUsesNvlsForLargeAllReduceInANode) {
 // all-reduce over 2 nodes posts 2 hops x (send + receive); 4 nodes: 4 hops.
 TEST(NcclTuner, NetworkPostsOnTheTreesCriticalPath) {
   const auto ar = CollectiveOp::kAllReduce;
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, kA100), 8.0);
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 2, kH100), 4.0);
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kSimple, ar, 4, kA100), 48.0);
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, ar, 2, kH100), 12.0);
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, CollectiveOp::kSendRecv, 2,
-                                        kA100),
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 16, 2, 8, kA100), 8.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 16, 2, 8, kH100), 4.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kSimple, ar, 32, 4, 8, kA100), 48.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kNvlsTree, NcclProtocol::kSimple, ar, 16, 2, 8, kH100), 12.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, CollectiveOp::kSendRecv, 2, 2,
+                                        8, kA100),
                    4.0);
-  // Rings carry them in NCCL's own latency; one node posts nothing.
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 2, kA100), 0.0);
-  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 1, kA100), 0.0);
+  // A ring all-reduce of 16 ranks on 2 AMD nodes: 2 posts on each of its 2
+  // network steps (8 us), less the 28 NVLink steps NCCL's estimate charges
+  // max(0.6, 2) instead of 0.6 (28 x 1.4 = 39.2 us). Intel hosts (kH100): 2 x 2 x 1
+  // less 28 x 0.4.
+  EXPECT_NEAR(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 16, 2, 8, kA100), 8.0 - 39.2,
+              1e-9);
+  EXPECT_NEAR(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 16, 2, 8, kH100), 4.0 - 11.2,
+              1e-9);
+  // One node posts nothing.
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kTree, NcclProtocol::kLL, ar, 8, 1, 8, kA100), 0.0);
+  EXPECT_DOUBLE_EQ(nccl_network_post_us(CollectiveAlgorithm::kRing, NcclProtocol::kLL, ar, 8, 1, 8, kA100), 0.0);
 }
 
 // The simulated tree time carries the posts; NCCL's estimate (the ranking) does not.
