@@ -892,13 +892,17 @@ int Driver::run() {
               const int node = node_of_rank(r.rank);
               const std::map<std::string, std::string> ex = redis_->hgetall(job_key(job_, "executor:" + std::to_string(node)));
               const double ex_age = ex.count("time_s") ? now - std::atof(ex.at("time_s").c_str()) : -1;
+              // The executor heartbeats every period too; cut off at the same
+              // moment as its rank, it may have written a little later: half
+              // the rank's limit (still several periods) says it is silent.
+              const bool ex_silent = ex_age > std::max(missed_s / 2, 3 * s_.recovery.heartbeat_period_s);
               detection = Detection{"heartbeat_missed", now, r.rank,
                                     "rank " + std::to_string(r.rank) + ": no heartbeat for " + fixed(now - r.time_s) + " s" +
-                                        (ex_age > missed_s ? "; node " + std::to_string(node) + "'s executor silent for " +
+                                        (ex_silent ? "; node " + std::to_string(node) + "'s executor silent for " +
                                                                  fixed(ex_age) + " s too: the node is unreachable"
                                                            : std::string())};
               // Then no death report from mpirun is coming to wait for.
-              node_unreachable_ = ex_age > missed_s;
+              node_unreachable_ = ex_silent;
               break;
             }
           }

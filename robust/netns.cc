@@ -1,8 +1,13 @@
 // robust/netns.cc: see netns.h.
 #include "robust/netns.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,6 +86,69 @@ std::vector<pid_t> kill_ns(const std::string& ns) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return killed;
+}
+
+// Runs fn on a thread that first entered namespace `ns` ("" = stay in this
+// one): setns changes the calling thread only. False when it cannot enter.
+template <typename Fn>
+bool in_ns(const std::string& ns, Fn fn) {
+  bool entered = false;
+  std::thread t([&] {
+    if (!ns.empty()) {
+      const int fd = ::open(("/var/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return;
+      const bool ok = ::setns(fd, CLONE_NEWNET) == 0;
+      ::close(fd);
+      if (!ok) return;
+    }
+    entered = true;
+    fn();
+  });
+  t.join();
+  return entered;
+}
+
+// A TCP connection from namespace `from` to a listener opened in namespace
+// `to` on `address`, within timeout_s: "" when it is made, else why not.
+std::string tcp_reaches(const std::string& from, const std::string& to, const std::string& address, double timeout_s) {
+  int listener = -1, port = 0;
+  in_ns(to, [&] {
+    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    socklen_t len = sizeof a;
+    if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) == 1 &&
+        ::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(listener, 4) == 0 &&
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port = ntohs(a.sin_port);
+    }
+  });
+  if (port == 0) {
+    if (listener >= 0) ::close(listener);
+    return "cannot listen on " + address + " in " + (to.empty() ? std::string("the root namespace") : to);
+  }
+  bool connected = false;
+  in_ns(from, [&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      connected = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      connected = ::poll(&p, 1, static_cast<int>(timeout_s * 1000)) == 1 &&
+                  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    ::close(fd);
+  });
+  ::close(listener);
+  if (connected) return "";
+  return fmt::format("no TCP connection from {} to {} ({}) within {:.1f} s", from.empty() ? "the root namespace" : from,
+                     address, to.empty() ? "the root namespace" : to, timeout_s);
 }
 
 }  // namespace
@@ -213,6 +281,15 @@ NetnsCluster::NetnsCluster(int nodes, int tag) : nodes_(nodes), tag_(tag) {
       ip({"-n", ns(k), "addr", "add", address(k) + "/24", "dev", inside});
       ip({"-n", ns(k), "link", "set", inside, "up"});
       ip({"-n", ns(k), "link", "set", "lo", "up"});
+    }
+    // The paths the job needs, tried: node -> bridge (Redis, mpirun) and
+    // node -> node (MPI). A host whose bridge traffic goes through a
+    // firewall that drops it (bridge netfilter with a DROP forward policy,
+    // as Docker sets up) fails here, not as a stalled job.
+    for (int k = 0; k < nodes_; ++k) {
+      std::string why = tcp_reaches(ns(k), "", host_address(), 2.0);
+      if (why.empty() && k > 0) why = tcp_reaches(ns(k), ns(0), address(0), 2.0);
+      if (!why.empty()) throw std::runtime_error("the namespaces were made but cannot talk: " + why);
     }
   } catch (...) {
     cleanup();

@@ -50,9 +50,11 @@ int sweep_stale_netns();
 
 class NetnsCluster {
  public:
-  // Creates the bridge and `nodes` namespaces with their links, all up.
-  // Throws std::runtime_error naming the command that failed and its output;
-  // what was made before is removed.
+  // Creates the bridge and `nodes` namespaces with their links, all up, and
+  // checks with a TCP connection that every node reaches the bridge address
+  // and node 0. Throws std::runtime_error naming the command that failed and
+  // its output, or the connection that was not made; what was made before
+  // is removed.
   NetnsCluster(int nodes, int tag);
   // Kills every process left in the namespaces, deletes links, namespaces and
   // the bridge.

@@ -61,7 +61,18 @@ bool send_from(const std::string& from, const std::string& host, int port, size_
       if (n <= 0) break;
       sent += static_cast<size_t>(n);
     }
-    ok = sent == bytes;
+    // Done when the peer has read it all and closed: then every byte has
+    // crossed the links (send() returns once the bytes are in our buffer).
+    bool closed = false;
+    if (sent == bytes && ::shutdown(fd, SHUT_WR) == 0) {
+      pollfd in{fd, POLLIN, 0};
+      char buf[256];
+      while (!closed && ::poll(&in, 1, ms) == 1) {
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) closed = n == 0;
+      }
+    }
+    ok = sent == bytes && closed;
     ::close(fd);
   });
   t.join();
