@@ -25,6 +25,7 @@ int run(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
     ex.job = p.text("--job", ex.job);
     ex.node = static_cast<int>(p.integer("--node", ex.node));
     ex.period_s = p.number("--period", ex.period_s);
+    ex.address = p.text("--address", ex.address);
     if (ex.redis.empty() || ex.job.empty() || !(ex.period_s > 0))
       throw UsageError("--executor needs --redis HOST:PORT --job J --node N --period S");
     return robust::run_executor(ex);
@@ -60,7 +61,8 @@ CommandEntry run_command() {
             {"--redis", Kind::kText, "HOST:PORT", "the control plane"},
             {"--job", Kind::kText, "J", "the job's name"},
             {"--node", Kind::kInt, "N", "this executor's node", 0, kMaxInt},
-            {"--period", Kind::kNumber, "S", "heartbeat period in seconds", kAboveZero, kNoLimit}}},
+            {"--period", Kind::kNumber, "S", "heartbeat period in seconds", kAboveZero, kNoLimit},
+            {"--address", Kind::kText, "IP", "this node's address (in a network namespace): self-checks listen there"}}},
           run};
 }
 

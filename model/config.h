@@ -217,14 +217,20 @@ struct FaultSpec {
 // [[inject]] in the scenario or `--inject NAME:rank=R:step=S[:percent=P]`.
 inline constexpr std::string_view kInjectFaults[] = {"kill",         "hang",
                                                      "slow",         "traffic_stop",
-                                                     "corrupt_checkpoint", "redis_kill"};
+                                                     "corrupt_checkpoint", "redis_kill",
+                                                     "slow_all",     "link_cut",
+                                                     "node_down"};
 struct InjectSpec {
-  // kill | hang | slow | traffic_stop | corrupt_checkpoint | redis_kill
+  // kill | hang | slow | traffic_stop | corrupt_checkpoint | redis_kill |
+  // slow_all | link_cut | node_down
   std::string fault = "kill";
-  int rank = 0;         // world rank it hits (redis_kill: unused)
+  int rank = 0;         // world rank it hits (redis_kill, slow_all: -1, every rank / none)
   int step = 1;         // fires during this 1-based step
-  double percent = 0;   // slow: extra time per step, % of the rank's compute time
+  double percent = 0;   // slow, slow_all: extra time per step, % of the rank's compute time
 };
+// Which faults name a rank (rank=R) and which take percent=P.
+inline bool inject_takes_rank(std::string_view fault) { return fault != "redis_kill" && fault != "slow_all"; }
+inline bool inject_takes_percent(std::string_view fault) { return fault == "slow" || fault == "slow_all"; }
 
 // Failure processes ([failures]); reliability/failure_model.h turns them into
 // Poisson rates. A rate < 0 means "from the preset" (0 when the preset is "none").
@@ -291,6 +297,12 @@ struct RecoveryConfig {
   // heartbeat_period_s, heartbeat_misses and spare_nodes above. `megascale plan`
   // ignores these.
   std::string redis;                     // "host:port" of a Redis to use; "" = start a private one
+  // What a node is: "local" (executors and ranks are processes of this
+  // machine, MPI and Redis over loopback) or "netns" (one Linux network
+  // namespace per node, joined by veth pairs to a bridge: robust/netns.h;
+  // falls back to local processes, and says so, where namespaces cannot be
+  // made).
+  std::string nodes = "local";
   // No rank's step advances for this long: a hang (or a silent traffic stop).
   // Assumption: MegaScale publishes no threshold; 60 s keeps a step of a large
   // model (tens of seconds) clear of it. Tiny CPU runs set a few seconds.

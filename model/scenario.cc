@@ -395,7 +395,8 @@ constexpr std::string_view kRecoveryKeys[] = {
     "process_start_s", "checkpoint_load",    "storage_read_gbs",  "checkpoint",
     "checkpoint_interval", "pcie_gbs",       "storage_write_gbs", "traffic_drop_detect_s",
     "redis",           "step_stall_s",       "slow_factor",       "slow_steps",
-    "evict_slow",      "max_restarts"};
+    "evict_slow",      "max_restarts",       "nodes"};
+constexpr std::string_view kNodeKinds[] = {"local", "netns"};
 constexpr std::string_view kRecoveryPresets[] = {"megascale", "baseline"};
 constexpr std::string_view kInitDesigns[] = {"tcpstore", "redis", "ordered"};
 constexpr std::string_view kLoadDesigns[] = {"every_rank", "one_per_dp_group"};
@@ -447,6 +448,7 @@ RecoveryConfig read_recovery(const Section& s) {
   r.slow_steps = s.integer("slow_steps", 1).value_or(r.slow_steps);
   r.evict_slow = s.boolean("evict_slow").value_or(r.evict_slow);
   r.max_restarts = s.integer("max_restarts", 0).value_or(r.max_restarts);
+  r.nodes = s.choice("nodes", kNodeKinds).value_or(r.nodes);
   return r;
 }
 
@@ -460,13 +462,25 @@ std::vector<InjectSpec> read_inject(const Section& top) {
     f.reject_unknown_keys(kInjectKeys);
     InjectSpec spec;
     const std::optional<std::string> fault = f.choice("fault", kInjectFaults);
-    if (!fault) f.fail_missing("fault", "one of kill, hang, slow, traffic_stop, corrupt_checkpoint, redis_kill");
+    if (!fault) {
+      f.fail_missing("fault", "one of kill, hang, slow, traffic_stop, corrupt_checkpoint, redis_kill, slow_all, "
+                              "link_cut, node_down");
+    }
     spec.fault = *fault;
-    spec.rank = f.integer("rank", 0).value_or(spec.rank);
+    if (inject_takes_rank(spec.fault)) {
+      spec.rank = f.integer("rank", 0).value_or(spec.rank);
+    } else {
+      if (f.node("rank") != nullptr) f.fail("rank", "fault = \"" + spec.fault + "\" names no rank");
+      spec.rank = -1;
+    }
     spec.step = f.integer("step", 1).value_or(spec.step);
     spec.percent = f.positive_number("percent").value_or(spec.percent);
-    if (spec.fault == "slow" && spec.percent <= 0) f.fail_missing("percent", "slow needs the extra time, e.g. percent = 200");
-    if (spec.fault != "slow" && f.node("percent") != nullptr) f.fail("percent", "only fault = \"slow\" takes a percent");
+    if (inject_takes_percent(spec.fault) && spec.percent <= 0) {
+      f.fail_missing("percent", spec.fault + " needs the extra time, e.g. percent = 200");
+    }
+    if (!inject_takes_percent(spec.fault) && f.node("percent") != nullptr) {
+      f.fail("percent", "only fault = \"slow\" and \"slow_all\" take a percent");
+    }
     out.push_back(spec);
   }
   return out;

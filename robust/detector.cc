@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <fmt/format.h>
+
 namespace megascale::robust {
 namespace {
 
@@ -115,6 +117,46 @@ std::optional<std::pair<int, std::string>> SlowDetector::slow_rank() const {
       } else {
         run[static_cast<size_t>(rank)] = 0;
       }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<double> SlowDetector::baseline_s() const {
+  std::vector<double> medians;
+  bool first = true;
+  for (const auto& [step, per_rank] : by_step_) {
+    if (static_cast<int>(per_rank.size()) < ranks_) continue;
+    if (first) {  // the attempt's first step: warm-up
+      first = false;
+      continue;
+    }
+    std::vector<double> v;
+    for (const auto& [r, c] : per_rank) v.push_back(c);
+    medians.push_back(median(v));
+    if (static_cast<int>(medians.size()) == kBaselineSteps) return median(medians);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> SlowDetector::uniform_slowdown() const {
+  const std::optional<double> base = baseline_s();
+  if (!base || *base <= 0) return std::nullopt;
+  int seen = 0, run = 0;
+  for (const auto& [step, per_rank] : by_step_) {
+    if (static_cast<int>(per_rank.size()) < ranks_) continue;
+    if (++seen <= kBaselineSteps + 1) continue;  // warm-up and the baseline's steps
+    double fastest = per_rank.begin()->second;
+    for (const auto& [r, c] : per_rank) fastest = std::min(fastest, c);
+    if (fastest > factor_ * *base && fastest - *base > kMinSlowExcess_s) {
+      if (++run >= steps_) {
+        return fmt::format(
+            "every rank slowed alike: the fastest of {} rank(s) computed {:.4f} s at step {}, {:.2f}x the job's "
+            "baseline ({:.4f} s, its first {} healthy steps), above {:.2f}x for {} steps in a row",
+            ranks_, fastest, step, fastest / *base, *base, kBaselineSteps, factor_, steps_);
+      }
+    } else {
+      run = 0;
     }
   }
   return std::nullopt;

@@ -12,7 +12,10 @@
 //   - StallDetector: no rank's step advanced and no traffic moved for
 //     step_stall_s (a hang or a silent traffic stop);
 //   - SlowDetector: a rank whose compute time exceeds slow_factor x the median
-//     of the other ranks' in slow_steps consecutive steps.
+//     of the other ranks' in slow_steps consecutive steps; and a slowdown of
+//     the whole job (every rank alike, so no rank stands out from the others),
+//     against the job's own baseline: the compute of its first healthy steps
+//     in this attempt.
 //
 // Thread-safety: plain values; one thread at a time per detector.
 #pragma once
@@ -58,6 +61,7 @@ std::vector<int> group_members(const std::string& group);
 
 struct Detection {
   std::string kind;    // process_gone | heartbeat_missed | log_error | job_exited | stall | slow | redis_down
+                       // (uniform_slowdown: reported by the driver, never a restart)
   double at_s = 0;     // wall clock
   int rank = -1;       // the rank it points at, when it does
   std::string detail;
@@ -71,6 +75,19 @@ class SlowDetector {
   // The first rank slow for `consecutive_steps` steps in a row among the steps
   // every rank has reported, with a description; nullopt when none.
   std::optional<std::pair<int, std::string>> slow_rank() const;
+  // The job's baseline compute per step: the median, over the first
+  // kBaselineSteps steps every rank reported after the first one of the
+  // attempt (warm-up: allocation, caches), of the median over the ranks;
+  // nullopt until that many steps are in.
+  static constexpr int kBaselineSteps = 3;
+  std::optional<double> baseline_s() const;
+  // A slowdown of every rank alike: the fastest rank's compute exceeds
+  // factor x the baseline (and by at least the noise floor) in
+  // `consecutive_steps` steps in a row after the baseline's; a description,
+  // nullopt when none. No rank is named: nothing stands out to evict.
+  // REQUIRES: the first kBaselineSteps + 1 steps of the attempt are healthy
+  // (a slowdown already there is the baseline).
+  std::optional<std::string> uniform_slowdown() const;
   void clear() { by_step_.clear(); }
 
  private:

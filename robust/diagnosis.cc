@@ -110,7 +110,7 @@ int match_detection(const std::vector<FiredFault>& fired, const Detection& d) {
   for (size_t i = 0; i < fired.size(); ++i) {
     const FiredFault& f = fired[i];
     if (f.matched || f.at_s > d.at_s + 0.5) continue;
-    const int score = 2 * ((f.fault == "slow") == (d.kind == "slow")) + (d.rank >= 0 && f.rank == d.rank);
+    const int score = 2 * ((f.fault == "slow" || f.fault == "slow_all") == (d.kind == "slow")) + (d.rank >= 0 && f.rank == d.rank);
     if (score > best) {  // strictly: the earliest of equal scores stays
       best = score;
       match = static_cast<int>(i);

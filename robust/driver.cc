@@ -29,6 +29,7 @@
 #include "robust/executor.h"
 #include "robust/fault_injection.h"
 #include "robust/keys.h"
+#include "robust/netns.h"
 #include "robust/recovery_profile.h"
 #include "robust/redis_client.h"
 #include "robust/redis_server.h"
@@ -65,6 +66,17 @@ std::string fixed(double v, int decimals = 2) {
 }
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+// SIGINT, SIGTERM or SIGHUP while the driver runs: it stops at its next poll
+// and cleans up (attempt, executors, Redis, network namespaces) as after an
+// error.
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int sig) { g_signal = sig; }
+
+// The faults the driver fires itself (the ranks never see them).
+bool driver_fault(const std::string& fault) {
+  return fault == "redis_kill" || fault == "link_cut" || fault == "node_down";
+}
 
 // New complete lines of a growing file.
 class LogTail {
@@ -149,6 +161,11 @@ class Driver {
     profile_.events.push_back(fixed(t, 3) + " s: " + text);
     out_ << "[run " << fixed(t, 1) << " s] " << text << "\n" << std::flush;
   }
+  // [recovery] nodes = "netns": one namespace per node and spare
+  // (robust/netns.h), or the reason they cannot be made (local processes).
+  void make_nodes();
+  // Fires link_cut and node_down once their rank reports their step.
+  void fire_network_faults(const std::vector<RankStatus>& st);
   void start_control_plane();
   void stop_control_plane();
   void publish_layout();
@@ -188,6 +205,8 @@ class Driver {
   std::unique_ptr<LogTail> stdout_;
   std::map<int64_t, double> losses_;
   int64_t first_step_this_attempt_ = -1;
+  int64_t last_step_this_attempt_ = -1;  // rank 0's latest step line (stdout)
+  bool node_unreachable_ = false;  // the heartbeat_missed detection's executor was silent too
   double first_step_at_ = 0;
   std::vector<Fired> fired_;
   std::set<std::string> fired_seen_;
@@ -198,7 +217,72 @@ class Driver {
   double redis_ok_since_ = 0;
   std::vector<uint64_t> traffic_;
   uint64_t check_id_ = 0;
+  std::unique_ptr<NetnsCluster> net_;  // null: the nodes are local processes
 };
+
+void Driver::make_nodes() {
+  const int spares = std::min(s_.recovery.spare_nodes, kMaxLocalSpares);
+  std::string why;
+  if (s_.recovery.nodes == "netns") {
+    why = netns_unavailable_reason();
+    if (why.empty()) {
+      if (const int swept = sweep_stale_netns(); swept > 0) {
+        event("removed " + std::to_string(swept) + " network namespace(s)/link(s) left by runs that are gone");
+      }
+      try {
+        net_ = std::make_unique<NetnsCluster>(nodes_ + spares, static_cast<int>(::getpid()));
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+    }
+    if (!net_) {
+      profile_.netns_unavailable = why;
+      event("network namespaces unavailable (" + why + "): the nodes are local processes instead");
+    } else {
+      profile_.node_kind = "netns";
+      event("nodes are network namespaces: " + net_->describe());
+    }
+  }
+  // Faults that need a node's network cannot happen without one.
+  for (auto it = pending_faults_.begin(); it != pending_faults_.end();) {
+    if (!net_ && (it->fault == "link_cut" || it->fault == "node_down")) {
+      profile_.skipped_faults.push_back(format_inject(*it) + ": skipped, needs [recovery] nodes = \"netns\"" +
+                                        (why.empty() ? std::string(" (the nodes are local processes)") : " (" + why + ")"));
+      event("fault " + profile_.skipped_faults.back());
+      it = pending_faults_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Driver::fire_network_faults(const std::vector<RankStatus>& st) {
+  if (!net_) return;
+  for (auto it = pending_faults_.begin(); it != pending_faults_.end(); ++it) {
+    if (it->fault != "link_cut" && it->fault != "node_down") continue;
+    const RankStatus& r = st[static_cast<size_t>(it->rank)];
+    // The step the job has reached: the rank's heartbeat, or rank 0's step
+    // line (the ranks move in lockstep; heartbeats lag a period behind).
+    // Recorded as the step it fired at, which may be later than the one due.
+    const int64_t reached = std::max(r.present ? r.step : 0, last_step_this_attempt_);
+    if (!r.present || reached < it->step) continue;
+    const int node = node_of_rank(it->rank);
+    const double at = wall_now_s();
+    if (it->fault == "link_cut") {
+      net_->cut_link(node);
+      event("injecting link_cut at step " + std::to_string(reached) + ": node " + std::to_string(node) + " (rank " +
+            std::to_string(it->rank) + ") cut off: `ip link set " + net_->host_link(node) + " down`");
+    } else {
+      const std::vector<pid_t> killed = net_->remove_node(node);
+      event("injecting node_down at step " + std::to_string(reached) + ": node " + std::to_string(node) + " (rank " +
+            std::to_string(it->rank) + ") gone: " + std::to_string(killed.size()) +
+            " process(es) SIGKILLed, its veth and namespace deleted");
+    }
+    fired_.push_back({it->fault, it->rank, static_cast<int>(reached), at, false});
+    pending_faults_.erase(it);
+    break;
+  }
+}
 
 std::vector<int> Driver::self_check(const std::vector<int>& suspect_ranks, FaultRecord& rec) {
   std::vector<int> faulty_ranks;
@@ -235,7 +319,9 @@ std::vector<int> Driver::self_check(const std::vector<int>& suspect_ranks, Fault
 
 void Driver::start_control_plane() {
   if (s_.recovery.redis.empty()) {
-    server_ = std::make_unique<RedisServer>(free_local_port(), o_.work_dir + "/redis");
+    // With namespaces, Redis listens on the bridge too: every node reaches it
+    // over its own link.
+    server_ = std::make_unique<RedisServer>(free_local_port(), o_.work_dir + "/redis", net_ ? net_->host_address() : "");
     server_->start();
     redis_address_ = server_->address();
     event("started redis-server on " + redis_address_ + " (pid " + std::to_string(server_->pid()) + ")");
@@ -248,7 +334,11 @@ void Driver::start_control_plane() {
   if (!redis_->ping()) throw std::runtime_error("Redis at " + redis_address_ + " does not answer: " + redis_->error());
   const int spares = std::min(s_.recovery.spare_nodes, kMaxLocalSpares);
   for (int n = 0; n < nodes_ + spares; ++n) {
-    ExecutorOptions eo{redis_address_, job_, n, s_.recovery.heartbeat_period_s};
+    ExecutorOptions eo{redis_address_, job_, n, s_.recovery.heartbeat_period_s, "", {}};
+    if (net_) {
+      eo.address = net_->address(n);
+      eo.command_prefix = net_->command_prefix(n);
+    }
     executors_.push_back(spawn_executor(o_.self_binary, eo, o_.work_dir + "/executor_" + std::to_string(n) + ".log"));
     if (n >= nodes_) spares_.push_back(n);
   }
@@ -299,6 +389,8 @@ pid_t Driver::launch() {
   for (int r = 0; r < ranks_; ++r) logs_.emplace_back(dir + "/rank_" + std::to_string(r) + ".log", r);
   stdout_ = std::make_unique<LogTail>(dir + "/mpirun.out", -1);
   first_step_this_attempt_ = -1;
+  last_step_this_attempt_ = -1;
+  node_unreachable_ = false;
   first_step_at_ = 0;
   std::string nodes;
   for (int r = 0; r < ranks_; ++r) {
@@ -307,24 +399,42 @@ pid_t Driver::launch() {
   }
   std::vector<model::InjectSpec> rank_faults;
   for (const model::InjectSpec& f : pending_faults_) {
-    if (f.fault != "redis_kill") rank_faults.push_back(f);
+    if (!driver_fault(f.fault)) rank_faults.push_back(f);
   }
   const std::map<std::string, std::string> env = {
       {kEnvRedis, redis_address_},           {kEnvJob, job_},
       {kEnvAttempt, std::to_string(attempt_)}, {kEnvNodes, nodes},
       {kEnvInject, format_inject_list(rank_faults)}, {kEnvHeartbeat, fixed(s_.recovery.heartbeat_period_s, 6)},
       {kEnvLogDir, dir}};
-  std::vector<std::string> args = {"mpirun", "--oversubscribe", "-np", std::to_string(ranks_)};
+  std::map<std::string, std::string> mpirun_env;  // for mpirun itself
+  std::vector<std::string> args = {"mpirun", "--oversubscribe"};
+  if (net_) {
+    for (const std::string& a : mpirun_network_args(*net_)) args.push_back(a);
+    mpirun_env = mpirun_network_env(*net_);
+  }
   for (const auto& [k, v] : env) {
     args.push_back("-x");
     args.push_back(k);
   }
-  args.push_back(o_.engine_binary);
-  args.push_back(o_.scenario_path);
-  args.push_back("--json");
+  std::vector<std::string> rank_command = {o_.engine_binary, o_.scenario_path, "--json"};
   for (const std::string& ov : o_.overrides) {
-    args.push_back("--set");
-    args.push_back(ov);
+    rank_command.push_back("--set");
+    rank_command.push_back(ov);
+  }
+  if (!net_) {
+    args.push_back("-np");
+    args.push_back(std::to_string(ranks_));
+    args.insert(args.end(), rank_command.begin(), rank_command.end());
+  } else {
+    // MPMD: one application context per rank, each started in its node's
+    // namespace (`ip netns exec` execs the engine: the rank's pid is its own).
+    for (int r = 0; r < ranks_; ++r) {
+      if (r > 0) args.push_back(":");
+      args.push_back("-np");
+      args.push_back("1");
+      for (const std::string& a : net_->command_prefix(node_of_rank(r))) args.push_back(a);
+      args.insert(args.end(), rank_command.begin(), rank_command.end());
+    }
   }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -335,6 +445,7 @@ pid_t Driver::launch() {
   if (child == 0) {
     ::setpgid(0, 0);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    for (const auto& [k, v] : mpirun_env) ::setenv(k.c_str(), v.c_str(), 1);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     const int o = ::open((dir + "/mpirun.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -349,7 +460,9 @@ pid_t Driver::launch() {
   ::setpgid(child, child);
   mpirun_ = child;
   launched_at_ = wall_now_s();
-  event("attempt " + std::to_string(attempt_) + ": mpirun -np " + std::to_string(ranks_) + " (pid " +
+  event("attempt " + std::to_string(attempt_) + ": mpirun -np " + std::to_string(ranks_) +
+        (net_ ? std::string(" (ranks in their nodes' namespaces, btl tcp on ") + net_->subnet() + ")" : std::string()) +
+        " (pid " +
         std::to_string(child) + "), ranks on nodes " + nodes +
         (rank_faults.empty() ? std::string() : ", armed: " + format_inject_list(rank_faults)));
   return child;
@@ -423,6 +536,7 @@ void Driver::read_stdout() {
       event("step " + std::to_string(step) + " re-run gave loss " + j["loss"].dump() + ", not the first run's");
     }
     losses_[step] = loss;
+    last_step_this_attempt_ = std::max(last_step_this_attempt_, step);
     if (first_step_this_attempt_ < 0) {
       first_step_this_attempt_ = step;
       first_step_at_ = wall_now_s();
@@ -518,7 +632,8 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
     } else {
       why = "wait-for chain ends at " + std::to_string(h.culprits.size()) + " ranks";
     }
-  } else if (d.kind != "slow" && (d.kind != "log_error" || culprit < 0 || d.detail.rfind("signal", 0) != 0)) {
+  } else if (d.kind != "slow" && !(d.kind == "heartbeat_missed" && node_unreachable_) &&
+             (d.kind != "log_error" || culprit < 0 || d.detail.rfind("signal", 0) != 0)) {
     // A rank died (or the job exited): mpirun names the rank that died on a
     // signal; wait briefly for that report.
     const double until = wall_now_s() + kSignalReportWait_s;
@@ -593,11 +708,15 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
       rec.replacement_node = slot_node_[static_cast<size_t>(slot)];
       event("evicted node " + std::to_string(bad) + "; spare node " + std::to_string(rec.replacement_node) +
             " takes its slot");
+    } else if (net_ && net_->removed(bad)) {
+      throw std::runtime_error("node " + std::to_string(bad) + " is gone and no spare node is left");
     } else {
       rec.replacement_node = bad;
       // Back in service means repaired: its emulated hardware fault goes
-      // (robust/self_check.h NodeFaults), or a later self-check would meet it.
+      // (robust/self_check.h NodeFaults), or a later self-check would meet it;
+      // a cut link is mended.
       redis_->del(job_key(job_, "hw:" + std::to_string(bad)));
+      if (net_) net_->restore_link(bad);
       rec.notes.push_back("no spare left: node " + std::to_string(bad) + " returns to service (local processes)");
       event(rec.notes.back());
     }
@@ -640,10 +759,17 @@ int Driver::run() {
   int rc = 1;
   try {
     std::filesystem::create_directories(o_.work_dir);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, on_signal);
+    make_nodes();
     start_control_plane();
-    profile_.control_plane = "local processes: " + std::to_string(nodes_) + " executor(s) + " +
-                             std::to_string(profile_.spare_nodes) + " spare(s), Redis at " + redis_address_ +
-                             " (no network namespaces)";
+    profile_.control_plane =
+        net_ ? std::to_string(nodes_) + " executor(s) + " + std::to_string(profile_.spare_nodes) +
+                   " spare(s), each in its node's network namespace (" + net_->describe() + "), Redis at " +
+                   redis_address_ + ", MPI over TCP on " + net_->subnet()
+             : "local processes: " + std::to_string(nodes_) + " executor(s) + " + std::to_string(profile_.spare_nodes) +
+                   " spare(s), Redis at " + redis_address_ + " (no network namespaces" +
+                   (profile_.netns_unavailable.empty() ? std::string(")")
+                                                       : ": " + profile_.netns_unavailable + ")");
     const double scan_s = std::max(0.02, s_.recovery.heartbeat_period_s / 4);
     const double missed_s = s_.recovery.heartbeat_period_s * s_.recovery.heartbeat_misses;
     int restarts = 0;
@@ -654,6 +780,7 @@ int Driver::run() {
       StallDetector stall(s_.recovery.step_stall_s);
       SlowDetector slow(s_.recovery.slow_factor, s_.recovery.slow_steps, ranks_);
       std::set<int> reported_slow;
+      bool reported_uniform = false;
       bool all_ready = false;
       std::optional<Detection> detection;
       bool checksum = false;
@@ -662,6 +789,7 @@ int Driver::run() {
       std::vector<RankStatus> st;
       while (!detection) {
         sleep_s(scan_s);
+        if (g_signal != 0) throw std::runtime_error("stopped by signal " + std::to_string(g_signal));
         const double now = wall_now_s();
         // Redis.
         if (!redis_->ping()) {
@@ -707,6 +835,7 @@ int Driver::run() {
             break;
           }
         }
+        fire_network_faults(st);
         read_fired();
         read_stdout();
         finish_pending_ready(st, now);
@@ -759,8 +888,21 @@ int Driver::run() {
         if (now - redis_ok_since_ > missed_s) {
           for (const RankStatus& r : st) {
             if (r.present && r.phase != "done" && now - r.time_s > missed_s) {
+              // Its node's executor silent too: the node, not the rank, is unreachable.
+              const int node = node_of_rank(r.rank);
+              const std::map<std::string, std::string> ex = redis_->hgetall(job_key(job_, "executor:" + std::to_string(node)));
+              const double ex_age = ex.count("time_s") ? now - std::atof(ex.at("time_s").c_str()) : -1;
+              // The executor heartbeats every period too; cut off at the same
+              // moment as its rank, it may have written a little later: half
+              // the rank's limit (still several periods) says it is silent.
+              const bool ex_silent = ex_age > std::max(missed_s / 2, 3 * s_.recovery.heartbeat_period_s);
               detection = Detection{"heartbeat_missed", now, r.rank,
-                                    "rank " + std::to_string(r.rank) + ": no heartbeat for " + fixed(now - r.time_s) + " s"};
+                                    "rank " + std::to_string(r.rank) + ": no heartbeat for " + fixed(now - r.time_s) + " s" +
+                                        (ex_silent ? "; node " + std::to_string(node) + "'s executor silent for " +
+                                                                 fixed(ex_age) + " s too: the node is unreachable"
+                                                           : std::string())};
+              // Then no death report from mpirun is coming to wait for.
+              node_unreachable_ = ex_silent;
               break;
             }
           }
@@ -820,6 +962,29 @@ int Driver::run() {
               event("slow rank: " + sr->second + " (not evicted)");
             }
           }
+          // Every rank slowed alike: nobody stands out from the others, the
+          // job's own baseline does. No node to evict (evicting one at random
+          // would not help): reported, training goes on.
+          if (!reported_uniform) {
+            if (std::optional<std::string> u = slow.uniform_slowdown()) {
+              reported_uniform = true;
+              read_fired();
+              Fired* slowed = first_unmatched(fired_, "slow_all");
+              FaultRecord rec = slowed ? take_fired(*slowed) : FaultRecord{};
+              rec.detected_by = "uniform_slowdown";
+              rec.detection_detail = *u;
+              rec.detected_at_s = now;
+              rec.diagnosed_rank = -1;
+              rec.diagnosed_node = -1;
+              rec.diagnosis = "no rank named: " + *u +
+                              "; a job-wide cause (the machines throttled, a shared input or network slow), "
+                              "not one node: nothing evicted, training goes on";
+              rec.diagnosis_right = rec.fault == "slow_all";
+              rec.diagnosed_at_s = now;
+              profile_.faults.push_back(rec);
+              event("uniform slowdown: " + *u + " (no node evicted; training goes on)");
+            }
+          }
         }
       }
       if (done) {
@@ -871,6 +1036,8 @@ int Driver::run() {
     profile_.faults.push_back(rec);
   }
   stop_control_plane();
+  net_.reset();  // namespaces, links, bridge: gone
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
   profile_.attempts = attempt_;
   profile_.wall_s = wall_now_s() - start_s_;
   for (int64_t step = 1; step <= s_.train.steps; ++step) {

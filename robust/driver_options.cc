@@ -11,7 +11,7 @@ namespace {
 // checkpoint (a slow rank only when it is evicted).
 bool restarts_job(const model::InjectSpec& f, const model::Scenario& s) {
   return f.fault == "corrupt_checkpoint" || f.fault == "kill" || f.fault == "hang" || f.fault == "traffic_stop" ||
-         (f.fault == "slow" && s.recovery.evict_slow);
+         f.fault == "link_cut" || f.fault == "node_down" || (f.fault == "slow" && s.recovery.evict_slow);
 }
 
 }  // namespace

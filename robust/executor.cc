@@ -55,7 +55,7 @@ int run_executor(const ExecutorOptions& o) {
   std::map<int, std::pair<int, double>> gone;  // rank -> (pid, first seen gone)
   // Self-checks (robust/self_check.h): the check port and the compute
   // baseline, measured now, before any fault touched the node.
-  CheckListener listener;
+  CheckListener listener(!o.address.empty());
   const double baseline_gemm_cpu_s = run_compute_check(kGemmN, kGemmReps, 0).gemm_cpu_s;
   std::fprintf(stderr, "executor %d: self-check port %d, baseline GEMM (%d^3) %.3f ms CPU\n", o.node, listener.port(),
                kGemmN, baseline_gemm_cpu_s * 1e3);
@@ -65,7 +65,9 @@ int run_executor(const ExecutorOptions& o) {
     const double now = wall_now_s();
     redis.hset(job_key(o.job, "executor:" + std::to_string(o.node)),
                {{"pid", std::to_string(::getpid())}, {"state", "up"}, {"time_s", num(now)},
-                {"check_port", std::to_string(listener.port())}, {"baseline_gemm_cpu_s", num(baseline_gemm_cpu_s)}});
+                {"check_port", std::to_string(listener.port())},
+                {"check_host", o.address.empty() ? std::string("127.0.0.1") : o.address},
+                {"baseline_gemm_cpu_s", num(baseline_gemm_cpu_s)}});
     if (redis.get(job_key(o.job, "stop"))) break;
     bool ok = false;
     const std::map<std::string, std::string> layout = redis.hgetall(job_key(o.job, "layout"), &ok);
@@ -113,8 +115,16 @@ int run_executor(const ExecutorOptions& o) {
 }
 
 pid_t spawn_executor(const std::string& self_binary, const ExecutorOptions& o, const std::string& log_path) {
-  std::vector<std::string> args = {self_binary, "run", "--executor", "--redis", o.redis, "--job", o.job,
-                                   "--node", std::to_string(o.node), "--period", num(o.period_s)};
+  std::vector<std::string> args = o.command_prefix;
+  for (const std::string& a : {self_binary, std::string("run"), std::string("--executor"), std::string("--redis"), o.redis,
+                               std::string("--job"), o.job, std::string("--node"), std::to_string(o.node),
+                               std::string("--period"), num(o.period_s)}) {
+    args.push_back(a);
+  }
+  if (!o.address.empty()) {
+    args.push_back("--address");
+    args.push_back(o.address);
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -127,7 +137,13 @@ pid_t spawn_executor(const std::string& self_binary, const ExecutorOptions& o, c
       ::dup2(fd, STDOUT_FILENO);
       ::dup2(fd, STDERR_FILENO);
     }
-    ::execv(argv[0], argv.data());
+    if (o.command_prefix.empty()) {
+      ::execv(argv[0], argv.data());
+    } else {
+      ::execvp(argv[0], argv.data());
+      const std::string sbin = std::string("/usr/sbin/") + argv[0];  // iproute2's ip
+      ::execv(sbin.c_str(), argv.data());
+    }
     ::_exit(127);
   }
   return child;

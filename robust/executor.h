@@ -17,9 +17,11 @@
 // on its node (under the node's emulated hardware state, ms:<job>:hw:<n>)
 // and answers in ms:<job>:selfcheck_result:<n>.
 //
-// On one machine the executors are local processes (`megascale run
-// --executor ...`, spawned by the driver); the ranks themselves are started by
-// the driver's mpirun and the "node" is the slot the layout assigns.
+// The executors are processes of this machine (`megascale run --executor
+// ...`, spawned by the driver), each in its node's network namespace when the
+// nodes are namespaces (robust/netns.h; it then reaches Redis at the bridge's
+// address); the ranks themselves are started by the driver's mpirun and the
+// "node" is the slot the layout assigns.
 //
 // Thread-safety: run_executor is a process's main loop.
 #pragma once
@@ -27,6 +29,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace megascale::robust {
 
@@ -35,6 +38,12 @@ struct ExecutorOptions {
   std::string job;
   int node = 0;
   double period_s = 1;
+  // The node's address when it is a network namespace (robust/netns.h): the
+  // check port listens on every address of the namespace and is published
+  // with it (check_host). "": loopback only.
+  std::string address;
+  // Started as `<prefix...> megascale run --executor ...` (ip netns exec NS).
+  std::vector<std::string> command_prefix;
 };
 
 // Runs until told to stop; returns the process exit status (0).

@@ -73,23 +73,28 @@ model::InjectSpec parse_inject(const std::string& text) {
     }
   }
   if (!has_step) throw std::invalid_argument("--inject \"" + text + "\": step=S is required");
-  if (!has_rank && f.fault != "redis_kill") {
+  if (!has_rank && model::inject_takes_rank(f.fault)) {
     throw std::invalid_argument("--inject \"" + text + "\": rank=R is required");
   }
-  if (f.fault == "slow" && !has_percent) {
-    throw std::invalid_argument("--inject \"" + text + "\": slow needs percent=P (extra time, % of compute)");
+  if (has_rank && !model::inject_takes_rank(f.fault)) {
+    throw std::invalid_argument("--inject \"" + text + "\": " + f.fault + " names no rank (it hits " +
+                                (f.fault == "slow_all" ? "every rank" : "no rank") + ")");
   }
-  if (f.fault != "slow" && has_percent) {
-    throw std::invalid_argument("--inject \"" + text + "\": only slow takes percent");
+  if (!model::inject_takes_rank(f.fault)) f.rank = -1;
+  if (model::inject_takes_percent(f.fault) && !has_percent) {
+    throw std::invalid_argument("--inject \"" + text + "\": " + f.fault + " needs percent=P (extra time, % of compute)");
+  }
+  if (!model::inject_takes_percent(f.fault) && has_percent) {
+    throw std::invalid_argument("--inject \"" + text + "\": only slow and slow_all take percent");
   }
   return f;
 }
 
 std::string format_inject(const model::InjectSpec& f) {
   std::string s = f.fault;
-  if (f.fault != "redis_kill") s += ":rank=" + std::to_string(f.rank);
+  if (model::inject_takes_rank(f.fault)) s += ":rank=" + std::to_string(f.rank);
   s += ":step=" + std::to_string(f.step);
-  if (f.fault == "slow") {
+  if (model::inject_takes_percent(f.fault)) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", f.percent);
     s += std::string(":percent=") + buf;
@@ -115,7 +120,7 @@ std::string format_inject_list(const std::vector<model::InjectSpec>& faults) {
 }
 
 void check_inject(const model::InjectSpec& f, int ranks, int steps) {
-  if (f.fault != "redis_kill" && f.rank >= ranks) {
+  if (model::inject_takes_rank(f.fault) && f.rank >= ranks) {
     throw std::invalid_argument("fault " + format_inject(f) + ": rank " + std::to_string(f.rank) +
                                 " is not below the job's " + std::to_string(ranks) + " ranks");
   }

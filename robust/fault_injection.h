@@ -23,6 +23,20 @@
 //   redis_kill          the driver SIGKILLs the Redis server once a rank reports
 //                       step S; ranks and executors keep going and reconnect
 //                       when the driver restarts it
+//   slow_all            `slow` on every rank at once (no rank=R): a job-wide
+//                       slowdown (a throttled machine, a slow shared input);
+//                       no rank stands out, the job's own baseline does
+//                       (robust/detector.h SlowDetector::uniform_slowdown)
+//   link_cut            the driver sets the veth of rank R's node down once the
+//                       rank reports step S: the node is cut off the network,
+//                       silently (its processes live on). Needs [recovery]
+//                       nodes = "netns" (robust/netns.h)
+//   node_down           the driver takes rank R's node away once the rank
+//                       reports step S: every process in the node's namespace
+//                       SIGKILLed, its link and namespace deleted. Needs
+//                       [recovery] nodes = "netns"
+// redis_kill, link_cut and node_down are the driver's to fire (the ranks never
+// see them); the others fire inside the rank (robust/heartbeat.h).
 // A fault fires once: after a recovery the driver does not hand it to the next
 // attempt (the faulty node was evicted).
 //

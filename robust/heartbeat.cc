@@ -66,7 +66,11 @@ std::optional<RankAgentConfig> rank_agent_config_from_env(int rank) {
   if (const char* inject = std::getenv(kEnvInject)) {
     try {
       for (const model::InjectSpec& f : parse_inject_list(inject)) {
-        if (f.rank == rank && f.fault != "redis_kill") c.faults.push_back(f);
+        // slow_all hits every rank; redis_kill, link_cut and node_down are the driver's.
+        if (f.fault == "slow_all" || (f.rank == rank && f.fault != "redis_kill" && f.fault != "link_cut" &&
+                                      f.fault != "node_down")) {
+          c.faults.push_back(f);
+        }
       }
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string(kEnvInject) + ": " + e.what());
@@ -169,8 +173,10 @@ void RankAgent::begin_step(int64_t step) {
   // percent% of the previous step's own compute (without the injected part):
   // the step does that much more work, as on a slower processor. The first
   // step of an attempt has no previous one to scale and runs unslowed.
+  // slow_all does the same on every rank at once.
   (void)step;  // due() compares the fault's step with step_ + 1 == step
   const model::InjectSpec* f = due("slow");
+  if (f == nullptr) f = due("slow_all");
   if (f == nullptr || base_compute_s_ <= 0) return;
   record_fired(*f);
   const double burn_s = f->percent / 100.0 * base_compute_s_;
@@ -205,7 +211,7 @@ const model::InjectSpec* RankAgent::due(const std::string& fault) {
   if (!training_) return nullptr;
   for (size_t i = 0; i < config_.faults.size(); ++i) {
     const model::InjectSpec& f = config_.faults[i];
-    if (f.fault == fault && step_ + 1 >= f.step && (fault == "slow" || !fired_[i])) return &f;
+    if (f.fault == fault && step_ + 1 >= f.step && (fault == "slow" || fault == "slow_all" || !fired_[i])) return &f;
   }
   return nullptr;
 }
@@ -214,9 +220,11 @@ void RankAgent::record_fired(const model::InjectSpec& f) {
   const size_t i = static_cast<size_t>(&f - config_.faults.data());
   if (fired_[i]) return;
   fired_[i] = true;
+  // slow_all fires on every rank; rank 0 reports it once, for the job (rank -1).
+  if (f.fault == "slow_all" && config_.rank != 0) return;
   std::lock_guard<std::mutex> lock(fire_mutex_);
   const std::string entry =
-      f.fault + "|" + std::to_string(config_.rank) + "|" + std::to_string(step_ + 1) + "|" + redis_number(wall_now_s());
+      f.fault + "|" + std::to_string(f.fault == "slow_all" ? -1 : config_.rank) + "|" + std::to_string(step_ + 1) + "|" + redis_number(wall_now_s());
   fire_client_->rpush(job_key(config_.job, "fired"), entry);
   // The hardware part of the fault stays with the node (robust/self_check.h
   // NodeFaults): a self-check on it meets the same slow processor or dead link.

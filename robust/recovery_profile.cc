@@ -32,6 +32,9 @@ base::Json profile_json(const RecoveryProfile& p) {
   j["heartbeat_misses"] = p.heartbeat_misses;
   j["step_stall_s"] = p.step_stall_s;
   j["control_plane"] = p.control_plane;
+  j["node_kind"] = p.node_kind;
+  if (!p.netns_unavailable.empty()) j["netns_unavailable"] = p.netns_unavailable;
+  j["skipped_faults"] = p.skipped_faults;
   j["completed"] = p.completed;
   if (!p.error.empty()) j["error"] = p.error;
   j["attempts"] = p.attempts;

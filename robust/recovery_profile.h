@@ -76,6 +76,12 @@ struct RecoveryProfile {
   int heartbeat_misses = 0;
   double step_stall_s = 0;
   std::string control_plane;    // "local processes" (+ Redis address)
+  std::string node_kind = "local";  // what ran as a node: "netns" (robust/netns.h) | "local"
+  // [recovery] nodes = "netns" asked, but namespaces could not be made here:
+  // why (the run used local processes).
+  std::string netns_unavailable;
+  // Faults not injected, each with why (link_cut, node_down without namespaces).
+  std::vector<std::string> skipped_faults;
   bool completed = false;
   std::string error;
   int attempts = 0;

@@ -70,7 +70,8 @@ bool redis_server_available() {
   return false;
 }
 
-RedisServer::RedisServer(int port, std::string dir) : port_(port), dir_(std::move(dir)) {}
+RedisServer::RedisServer(int port, std::string dir, std::string also_bind)
+    : port_(port), also_bind_(std::move(also_bind)), dir_(std::move(dir)) {}
 
 RedisServer::~RedisServer() { stop(); }
 
@@ -78,9 +79,13 @@ void RedisServer::start(double timeout_s) {
   if (running()) return;
   std::filesystem::create_directories(dir_);
   const std::string log = dir_ + "/redis.log";
-  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                   "--dir", dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                   "--logfile", log, "--protected-mode", "no"};
+  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1"};
+  if (!also_bind_.empty()) args.push_back(also_bind_);
+  for (const std::string& a : {std::string("--dir"), dir_, std::string("--save"), std::string(), std::string("--appendonly"),
+                               std::string("no"), std::string("--daemonize"), std::string("no"), std::string("--logfile"),
+                               log, std::string("--protected-mode"), std::string("no")}) {
+    args.push_back(a);
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -25,8 +25,10 @@ bool redis_server_available();
 
 class RedisServer {
  public:
-  // `dir`: where its log goes (created when missing).
-  RedisServer(int port, std::string dir);
+  // `dir`: where its log goes (created when missing). `also_bind`: an
+  // address it listens on besides 127.0.0.1 (the bridge of the nodes'
+  // network namespaces, robust/netns.h), "" for none; address() gives it.
+  RedisServer(int port, std::string dir, std::string also_bind = "");
   ~RedisServer();  // stop()
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -41,10 +43,11 @@ class RedisServer {
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string address() const { return (also_bind_.empty() ? "127.0.0.1" : also_bind_) + ":" + std::to_string(port_); }
 
  private:
   int port_;
+  std::string also_bind_;
   std::string dir_;
   pid_t pid_ = -1;
 };

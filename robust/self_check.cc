@@ -128,14 +128,14 @@ std::string check_sum(const std::vector<float>& mine, const std::vector<unsigned
   return "";
 }
 
-int connect_local(int port) {
+int connect_local(int port, const std::string& host = "127.0.0.1") {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
     return -1;
   }
@@ -216,19 +216,19 @@ ComputeCheck run_compute_check(int n, int reps, double extra_percent) {
   return out;
 }
 
-CheckListener::CheckListener() {
+CheckListener::CheckListener(bool every_address) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error(std::string("self-check listener: socket: ") + std::strerror(errno));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = 0;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(every_address ? INADDR_ANY : INADDR_LOOPBACK);
   socklen_t len = sizeof a;
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 8) != 0 ||
       ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd_);
-    throw std::runtime_error("self-check listener on 127.0.0.1: " + why);
+    throw std::runtime_error(std::string("self-check listener on ") + (every_address ? "0.0.0.0" : "127.0.0.1") + ": " + why);
   }
   port_ = ntohs(a.sin_port);
 }
@@ -274,8 +274,8 @@ AllReduceCheck loopback_allreduce(size_t floats, double time_limit_s, bool link_
   return out;
 }
 
-AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_node, int peer_port, uint64_t id,
-                                   size_t floats, double time_limit_s, bool link_down) {
+AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_node, const std::string& peer_host,
+                                   int peer_port, uint64_t id, size_t floats, double time_limit_s, bool link_down) {
   AllReduceCheck out;
   const double t0 = steady_now_s();
   const double deadline = t0 + time_limit_s;
@@ -296,7 +296,7 @@ AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_no
     }
   } else {
     while (conn.fd < 0 && steady_now_s() < deadline) {
-      conn.fd = connect_local(peer_port);
+      conn.fd = connect_local(peer_port, peer_host);
       if (conn.fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the peer is not listening yet
     }
     if (conn.fd >= 0) {
@@ -335,6 +335,7 @@ AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_no
 std::map<std::string, std::string> request_fields(const SelfCheckRequest& r) {
   return {{"id", std::to_string(r.id)},
           {"peer_node", std::to_string(r.peer_node)},
+          {"peer_host", r.peer_host},
           {"peer_port", std::to_string(r.peer_port)},
           {"time_limit_s", redis_number(r.time_limit_s)}};
 }
@@ -344,6 +345,8 @@ SelfCheckRequest parse_request(const std::map<std::string, std::string>& hash) {
   r.id = std::strtoull(text_field(hash, "id").c_str(), nullptr, 10);
   r.peer_node = static_cast<int>(field(hash, "peer_node", -1));
   r.peer_port = static_cast<int>(field(hash, "peer_port"));
+  r.peer_host = text_field(hash, "peer_host");
+  if (r.peer_host.empty()) r.peer_host = "127.0.0.1";
   r.time_limit_s = field(hash, "time_limit_s", 1);
   return r;
 }
@@ -397,7 +400,7 @@ SelfCheckReport run_self_check(int node, const SelfCheckRequest& req, const Node
   // the other's compute check.
   r.peer_node = req.peer_node;
   if (req.peer_node >= 0) {
-    r.neighbour = neighbour_allreduce(listener, node, req.peer_node, req.peer_port, req.id, kAllReduceFloats,
+    r.neighbour = neighbour_allreduce(listener, node, req.peer_node, req.peer_host, req.peer_port, req.id, kAllReduceFloats,
                                       req.time_limit_s, faults.link_down);
   }
   r.compute = run_compute_check(kGemmN, kGemmReps, faults.compute_extra_percent);
@@ -451,6 +454,9 @@ SelfCheckPair run_self_check_pair(RedisClient& redis, const std::string& job, in
     if (reference >= 0) {
       req.peer_node = n == suspect ? reference : suspect;
       req.peer_port = port_of(req.peer_node);
+      // An executor in a network namespace publishes its address (robust/netns.h).
+      req.peer_host = text_field(redis.hgetall(job_key(job, "executor:" + std::to_string(req.peer_node))), "check_host");
+      if (req.peer_host.empty()) req.peer_host = "127.0.0.1";
     }
     redis.hset(job_key(job, "selfcheck:" + std::to_string(n)), request_fields(req));
   }

@@ -94,12 +94,13 @@ struct AllReduceCheck {
   std::string detail;      // why not ok ("timed out after 1.00 s: received 0 of 1048576 bytes")
 };
 
-// A TCP listening socket on 127.0.0.1 (port chosen by the kernel): the
-// executor's check port for neighbour all-reduces. Throws std::runtime_error
-// when it cannot be made.
+// A TCP listening socket on 127.0.0.1, or on every address of the node
+// (`every_address`: an executor in a network namespace, robust/netns.h), port
+// chosen by the kernel: the executor's check port for neighbour all-reduces.
+// Throws std::runtime_error when it cannot be made.
 class CheckListener {
  public:
-  CheckListener();
+  explicit CheckListener(bool every_address = false);
   ~CheckListener();
   CheckListener(const CheckListener&) = delete;
   CheckListener& operator=(const CheckListener&) = delete;
@@ -115,14 +116,16 @@ class CheckListener {
 AllReduceCheck loopback_allreduce(size_t floats, double time_limit_s, bool link_down);
 
 // All-reduce of `floats` floats with node `peer_node` (listening on
-// `peer_port`); `id` names the request (both sides must be given the same).
-AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_node, int peer_port, uint64_t id,
-                                   size_t floats, double time_limit_s, bool link_down);
+// `peer_host`:`peer_port`); `id` names the request (both sides must be given
+// the same).
+AllReduceCheck neighbour_allreduce(CheckListener& mine, int my_node, int peer_node, const std::string& peer_host,
+                                   int peer_port, uint64_t id, size_t floats, double time_limit_s, bool link_down);
 
 // What the driver asks an executor (Redis ms:<job>:selfcheck:<node>).
 struct SelfCheckRequest {
   uint64_t id = 0;
   int peer_node = -1;      // -1: no neighbour check
+  std::string peer_host = "127.0.0.1";  // the peer executor's check_host (netns: its node's address)
   int peer_port = 0;
   double time_limit_s = 1;
 };

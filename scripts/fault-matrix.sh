@@ -6,7 +6,7 @@
 # steps) once without a fault, then once per fault, each from an empty
 # checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
-#     self_check=faulty|passed|none [self_check_s=Z]
+#     self_check=faulty|passed|none [self_check_s=Z] detected_by=KIND [nodes=netns]
 # detected_s: injection -> the driver's detection; resumed_s: injection -> the
 # first step of the relaunched job (redis_kill: -> every rank heartbeating to
 # the restarted Redis; training never stops). loss: the run's loss per step
@@ -15,7 +15,19 @@
 # detected a fault where none was injected (a false positive), or the
 # self-check on the suspected node (robust/self_check.h) did not fail for slow
 # and traffic_stop (an emulated slow processor, a dead link) and pass for hang.
-# Local processes only (no network namespaces): each executor is a "node".
+# slow_all (every rank slowed alike) must be found against the job's own
+# baseline (detected_by=uniform_slowdown) and evict nothing (one attempt).
+#
+# The first faults run on local processes (each executor is a "node"). Then,
+# with [recovery] nodes = "netns" (robust/netns.h: a network namespace per
+# node, veth pairs to a bridge, MPI over TCP across them): a run without a
+# fault (losses bit-identical to the local run's, no detection), link_cut (the
+# node's veth set down) and node_down (its namespace gone), each evicted to the
+# spare and resumed. Where namespaces cannot be made (not root, no iproute2,
+# no CAP_NET_ADMIN) those lines say "skipped" with the reason and do not fail
+# the script. FAULT_MATRIX_NODES=netns runs every fault on namespaces (the
+# self-checks' all-reduces then cross the veths too; not in CI: it fails where
+# namespaces cannot be made).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${1:-build/megascale}"
@@ -29,8 +41,12 @@ if ! command -v redis-server >/dev/null; then
   exit 0
 fi
 
-run() {  # run NAME [--inject SPEC]
+ALL_NETNS=()
+if [ "${FAULT_MATRIX_NODES:-local}" = netns ]; then ALL_NETNS=(--set 'recovery.nodes="netns"'); fi
+
+run() {  # run NAME [--inject SPEC] [--set KEY=VALUE]
   local name="$1"; shift
+  set -- "$@" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}"
   "$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/$name/ckpt\"" --set "train.work_dir=\"$TMP/$name/work\"" \
     --out "$TMP/$name.json" --work-dir "$TMP/$name/run" "$@" >"$TMP/$name.log" 2>&1 || true
 }
@@ -52,11 +68,45 @@ FAULTS=(
   "corrupt_checkpoint:rank=1:step=8"
   "redis_kill:step=5"
   "slow:rank=1:step=3:percent=400"
+  "slow_all:step=8:percent=400"
+  "link_cut:rank=1:step=5"
+  "node_down:rank=1:step=5"
 )
+NETNS='recovery.nodes="netns"'
+# Namespaces: a cheap look first; the driver's own probe (and its reason, in
+# the profile) decides.
+netns_why=""
+if [ "$(id -u)" != 0 ]; then netns_why="not root"
+elif ! command -v ip >/dev/null && [ ! -x /usr/sbin/ip ]; then netns_why="no ip command (iproute2)"
+fi
+if [ -z "$netns_why" ]; then
+  run reference_netns --set "$NETNS"
+  if [ "$(jq -r .node_kind "$TMP/reference_netns.json" 2>/dev/null)" != "netns" ]; then
+    netns_why="$(jq -r '.netns_unavailable // "the driver did not make namespaces"' "$TMP/reference_netns.json" 2>/dev/null || echo "no profile")"
+  fi
+fi
 status=0
+if [ -n "$netns_why" ]; then
+  echo "reference nodes=netns skipped ($netns_why)"
+else
+  nline="reference nodes=netns loss=$(jq -r --argjson ref "$REF" 'if .completed and .losses == $ref then "identical" else "differs" end' "$TMP/reference_netns.json") detections=$(jq -r '.faults | length' "$TMP/reference_netns.json")"
+  echo "$nline"
+  case "$nline" in
+    *loss=identical\ detections=0) ;;
+    *) status=1; sed 's/^/    /' "$TMP/reference_netns.log" | tail -40 ;;
+  esac
+fi
 for spec in "${FAULTS[@]}"; do
   name="${spec%%:*}"
-  run "$name" --inject "$spec"
+  case "$name" in
+    link_cut|node_down)
+      if [ -n "$netns_why" ]; then
+        echo "fault=$name detected_s=n/a diagnosis=n/a resumed_s=n/a loss=n/a skipped (needs network namespaces: $netns_why)"
+        continue
+      fi
+      run "$name" --inject "$spec" --set "$NETNS" ;;
+    *) run "$name" --inject "$spec" ;;
+  esac
   json="$TMP/$name.json"
   if [ ! -s "$json" ]; then
     echo "fault=$name detected_s=n/a diagnosis=wrong resumed_s=n/a loss=differs (no profile; log follows)"
@@ -69,7 +119,9 @@ for spec in "${FAULTS[@]}"; do
       + " resumed_s=\(if $r.stages_s.resumed_s == null then "n/a" else ($r.stages_s.resumed_s * 100 | round / 100) end)"
       + " loss=\(if .completed and .reruns_identical and .losses == $ref then "identical" else "differs" end)"
       + " self_check=\(if $r.self_check == null then "none" elif $r.self_check.faulty then "faulty" else "passed" end)"
-      + "\(if $r.stages_s.self_check_s == null then "" else " self_check_s=\($r.stages_s.self_check_s * 100 | round / 100)" end)"' "$json")"
+      + "\(if $r.stages_s.self_check_s == null then "" else " self_check_s=\($r.stages_s.self_check_s * 100 | round / 100)" end)"
+      + " detected_by=\($r.detected_by // "none")"
+      + "\(if .node_kind == "netns" then " nodes=netns" else "" end)"' "$json")"
   echo "$line"
   extra="$(jq -r '[.faults[] | select(.fault == "none")] | length' "$json")"
   if [ "$extra" != "0" ]; then
@@ -84,6 +136,20 @@ for spec in "${FAULTS[@]}"; do
   case "$name:$line" in
     slow:*self_check=faulty*|traffic_stop:*self_check=faulty*|hang:*self_check=passed*) ;;
     slow:*|traffic_stop:*|hang:*) echo "    (expected the self-check to $([ "$name" = hang ] && echo pass || echo fail) on the suspected node)"; status=1 ;;
+  esac
+  # A job-wide slowdown has no node to blame: found against the job's own
+  # baseline, nothing evicted, no restart.
+  if [ "$name" = slow_all ]; then
+    case "$line:$(jq -r .attempts "$json")" in
+      *detected_by=uniform_slowdown*:1) ;;
+      *) echo "    (expected detected_by=uniform_slowdown and one attempt: nothing evicted)"; status=1 ;;
+    esac
+  fi
+  case "$name:$line" in
+    link_cut:*nodes=netns*|node_down:*nodes=netns*) ;;
+    link_cut:*|node_down:*) echo "    (expected the run on network namespaces)"; status=1 ;;
+    *:*nodes=netns*) ;;
+    *) if [ ${#ALL_NETNS[@]} -gt 0 ]; then echo "    (FAULT_MATRIX_NODES=netns: expected the run on network namespaces)"; status=1; fi ;;
   esac
 done
 exit $status

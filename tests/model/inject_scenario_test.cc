@@ -77,6 +77,22 @@ TEST(InjectScenario, BadKeysNameFileKeyAndReason) {
   EXPECT_NE(error_of("[recovery]\nslow_factor = 0.5\n").find("must be > 1"), std::string::npos);
   EXPECT_NE(error_of("[recovery]\nstep_stal_s = 3\n").find("did you mean 'step_stall_s'"), std::string::npos);
   EXPECT_NE(error_of("[recovery]\nstep_stal_s = 3\n").find("robust.toml"), std::string::npos);
+  EXPECT_NE(error_of("[recovery]\nnodes = \"vm\"\n").find("recovery.nodes"), std::string::npos);
+  EXPECT_NE(error_of("[[inject]]\nfault = \"slow_all\"\nrank = 1\nstep = 2\npercent = 100\n").find("names no rank"),
+            std::string::npos);
+  EXPECT_NE(error_of("[[inject]]\nfault = \"slow_all\"\nstep = 2\n").find("percent"), std::string::npos);
+}
+
+TEST(InjectScenario, NodesAndJobWideFaults) {
+  const Scenario s = parse_scenario(
+      std::string(kBase) + "[recovery]\nnodes = \"netns\"\n[[inject]]\nfault = \"slow_all\"\nstep = 4\npercent = 300\n"
+                           "[[inject]]\nfault = \"link_cut\"\nrank = 1\nstep = 5\n",
+      "robust.toml");
+  EXPECT_EQ(s.recovery.nodes, "netns");
+  ASSERT_EQ(s.inject.size(), 2u);
+  EXPECT_EQ(s.inject[0].rank, -1);
+  EXPECT_EQ(s.inject[0].percent, 300);
+  EXPECT_EQ(s.inject[1].fault, "link_cut");
 }
 
 }  // namespace

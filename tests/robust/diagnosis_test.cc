@@ -124,6 +124,52 @@ TEST(Detector, SlowRankNeedsConsecutiveSteps) {
   EXPECT_FALSE(two.slow_rank());
 }
 
+TEST(Detector, UniformSlowdownAgainstTheJobsOwnBaseline) {
+  // Two ranks: step 1 is warm-up (5x, ignored), steps 2-4 the baseline
+  // (~10 ms), then from step 5 every rank does 4x the work alike.
+  SlowDetector d(2.5, 3, 2);
+  d.add(0, {{1, 0.050}, {2, 0.010}, {3, 0.011}, {4, 0.010}});
+  d.add(1, {{1, 0.052}, {2, 0.010}, {3, 0.010}, {4, 0.012}});
+  ASSERT_TRUE(d.baseline_s());
+  EXPECT_NEAR(*d.baseline_s(), 0.0105, 1e-9);  // median of the step medians 0.010, 0.0105, 0.011
+  d.add(0, {{5, 0.041}, {6, 0.040}});
+  d.add(1, {{5, 0.040}, {6, 0.042}});
+  EXPECT_FALSE(d.uniform_slowdown()) << "two slow steps, three needed";
+  EXPECT_FALSE(d.slow_rank()) << "no rank stands out from the other";
+  d.add(0, {{7, 0.043}});
+  d.add(1, {{7, 0.041}});
+  const auto u = d.uniform_slowdown();
+  ASSERT_TRUE(u);
+  EXPECT_NE(u->find("step 7"), std::string::npos) << *u;
+  EXPECT_NE(u->find("every rank"), std::string::npos) << *u;
+  EXPECT_FALSE(d.slow_rank());
+
+  // One slow rank is the per-rank detector's, not a uniform slowdown: the
+  // fastest rank stays at the baseline (a job median would have moved 2.5x).
+  SlowDetector one(2.5, 3, 2);
+  one.add(0, {{1, 0.05}, {2, 0.010}, {3, 0.010}, {4, 0.010}, {5, 0.010}, {6, 0.010}, {7, 0.010}});
+  one.add(1, {{1, 0.05}, {2, 0.010}, {3, 0.010}, {4, 0.010}, {5, 0.050}, {6, 0.050}, {7, 0.050}});
+  EXPECT_FALSE(one.uniform_slowdown());
+  ASSERT_TRUE(one.slow_rank());
+  EXPECT_EQ(one.slow_rank()->first, 1);
+
+  // Noise below the factor, and a slowdown under the 2 ms floor, are not flagged.
+  SlowDetector noise(2.5, 3, 2);
+  noise.add(0, {{1, 0.05}, {2, 0.010}, {3, 0.010}, {4, 0.010}, {5, 0.020}, {6, 0.024}, {7, 0.022}, {8, 0.021}});
+  noise.add(1, {{1, 0.05}, {2, 0.010}, {3, 0.010}, {4, 0.010}, {5, 0.022}, {6, 0.020}, {7, 0.024}, {8, 0.020}});
+  EXPECT_FALSE(noise.uniform_slowdown());
+  SlowDetector tiny(2.5, 3, 1);
+  tiny.add(0, {{1, 0.01}, {2, 0.0002}, {3, 0.0002}, {4, 0.0002}, {5, 0.001}, {6, 0.001}, {7, 0.001}});
+  EXPECT_FALSE(tiny.uniform_slowdown()) << "5x of 0.2 ms is below the noise floor";
+
+  // A slowdown from the start is the baseline: nothing to compare with.
+  SlowDetector early(2.5, 3, 2);
+  EXPECT_FALSE(early.baseline_s());
+  early.add(0, {{1, 0.05}, {2, 0.040}, {3, 0.040}, {4, 0.040}, {5, 0.040}, {6, 0.040}, {7, 0.040}});
+  early.add(1, {{1, 0.05}, {2, 0.040}, {3, 0.040}, {4, 0.040}, {5, 0.040}, {6, 0.040}, {7, 0.040}});
+  EXPECT_FALSE(early.uniform_slowdown());
+}
+
 TEST(Detector, StallNeedsNoStepAndNoTraffic) {
   StallDetector s(2.0);
   EXPECT_FALSE(s.stalled(100));

@@ -38,7 +38,7 @@ TEST(DriverOptions, FaultsBinariesAndDefaultPaths) {
 
 TEST(DriverOptions, ARestartingFaultNeedsACheckpoint) {
   for (const char* fault : {"kill:rank=1:step=3", "hang:rank=0:step=3", "traffic_stop:rank=1:step=3",
-                                   "corrupt_checkpoint:rank=0:step=3"}) {
+                                   "corrupt_checkpoint:rank=0:step=3", "link_cut:rank=1:step=3", "node_down:rank=1:step=3"}) {
     const std::string e = error_of({"train.checkpoint_every=0"}, {fault});
     EXPECT_NE(e.find("scenario: "), std::string::npos) << fault << ": " << e;
     EXPECT_NE(e.find("train.checkpoint_every"), std::string::npos) << fault << ": " << e;

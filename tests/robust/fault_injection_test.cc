@@ -29,7 +29,8 @@ TEST(FaultInjection, ParsesEveryFaultAndRoundTrips) {
   const model::InjectSpec r = parse_inject("redis_kill:step=4");
   EXPECT_EQ(r.fault, "redis_kill");
   for (const char* t : {"kill:rank=1:step=5", "hang:rank=0:step=2", "slow:rank=1:step=3:percent=250",
-                        "traffic_stop:rank=1:step=7", "corrupt_checkpoint:rank=0:step=9", "redis_kill:step=4"}) {
+                        "traffic_stop:rank=1:step=7", "corrupt_checkpoint:rank=0:step=9", "redis_kill:step=4",
+                        "slow_all:step=6:percent=400", "link_cut:rank=1:step=5", "node_down:rank=0:step=3"}) {
     EXPECT_EQ(format_inject(parse_inject(t)), t);
   }
   const auto list = parse_inject_list("kill:rank=1:step=5;redis_kill:step=2");
@@ -44,7 +45,11 @@ TEST(FaultInjection, BadTextNamesThePartAndTheReason) {
   EXPECT_NE(error_of("kill:step=1").find("rank=R is required"), std::string::npos);
   EXPECT_NE(error_of("kill:rank=1:step=0").find("step expects a whole number >= 1"), std::string::npos);
   EXPECT_NE(error_of("kill:rank=x:step=2").find("rank expects"), std::string::npos);
-  EXPECT_NE(error_of("kill:rank=1:step=2:percent=5").find("only slow takes percent"), std::string::npos);
+  EXPECT_NE(error_of("kill:rank=1:step=2:percent=5").find("only slow and slow_all take percent"), std::string::npos);
+  EXPECT_NE(error_of("slow_all:step=2").find("slow_all needs percent=P"), std::string::npos);
+  EXPECT_NE(error_of("slow_all:rank=1:step=2:percent=100").find("slow_all names no rank"), std::string::npos);
+  EXPECT_NE(error_of("link_cut:step=2").find("rank=R is required"), std::string::npos);
+  EXPECT_NE(error_of("link_cu:rank=1:step=2").find("did you mean 'link_cut'"), std::string::npos);
   EXPECT_NE(error_of("slow:rank=1:step=2").find("percent=P"), std::string::npos);
   EXPECT_NE(error_of("kill:rank=1:stp=2").find("did you mean 'step'"), std::string::npos);
   EXPECT_NE(error_of("kill:rank=1:step").find("key=value"), std::string::npos);
@@ -57,6 +62,9 @@ TEST(FaultInjection, CheckAgainstTheJob) {
   EXPECT_THROW(check_inject(parse_inject("kill:rank=2:step=5"), 2, 10), std::invalid_argument);
   EXPECT_THROW(check_inject(parse_inject("kill:rank=1:step=11"), 2, 10), std::invalid_argument);
   EXPECT_NO_THROW(check_inject(parse_inject("redis_kill:step=3"), 2, 10));
+  EXPECT_EQ(parse_inject("slow_all:step=3:percent=100").rank, -1);
+  EXPECT_NO_THROW(check_inject(parse_inject("slow_all:step=3:percent=100"), 2, 10));
+  EXPECT_THROW(check_inject(parse_inject("node_down:rank=2:step=3"), 2, 10), std::invalid_argument);
 }
 
 TEST(FaultInjection, CorruptFileFlipsExactlyTheBytes) {

@@ -58,8 +58,8 @@ TEST(SelfCheck, NeighbourAllReduceBetweenTwoNodes) {
     AllReduceCheck r0, r1;
     const uint64_t id = node1_down ? 8 : 7;
     const double limit_s = node1_down ? 0.5 : 5.0;  // generous when it must pass: a loaded machine
-    std::thread t([&] { r1 = neighbour_allreduce(l1, 1, 0, l0.port(), id, 4096, limit_s, node1_down); });
-    r0 = neighbour_allreduce(l0, 0, 1, l1.port(), id, 4096, limit_s, false);
+    std::thread t([&] { r1 = neighbour_allreduce(l1, 1, 0, "127.0.0.1", l0.port(), id, 4096, limit_s, node1_down); });
+    r0 = neighbour_allreduce(l0, 0, 1, "127.0.0.1", l1.port(), id, 4096, limit_s, false);
     t.join();
     EXPECT_EQ(r0.ok, !node1_down) << r0.detail;
     EXPECT_EQ(r1.ok, !node1_down) << r1.detail;
@@ -70,8 +70,8 @@ TEST(SelfCheck, AStaleConnectionOfAnotherRequestIsNotTaken) {
   CheckListener l0, l1;
   AllReduceCheck r0, r1;
   // Node 1 answers request 3 while node 0 runs request 4: no match, both fail.
-  std::thread t([&] { r1 = neighbour_allreduce(l1, 1, 0, l0.port(), 3, 1024, 0.3, false); });
-  r0 = neighbour_allreduce(l0, 0, 1, l1.port(), 4, 1024, 0.3, false);
+  std::thread t([&] { r1 = neighbour_allreduce(l1, 1, 0, "127.0.0.1", l0.port(), 3, 1024, 0.3, false); });
+  r0 = neighbour_allreduce(l0, 0, 1, "127.0.0.1", l1.port(), 4, 1024, 0.3, false);
   t.join();
   EXPECT_FALSE(r0.ok);
   EXPECT_FALSE(r1.ok);
@@ -157,7 +157,7 @@ TEST(SelfCheck, ExecutorsAnswerTheDriversRequest) {
   const std::string job = "selfcheck-test";
   std::vector<std::thread> executors;
   for (int n = 0; n < 2; ++n) {
-    executors.emplace_back([&, n] { run_executor(ExecutorOptions{server.address(), job, n, 0.2}); });
+    executors.emplace_back([&, n] { run_executor(ExecutorOptions{server.address(), job, n, 0.2, "", {}}); });
   }
   RedisClient redis("127.0.0.1", server.port(), 1.0);
   for (int i = 0; i < 200; ++i) {
