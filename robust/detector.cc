@@ -107,12 +107,9 @@ std::optional<std::pair<int, std::string>> SlowDetector::slow_rank() const {
       const double m = median(others);
       if (m > 0 && compute > factor_ * m && compute - m > kMinSlowExcess_s) {
         if (++run[static_cast<size_t>(rank)] >= steps_) {
-          char buf[200];
-          std::snprintf(buf, sizeof buf,
-                        "rank %d: compute %.4f s at step %lld is %.2fx the median of the other ranks (%.4f s), "
-                        "above %.2fx for %d steps in a row",
-                        rank, compute, static_cast<long long>(step), compute / m, m, factor_, steps_);
-          return std::make_pair(rank, std::string(buf));
+          return std::make_pair(rank, fmt::format("rank {}: compute {:.4f} s at step {} is {:.2f}x the median of the other "
+                                                  "ranks ({:.4f} s), above {:.2f}x for {} steps in a row",
+                                                  rank, compute, step, compute / m, m, factor_, steps_));
         }
       } else {
         run[static_cast<size_t>(rank)] = 0;

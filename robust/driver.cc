@@ -1,6 +1,8 @@
 // robust/driver.cc: see driver.h.
 #include "robust/driver.h"
 
+#include <fmt/format.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -59,11 +61,7 @@ constexpr double kSelfCheckLimit_s = 1.0;
 // compute check takes about 5 x 4 ms; 3 s covers a starved executor.
 constexpr double kSelfCheckAnswerWait_s = 3.0;
 
-std::string fixed(double v, int decimals = 2) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -590,10 +588,9 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
   // (corrupt_checkpoint): move it aside, note it on that fault, relaunch.
   if (checksum) {
     const std::string dir = o_.scenario.train.checkpoint_dir;
-    char name[32];
-    std::snprintf(name, sizeof name, "step_%08lld", bad_step);
+    const std::string name = fmt::format("step_{:08d}", bad_step);
     const std::filesystem::path from = std::filesystem::path(dir) / name;
-    const std::filesystem::path to = std::filesystem::path(dir) / (std::string(name) + ".corrupt");
+    const std::filesystem::path to = std::filesystem::path(dir) / (name + ".corrupt");
     std::error_code ec;
     std::filesystem::remove_all(to, ec);
     std::filesystem::rename(from, to, ec);

@@ -39,12 +39,6 @@ bool process_alive(int pid) {
   return text[close + 2] != 'Z' && text[close + 2] != 'X';
 }
 
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6f", v);
-  return buf;
-}
-
 }  // namespace
 
 int run_executor(const ExecutorOptions& o) {
@@ -64,16 +58,16 @@ int run_executor(const ExecutorOptions& o) {
   while (::getppid() == parent) {
     const double now = wall_now_s();
     redis.hset(job_key(o.job, "executor:" + std::to_string(o.node)),
-               {{"pid", std::to_string(::getpid())}, {"state", "up"}, {"time_s", num(now)},
+               {{"pid", std::to_string(::getpid())}, {"state", "up"}, {"time_s", redis_number(now)},
                 {"check_port", std::to_string(listener.port())},
                 {"check_host", o.address.empty() ? std::string("127.0.0.1") : o.address},
-                {"baseline_gemm_cpu_s", num(baseline_gemm_cpu_s)}});
+                {"baseline_gemm_cpu_s", redis_number(baseline_gemm_cpu_s)}});
     if (redis.get(job_key(o.job, "stop"))) break;
     bool ok = false;
     const std::map<std::string, std::string> layout = redis.hgetall(job_key(o.job, "layout"), &ok);
     if (ok) {
       const std::string attempt = layout.count("attempt") ? layout.at("attempt") : "";
-      std::map<std::string, std::string> report = {{"time_s", num(now)}, {"attempt", attempt}};
+      std::map<std::string, std::string> report = {{"time_s", redis_number(now)}, {"attempt", attempt}};
       for (const auto& [k, v] : layout) {
         if (k.rfind("rank:", 0) != 0 || std::atoi(v.c_str()) != o.node) continue;
         const int rank = std::atoi(k.c_str() + 5);
@@ -88,7 +82,7 @@ int run_executor(const ExecutorOptions& o) {
         if (!alive) {
           auto it = gone.find(rank);
           if (it == gone.end() || it->second.first != pid) it = gone.insert_or_assign(rank, std::make_pair(pid, now)).first;
-          report["gone_at:" + std::to_string(rank)] = num(it->second.second);
+          report["gone_at:" + std::to_string(rank)] = redis_number(it->second.second);
         }
       }
       redis.hset(node_key, report);
@@ -118,7 +112,7 @@ pid_t spawn_executor(const std::string& self_binary, const ExecutorOptions& o, c
   std::vector<std::string> args = o.command_prefix;
   for (const std::string& a : {self_binary, std::string("run"), std::string("--executor"), std::string("--redis"), o.redis,
                                std::string("--job"), o.job, std::string("--node"), std::to_string(o.node),
-                               std::string("--period"), num(o.period_s)}) {
+                               std::string("--period"), redis_number(o.period_s)}) {
     args.push_back(a);
   }
   if (!o.address.empty()) {

@@ -1,6 +1,8 @@
 // robust/fault_injection.cc: see fault_injection.h.
 #include "robust/fault_injection.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -95,9 +97,7 @@ std::string format_inject(const model::InjectSpec& f) {
   if (model::inject_takes_rank(f.fault)) s += ":rank=" + std::to_string(f.rank);
   s += ":step=" + std::to_string(f.step);
   if (model::inject_takes_percent(f.fault)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", f.percent);
-    s += std::string(":percent=") + buf;
+    s += fmt::format(":percent={:g}", f.percent);
   }
   return s;
 }

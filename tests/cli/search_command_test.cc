@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include "model/accuracy.h"
 #include "run_megascale.h"
 #include "tests/svg_reader.h"
 
@@ -127,12 +129,12 @@ TEST_F(SearchCommand, RankingSaysWhichLayoutsLieWithinTheModelsError) {
   EXPECT_NE(r.out.find(" 1* "), std::string::npos) << r.out;  // the best is always within
   const size_t at = r.out.find("* within error of the best: the 10 ranked layouts lie within ");
   ASSERT_NE(at, std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("within 8.46 points of #1", at), std::string::npos) << r.out.substr(at);
+  EXPECT_NE(r.out.find(fmt::format("within {:.2f} points of #1", megascale::model::kAnalyticalMfuErrorPoints), at), std::string::npos) << r.out.substr(at);
   EXPECT_NE(r.out.find("results/validation.md", at), std::string::npos) << r.out.substr(at);
   const RunResult refined = run_megascale({"search", kSmall, "--top", "4", "--refine", "2"});
   ASSERT_EQ(refined.exit_code, 0) << dump(refined);
   EXPECT_NE(refined.out.find("the 2 refined layouts (event MFU) lie within"), std::string::npos) << refined.out;
-  EXPECT_NE(refined.out.find("within 5.20 points of #1"), std::string::npos) << refined.out;
+  EXPECT_NE(refined.out.find(fmt::format("within {:.2f} points of #1", megascale::model::kEventMfuErrorPoints)), std::string::npos) << refined.out;
 }
 
 TEST_F(SearchCommand, PlotShowsEveryLayoutAgainstTheMemoryCapacity) {
