@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -217,11 +216,20 @@ std::string netns_unavailable_reason() {
 }
 
 int sweep_stale_netns() {
-  static const std::regex name_re("^msn([0-9]+)(n[0-9]+|b|h[0-9]+|p|pa)$");
   int removed = 0;
+  // Ours: "msn" PID then n<digits> | b | h<digits> | p | pa; stale when PID is gone.
+  // (Parsed by hand: GCC 12 warns -Wmaybe-uninitialized inside std::regex at -O1.)
+  auto digits = [](const std::string& s, size_t from, size_t to) {
+    return to > from && s.find_first_not_of("0123456789", from) >= to;
+  };
   auto stale = [&](const std::string& name) {
-    std::smatch m;
-    return std::regex_match(name, m, name_re) && !process_exists(std::atoi(m[1].str().c_str()));
+    if (name.rfind("msn", 0) != 0) return false;
+    const size_t end = name.find_first_not_of("0123456789", 3);
+    if (end == std::string::npos || !digits(name, 3, end)) return false;
+    const std::string tail = name.substr(end);
+    const bool ours = tail == "b" || tail == "p" || tail == "pa" ||
+                      ((tail[0] == 'n' || tail[0] == 'h') && digits(tail, 1, tail.size()));
+    return ours && !process_exists(std::atoi(name.substr(3, end - 3).c_str()));
   };
   std::string out;
   if (run_program({"ip", "netns", "list"}, &out) == 0) {
