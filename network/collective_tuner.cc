@@ -40,7 +40,10 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
     const CollectiveResult r = simulator.run(ring);
     solves += r.step_solves;
     memo_hits += r.step_memo_hits;
-    if (r.bandwidth_s > 0) graph_busbw_gbs = request.bytes * busbw_factor(request.op, r.ranks) / r.bandwidth_s / 1e9;
+    // On all channels, as NCCL's graph bandwidth is (not the few a small ring runs).
+    double bandwidth_s = 0;
+    for (const CollectivePhase& ph : r.phases) bandwidth_s += ph.all_channels_bandwidth_s;
+    if (bandwidth_s > 0) graph_busbw_gbs = request.bytes * busbw_factor(request.op, r.ranks) / bandwidth_s / 1e9;
   }
   double best_estimate = 0;
   for (CollectiveAlgorithm a : kAlgorithms) {
@@ -70,7 +73,10 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
         c.time_s = res.time_s;
         c.latency_s = res.latency_s;
         c.busbw_gbs = res.busbw_gbs;
-        c.estimate_s = res.time_s;  // ring, NVLS, send/recv: NCCL's estimate has the fabric's form
+        c.channels = res.channels;
+        // Ring, NVLS, send/recv: NCCL's estimate has the fabric's form, on all
+        // channels (NCCL estimates before it reduces a small collective's).
+        c.estimate_s = res.all_channels_time_s;
         // NCCL's estimate: the time less the network posts as the time charges
         // them (nccl_network_post_us: trees' left out, rings' on every step).
         const double posts_s = nccl_network_post_us(a, p, request.op, static_cast<int>(request.groups.front().size()),

@@ -14,7 +14,10 @@
 // n / steps, the tree by 0.5 (x 0.92, caps, size corrections), NVLS by the
 // profile's NVLS bandwidth; the trees' network posts (nccl_network_post_us),
 // which NCCL's estimate leaves out, are left out of the ranking and kept in
-// the time. The time reported is the fabric model's for the chosen pair, so
+// the time; so is the channel reduction of a small ring or tree collective
+// (nccl_collective_channels): NCCL estimates every pair on all its channels,
+// then runs the chosen one on fewer, and the time is on those. The time
+// reported is the fabric model's for the chosen pair, so
 // where the fabric favours the tree more or less than NCCL's estimate does,
 // NCCL's choice (and its cost) is what is predicted.
 // Send/recv has no estimate in NCCL: its protocol follows the size
@@ -40,7 +43,8 @@ struct TunerCandidate {
   double time_s = 0;      // when enabled: the fabric model's time
   double latency_s = 0;
   double busbw_gbs = 0;
-  double estimate_s = 0;  // NCCL's own estimate, which ranks the candidates
+  int channels = 0;       // when enabled: the channels NCCL runs it on at this size
+  double estimate_s = 0;  // NCCL's own estimate, which ranks the candidates (all channels)
 };
 
 struct TunedCollective {

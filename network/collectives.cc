@@ -608,25 +608,32 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
   }
   // The bandwidth time of `proto` for a phase whose Simple bandwidth time is
   // `simple_s` moving `phase_bytes` (nccl-tests size) over `phase_ranks` ranks on
-  // `phase_nodes` nodes: NCCL's protocol ratio and caps (nccl_tuner.h) applied
-  // to the Simple bus bandwidth the flow model found.
+  // `phase_nodes` nodes on `channels` NCCL channels: NCCL's protocol ratio and
+  // caps (nccl_tuner.h) applied to the channels' share of the Simple bus
+  // bandwidth the flow model found on all of them.
   auto protocol_s = [&](CollectiveAlgorithm algo, CollectiveOp phase_op, double simple_s, double phase_bytes,
-                        int phase_ranks, int phase_nodes) {
+                        int phase_ranks, int phase_nodes, int channels) {
     if (!(simple_s > 0)) return simple_s;
     const double factor = busbw_factor(phase_op, phase_ranks);
     const double simple_busbw = phase_bytes * factor / simple_s / 1e9;
-    double busbw = nccl_protocol_busbw_gbs(algo, proto, phase_op, phase_nodes, simple_busbw, nccl);
+    double busbw = nccl_channels_busbw_gbs(algo, proto, phase_op, phase_nodes, simple_busbw, channels, nccl);
     if (algo == CollectiveAlgorithm::kTree) busbw *= nccl_tree_efficiency(proto, phase_bytes);
     return busbw > 0 ? phase_bytes * factor / busbw / 1e9 : simple_s;
   };
 
-  auto add_phase = [&](std::string name, int steps, const std::vector<StepFlow>& step_flows,
+  // bandwidth_s_of(simple_s, channels): the phase's bandwidth time on `channels`
+  // channels, from its Simple bandwidth time on all of them.
+  auto add_phase = [&](std::string name, int steps, const std::vector<StepFlow>& step_flows, int channels,
                        auto latency_us_of, auto bandwidth_s_of) {
     CollectivePhase ph;
     ph.name = std::move(name);
     ph.steps = steps;
     ph.step = solve_step(step_flows, &ph.memo_hit);
-    ph.bandwidth_s = bandwidth_s_of(steps * ph.step.bandwidth_s);
+    ph.channels = channels;
+    ph.bandwidth_s = bandwidth_s_of(steps * ph.step.bandwidth_s, channels);
+    ph.all_channels_bandwidth_s = channels < nccl.channels
+                                      ? bandwidth_s_of(steps * ph.step.bandwidth_s, nccl.channels)
+                                      : ph.bandwidth_s;
     ph.latency_s = latency_us_of(ph.step) * 1e-6;
     (ph.memo_hit ? r.step_memo_hits : r.step_solves) += 1;
     r.phases.push_back(std::move(ph));
@@ -642,8 +649,11 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     const int phase_ranks = static_cast<int>(subgroups.front().size());
     const int phase_nodes = shape.network_hops + 1;
     const double phase_bytes = chunk * phase_ranks;
+    // NCCL's nBytes of this (sub)communicator's call: the phase's nccl-tests size.
+    const int channels = nccl_collective_channels(CollectiveAlgorithm::kRing, proto, phase_op, phase_ranks,
+                                                  phase_bytes, nccl);
     add_phase(
-        std::move(name), steps, flows,
+        std::move(name), steps, flows, channels,
         [&](const StepOutcome& s) {
           return nccl_latency_us(CollectiveAlgorithm::kRing, proto, phase_op, phase_ranks, phase_nodes, phase_bytes,
                                  nccl) +
@@ -652,8 +662,9 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
                  traversals * (shape.network_hops * (s.network_path_latency_us + s.mean_added_latency_us) +
                                shape.nvlink_hops * s.nvlink_path_latency_us);
         },
-        [&](double simple_s) {
-          return protocol_s(CollectiveAlgorithm::kRing, phase_op, simple_s, phase_bytes, phase_ranks, phase_nodes);
+        [&](double simple_s, int on_channels) {
+          return protocol_s(CollectiveAlgorithm::kRing, phase_op, simple_s, phase_bytes, phase_ranks, phase_nodes,
+                            on_channels);
         });
   };
   const char* op_name = request.op == CollectiveOp::kAllGather       ? "all-gather"
@@ -679,7 +690,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     }
     const NcclProtocol p2p = proto == NcclProtocol::kLL ? proto : NcclProtocol::kSimple;
     add_phase(
-        "sendrecv", 1, flows,
+        "sendrecv", 1, flows, nccl.channels,
         [&](const StepOutcome& s) {
           const double path = s.network_subflows > 0 ? s.network_path_latency_us + s.mean_added_latency_us
                                                      : s.nvlink_path_latency_us;
@@ -688,7 +699,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
                  nccl_network_post_us(CollectiveAlgorithm::kRing, p2p, CollectiveOp::kSendRecv, 2, hop_nodes, S, nccl) +
                  path;
         },
-        [&](double simple_s) {
+        [&](double simple_s, int /*channels: p2p has its own (nccl_p2p_channels)*/) {
           const double t = p2p == NcclProtocol::kLL ? 2.0 * simple_s : simple_s;
           if (r.servers_per_group > 1 || p2p != NcclProtocol::kSimple) return t;
           // One NVLink node: NCCL splits each send over nccl_p2p_channels
@@ -714,6 +725,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
         nvls_tree ? "NVLS tree all-reduce (NVSwitch in the node, double binary tree across)"
                   : "double binary tree all-reduce (pipelined)",
         1, flows,
+        nccl_collective_channels(request.algorithm, proto, request.op, static_cast<int>(n), S, nccl),
         [&](const StepOutcome& s) {
           return nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
                  nccl_network_post_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
@@ -721,9 +733,10 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
                         depth * (s.network_path_latency_us + s.mean_added_latency_us)) +
                  (nvls_tree ? s.nvlink_path_latency_us : 0.0);
         },
-        [&](double simple_s) {
+        [&](double simple_s, int on_channels) {
           if (!nvls_tree) {
-            return protocol_s(CollectiveAlgorithm::kTree, request.op, simple_s, S, static_cast<int>(n), nodes);
+            return protocol_s(CollectiveAlgorithm::kTree, request.op, simple_s, S, static_cast<int>(n), nodes,
+                              on_channels);
           }
           // The node's NVLS reduction and the network tree run pipelined: the slower one.
           return std::max(simple_s, nvls_s(S, r.ranks_per_server));
@@ -733,6 +746,8 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     ph.name = std::string("NVLS ") + op_name + " (NVSwitch multicast / in-switch reduction)";
     ph.steps = 1;
     ph.bandwidth_s = nvls_s(S, static_cast<int>(n));
+    ph.channels = nccl.channels;
+    ph.all_channels_bandwidth_s = ph.bandwidth_s;
     ph.latency_s = nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), 1, S, nccl) * 1e-6;
     ph.step.bandwidth_s = ph.bandwidth_s;
     ph.step.bottleneck.kind = "nvls";
@@ -792,18 +807,22 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
   }
 
   const CollectivePhase* slowest = nullptr;
+  double all_channels_bandwidth_s = 0;
   for (const CollectivePhase& ph : r.phases) {
     r.latency_s += ph.latency_s;
     r.bandwidth_s += ph.bandwidth_s;
+    all_channels_bandwidth_s += ph.all_channels_bandwidth_s;
     r.steps += ph.steps;
     if (slowest == nullptr || ph.bandwidth_s > slowest->bandwidth_s) slowest = &ph;
   }
   if (slowest != nullptr) {
     r.bottleneck = slowest->step.bottleneck;
     r.cc = slowest->step.cc;
+    r.channels = slowest->channels;
   }
   r.protocol = proto;
   r.time_s = r.latency_s + r.bandwidth_s;
+  r.all_channels_time_s = r.latency_s + all_channels_bandwidth_s;
   r.algbw_gbs = r.time_s > 0 ? S / r.time_s / 1e9 : 0.0;
   r.busbw_gbs = r.algbw_gbs * busbw_factor(request.op, r.ranks);
   return r;

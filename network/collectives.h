@@ -55,7 +55,10 @@
 // (switch and cable, topology.h) and, on network hops, the mean
 // congestion-control queueing delay of the step's network sub-flows; the flows
 // give the Simple protocol's bandwidth time, which LL and LL128 scale by NCCL's
-// ratios and caps (and the tree by its 0.92 efficiency and size corrections).
+// ratios and caps (and the tree by its 0.92 efficiency and size corrections),
+// on the channels NCCL runs at this size (nccl_collective_channels: a small
+// ring or tree collective runs on fewer channels, each with its share of the
+// bandwidth; all_channels_time_s keeps the all-channel time NCCL estimates).
 // network/collective_tuner.h picks the fastest (algorithm, protocol) as NCCL does.
 //
 // Algorithms (n ranks on k servers, m ranks per server, S = request bytes):
@@ -241,7 +244,14 @@ struct CollectivePhase {
   std::string name;     // e.g. "ring all-gather", "inter-node all-reduce (per rail)"
   int steps = 0;
   double latency_s = 0;
-  double bandwidth_s = 0;  // steps x step.bandwidth_s
+  double bandwidth_s = 0;  // steps x step.bandwidth_s, on `channels` (protocol applied)
+  // NCCL channels the phase runs on (nccl_collective_channels: fewer than the
+  // system's for a small ring or tree collective); the system's for NVLS and
+  // send/recv, whose channels do not follow this rule.
+  int channels = 0;
+  // The bandwidth time had the phase run on all the system's channels: what
+  // NCCL's own estimate (and so its choice) assumes.
+  double all_channels_bandwidth_s = 0;
   bool memo_hit = false;   // the step pattern was already solved
   StepOutcome step;
 };
@@ -258,6 +268,8 @@ struct CollectiveResult {
   double time_s = 0;
   double latency_s = 0;
   double bandwidth_s = 0;
+  int channels = 0;         // of the phase with the most bandwidth time
+  double all_channels_time_s = 0;  // latency + every phase on all channels (NCCL's estimate's view)
   double algbw_gbs = 0;     // bytes / time_s / 1e9
   double busbw_gbs = 0;     // algbw x busbw_factor
   int steps = 0;            // all phases

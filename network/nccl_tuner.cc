@@ -1,7 +1,10 @@
 // network/nccl_tuner.cc: see nccl_tuner.h. Every constant below is NCCL 2.30.7's
 // src/graph/tuning.cc (NVIDIA/nccl commit 5067397c), named as there, except the
 // send/recv channel rules (enqueue.cc addP2pToPlan, graph/paths.cc, init.cc
-// P2P_NVL_CHUNKSIZE, graph/topo.h SMxx_NVLINK_BW: the same in 2.29.2 and 2.30.7).
+// P2P_NVL_CHUNKSIZE, graph/topo.h SMxx_NVLINK_BW: the same in 2.29.2 and 2.30.7)
+// and the collective channel rule (enqueue.cc topoGetAlgoInfo, device.h
+// NCCL_*_MAX_NTHREADS, comm.h NCCL_*_THREAD_THRESHOLD: the same from 2.19.3 to
+// 2.30.7).
 #include "network/nccl_tuner.h"
 
 #include <algorithm>
@@ -231,6 +234,40 @@ double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol proto
     case CollectiveAlgorithm::kNvlsTree: return bw;
   }
   return bw;
+}
+
+int nccl_collective_channels(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks,
+                             double bytes, const NcclSystem& system) {
+  const int channels = std::max(1, system.channels);
+  if (op == CollectiveOp::kSendRecv) return channels;
+  if (algorithm != CollectiveAlgorithm::kRing && algorithm != CollectiveAlgorithm::kTree &&
+      algorithm != CollectiveAlgorithm::kHierarchical) {
+    return channels;  // NVLS, NVLS tree: nvlsChannels at every size
+  }
+  // Threads per channel (device.h NCCL_LL_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS,
+  // NCCL_SIMPLE_MAX_NTHREADS) x bytes per thread (comm.h NCCL_LL_THREAD_THRESHOLD,
+  // NCCL_LL128_THREAD_THRESHOLD, NCCL_SIMPLE_THREAD_THRESHOLD).
+  constexpr double kLlPerChannelBytes = 512.0 * 8;
+  constexpr double kLl128PerChannelBytes = 640.0 * 8;
+  constexpr double kSimplePerChannelBytes = 512.0 * 64;
+  double per_channel = protocol == NcclProtocol::kLL      ? kLlPerChannelBytes
+                       : protocol == NcclProtocol::kLL128 ? kLl128PerChannelBytes
+                                                          : kSimplePerChannelBytes;
+  // tuning.cc: threadThresholds[RING][LL] *= nRanks.
+  if (protocol == NcclProtocol::kLL && algorithm != CollectiveAlgorithm::kTree) per_channel *= std::max(1, ranks);
+  if (!(bytes > 0)) return 1;
+  return static_cast<int>(std::clamp(std::floor(bytes / per_channel), 1.0, static_cast<double>(channels)));
+}
+
+double nccl_channels_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                               double simple_busbw_gbs, int channels, const NcclSystem& system) {
+  if (channels >= system.channels) {
+    return nccl_protocol_busbw_gbs(algorithm, protocol, op, nodes, simple_busbw_gbs, system);
+  }
+  NcclSystem used = system;
+  used.channels = std::max(1, channels);
+  const double share = static_cast<double>(used.channels) / static_cast<double>(std::max(1, system.channels));
+  return nccl_protocol_busbw_gbs(algorithm, protocol, op, nodes, simple_busbw_gbs * share, used);
 }
 
 double nccl_tree_graph_busbw_gbs(double ring_graph_busbw_gbs, int nodes, double nvlink_busbw_gbs) {

@@ -7,7 +7,8 @@
 //          nccl_protocol_busbw_gbs, nccl_tree_graph_busbw_gbs,
 //          nccl_tree_efficiency, nccl_p2p_channels,
 //          nccl_network_post_us, nccl_p2p_protocol,
-//          nccl_p2p_channel_nvlink_gbs
+//          nccl_p2p_channel_nvlink_gbs, nccl_collective_channels,
+//          nccl_channels_busbw_gbs
 //
 // Source: NVIDIA/nccl src/graph/tuning.cc as of NCCL 2.30.7 (commit 5067397c,
 // read with `fetch github:NVIDIA/nccl`): ncclTopoTuneModel (per algorithm x
@@ -29,6 +30,11 @@
 //     and so are the network posts (nccl_network_post_us): trees' (NCCL's
 //     estimate has none) and rings' on their network steps only (NCCL's charges
 //     every step), which the time has and NCCL's ranking does not;
+//   - channels in use: NCCL estimates (and so chooses) every pair on all its
+//     channels, then runs a small ring or tree collective on fewer
+//     (nccl_collective_channels: enqueue.cc topoGetAlgoInfo); the time takes
+//     the bandwidth of the channels it runs (nccl_channels_busbw_gbs), the
+//     ranking keeps NCCL's all-channel estimate;
 //   - send/recv in one node: NCCL's p2p channel count for the size
 //     (nccl_p2p_channels) x one NVLink's bandwidth bounds the bandwidth;
 //   - choice: the tuner (net collective --algo auto --proto auto) runs every
@@ -118,6 +124,39 @@ double nccl_network_post_us(CollectiveAlgorithm algorithm, NcclProtocol protocol
 // one node) x Simple, capped; NVLS: Simple only).
 double nccl_protocol_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
                                double simple_busbw_gbs, const NcclSystem& system);
+
+// The channels NCCL runs a ring or tree collective of `bytes` on (nccl-tests'
+// size = NCCL's nBytes: the whole buffer, an all-gather's output and a
+// reduce-scatter's input), once its tuner has chosen the pair on all
+// `system.channels` (NVIDIA/nccl src/enqueue.cc topoGetAlgoInfo "Ring/Tree
+// channel tuning", the same rule in 2.19.3, 2.20.5, 2.28.9, 2.29.7 and
+// 2.30.7): it drops channels while nBytes < channels x threads x
+// threadThreshold, down to 1, so each channel keeps at least threads x
+// threadThreshold bytes: floor(bytes / that), between 1 and system.channels.
+// threads x threadThreshold (graph/tuning.cc maxThreads and threadThresholds,
+// src/include/device.h NCCL_*_MAX_NTHREADS, comm.h NCCL_*_THREAD_THRESHOLD):
+// LL 512 x 8 B (a ring's x ranks: tuning.cc multiplies the ring LL threshold
+// by nRanks), LL128 640 x 8 B, Simple 512 x 64 B. So 16 ranks on 24 channels
+// run a ring LL all-reduce of 64 KiB on 1 channel, 128 KiB on 2, and all 24
+// from 1.5 MiB; a tree LL one of 8 KiB on 2 and all from 96 KiB; Simple
+// reaches all channels at 24 x 32 KiB. Not reduced (returns system.channels):
+// NVLS and NVLS tree (NCCL runs its NVLS channels at every size) and send/recv
+// (nccl_p2p_channels). Not modelled: NCCL also halves the threads of the last
+// channel below its threshold (down to 64; the bandwidth here scales with
+// channels only), and a ring Simple runs 256 threads where the ring graph's
+// total bandwidth is at most PCI_BW (12 GB/s: no NVLink), which halves its
+// threshold.
+int nccl_collective_channels(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int ranks,
+                             double bytes, const NcclSystem& system);
+
+// nccl_protocol_busbw_gbs on `channels` of the system's channels: NCCL's bus
+// bandwidth is channels x the graph's per-channel bandwidth, its caps apply to
+// the channels in use (LL's llMaxBw to the total, LL128's and the tree's
+// per-channel caps x channels). The fabric's Simple bus bandwidth
+// (`simple_busbw_gbs`, on all channels) is shared evenly: channels /
+// system.channels of it. `channels` >= system.channels: nccl_protocol_busbw_gbs.
+double nccl_channels_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
+                               double simple_busbw_gbs, int channels, const NcclSystem& system);
 
 // The graph bus bandwidth NCCL's tuner starts a tree's estimate from, GB/s,
 // given the ring's (`ring_graph_busbw_gbs`: on this fabric, the ring's Simple
