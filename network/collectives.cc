@@ -631,7 +631,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     ph.step = solve_step(step_flows, &ph.memo_hit);
     ph.channels = channels;
     ph.bandwidth_s = bandwidth_s_of(steps * ph.step.bandwidth_s, channels);
-    ph.all_channels_bandwidth_s = channels < nccl.channels
+    ph.all_channels_bandwidth_s = channels > 0 && channels < nccl.channels
                                       ? bandwidth_s_of(steps * ph.step.bandwidth_s, nccl.channels)
                                       : ph.bandwidth_s;
     ph.latency_s = latency_us_of(ph.step) * 1e-6;
@@ -690,7 +690,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     }
     const NcclProtocol p2p = proto == NcclProtocol::kLL ? proto : NcclProtocol::kSimple;
     add_phase(
-        "sendrecv", 1, flows, nccl.channels,
+        "sendrecv", 1, flows, 0,
         [&](const StepOutcome& s) {
           const double path = s.network_subflows > 0 ? s.network_path_latency_us + s.mean_added_latency_us
                                                      : s.nvlink_path_latency_us;
@@ -708,6 +708,11 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
               nccl_p2p_channels(S, static_cast<int>(n), nccl) * nccl_p2p_channel_nvlink_gbs(nccl);
           return std::max(t, S / (channels_gbs * 1e9));
         });
+    // Reported: the p2p channels the one-node Simple bandwidth is bound by;
+    // across nodes (or LL) no channel count is modelled.
+    if (r.servers_per_group == 1 && p2p == NcclProtocol::kSimple) {
+      r.phases.back().channels = nccl_p2p_channels(S, static_cast<int>(n), nccl);
+    }
   } else if (request.algorithm == CollectiveAlgorithm::kRing) {
     const bool ar = request.op == CollectiveOp::kAllReduce;
     ring_phase(std::string("ring ") + op_name, request.op, request.groups, S / dn, ar ? 2 * ring_steps : ring_steps,
@@ -725,7 +730,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
         nvls_tree ? "NVLS tree all-reduce (NVSwitch in the node, double binary tree across)"
                   : "double binary tree all-reduce (pipelined)",
         1, flows,
-        nccl_collective_channels(request.algorithm, proto, request.op, static_cast<int>(n), S, nccl),
+        nvls_tree ? 0 : nccl_collective_channels(request.algorithm, proto, request.op, static_cast<int>(n), S, nccl),
         [&](const StepOutcome& s) {
           return nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
                  nccl_network_post_us(request.algorithm, proto, request.op, static_cast<int>(n), nodes, S, nccl) +
@@ -746,7 +751,7 @@ CollectiveResult CollectiveSimulator::run(const CollectiveRequest& request) {
     ph.name = std::string("NVLS ") + op_name + " (NVSwitch multicast / in-switch reduction)";
     ph.steps = 1;
     ph.bandwidth_s = nvls_s(S, static_cast<int>(n));
-    ph.channels = nccl.channels;
+    ph.channels = 0;  // NCCL's NVLS channels: not modelled (the profile's NVLS bandwidth)
     ph.all_channels_bandwidth_s = ph.bandwidth_s;
     ph.latency_s = nccl_latency_us(request.algorithm, proto, request.op, static_cast<int>(n), 1, S, nccl) * 1e-6;
     ph.step.bandwidth_s = ph.bandwidth_s;

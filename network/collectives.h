@@ -245,9 +245,11 @@ struct CollectivePhase {
   int steps = 0;
   double latency_s = 0;
   double bandwidth_s = 0;  // steps x step.bandwidth_s, on `channels` (protocol applied)
-  // NCCL channels the phase runs on (nccl_collective_channels: fewer than the
-  // system's for a small ring or tree collective); the system's for NVLS and
-  // send/recv, whose channels do not follow this rule.
+  // NCCL channels the phase runs on: a ring or tree phase's
+  // nccl_collective_channels (fewer than the system's for a small one); a
+  // one-node Simple send/recv's nccl_p2p_channels; 0 where no channel count
+  // is modelled (NVLS and NVLS tree: the profile's NVLS bandwidth; send/recv
+  // across nodes or with LL).
   int channels = 0;
   // The bandwidth time had the phase run on all the system's channels: what
   // NCCL's own estimate (and so its choice) assumes.
@@ -268,7 +270,7 @@ struct CollectiveResult {
   double time_s = 0;
   double latency_s = 0;
   double bandwidth_s = 0;
-  int channels = 0;         // of the phase with the most bandwidth time
+  int channels = 0;         // of the phase with the most bandwidth time (0: not modelled)
   double all_channels_time_s = 0;  // latency + every phase on all channels (NCCL's estimate's view)
   double algbw_gbs = 0;     // bytes / time_s / 1e9
   double busbw_gbs = 0;     // algbw x busbw_factor
