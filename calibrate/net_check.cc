@@ -153,6 +153,7 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
     p.measured_us = pt.time_us;
     p.predicted_us = tuned.best.time_s * 1e6;
     p.choice = std::string(network::to_string(tuned.best.algorithm)) + "/" + network::to_string(tuned.best.protocol);
+    p.channels = tuned.best.channels;
     r.points.push_back(p);
   }
   return r;

@@ -72,6 +72,7 @@ struct NetPoint {
   double measured_us = 0;
   double predicted_us = 0;
   std::string choice;  // "ring/LL"
+  int channels = 0;    // NCCL channels the chosen pair runs on at this size (network/nccl_tuner.h)
   double error() const { return (predicted_us - measured_us) / measured_us; }
 };
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iterator>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -69,11 +70,12 @@ std::string net_check_markdown(const std::vector<calibrate::NetRun>& runs,
   if (points) {
     for (const calibrate::NetRun& r : runs) {
       if (r.points.empty()) continue;
-      fmt::format_to(o, "\n### `{}`\n\n| size | measured us | predicted us | error | tuner choice |\n|---|---|---|---|---|\n",
+      fmt::format_to(o, "\n### `{}`\n\n| size | measured us | predicted us | error | tuner choice | channels |\n|---|---|---|---|---|---|\n",
                      file_name(r.machine.file));
       for (const calibrate::NetPoint& pt : r.points) {
-        fmt::format_to(o, "| {} | {:.1f} | {:.1f} | {:+.1f}% | {} |\n", size_text(pt.bytes), pt.measured_us,
-                       pt.predicted_us, 100 * pt.error(), pt.choice);
+        fmt::format_to(o, "| {} | {:.1f} | {:.1f} | {:+.1f}% | {} | {} |\n", size_text(pt.bytes), pt.measured_us,
+                       pt.predicted_us, 100 * pt.error(), pt.choice,
+                       pt.channels > 0 ? std::to_string(pt.channels) : std::string("-"));
       }
     }
   }
@@ -98,7 +100,8 @@ base::Json net_check_json(const std::vector<calibrate::NetRun>& runs,
                      {"nccl_proto", r.machine.nccl_proto ? network::to_string(*r.machine.nccl_proto) : ""}};
     for (const calibrate::NetPoint& pt : r.points) {
       rj["points"].push_back({{"bytes", pt.bytes}, {"measured_us", pt.measured_us},
-                              {"predicted_us", pt.predicted_us}, {"choice", pt.choice}});
+                              {"predicted_us", pt.predicted_us}, {"choice", pt.choice},
+                              {"channels", pt.channels}});
     }
     j["runs"].push_back(rj);
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -133,6 +134,7 @@ Json collective_json(const CollectiveRun& run) {
       cj["time_s"] = c.time_s;
       cj["latency_s"] = c.latency_s;
       cj["busbw_gbs"] = c.busbw_gbs;
+      cj["channels"] = c.channels;
       cj["nccl_estimate_s"] = c.estimate_s;
     } else {
       cj["why_not"] = c.why_not;
@@ -153,6 +155,8 @@ Json collective_json(const CollectiveRun& run) {
   j["latency_s"] = r.latency_s;
   j["bandwidth_s"] = r.bandwidth_s;
   j["steps"] = r.steps;
+  j["channels"] = r.channels;
+  j["all_channels_time_s"] = r.all_channels_time_s;
   j["bottleneck"] = bottleneck_json(r.bottleneck);
   j["congestion_control"] = cc_json(r.cc);
   std::vector<Json> phases;
@@ -160,6 +164,8 @@ Json collective_json(const CollectiveRun& run) {
     Json pj;
     pj["name"] = ph.name;
     pj["steps"] = ph.steps;
+    pj["channels"] = ph.channels;
+    pj["all_channels_bandwidth_s"] = ph.all_channels_bandwidth_s;
     pj["step_bandwidth_s"] = ph.step.bandwidth_s;
     pj["bandwidth_s"] = ph.bandwidth_s;
     pj["latency_s"] = ph.latency_s;
@@ -217,6 +223,13 @@ std::string collective_text(const CollectiveRun& run) {
   fmt::format_to(o, "  algbw       {:.2f} GB/s\n", r.algbw_gbs);
   fmt::format_to(o, "  busbw       {:.2f} GB/s ({}, nccl-tests)\n", r.busbw_gbs, busbw_rule(r.op));
   fmt::format_to(o, "  steps       {}\n", r.steps);
+  if (r.channels > 0) {
+    fmt::format_to(o, "  channels    {} of {}{}\n", r.channels, run.options.nccl.channels,
+                   r.channels < run.options.nccl.channels && r.time_s != r.all_channels_time_s
+                       ? fmt::format(" (NCCL runs a collective this small on fewer; on all: {})",
+                                     human_time(r.all_channels_time_s))
+                       : std::string());
+  }
   fmt::format_to(o, "  bottleneck  {}: {}\n", r.bottleneck.kind, r.bottleneck.description);
   fmt::format_to(o, "  congestion  {}\n", cc_text(r.cc));
   out += "  phases\n";
@@ -227,15 +240,17 @@ std::string collective_text(const CollectiveRun& run) {
   }
   if (run.tuned.candidates.size() > 1) {
     fmt::format_to(o,
-                   "  NCCL tuner  {}{}/{} (the lowest NCCL estimate, NCCL 2.30 tuning.cc; times are the fabric "
-                   "model's); pairs considered:\n",
+                   "  NCCL tuner  {}{}/{} (the lowest NCCL estimate, NCCL 2.30 tuning.cc, on all channels; times "
+                   "are the fabric model's on the channels NCCL runs); pairs considered:\n",
                    run.auto_choice ? "chose " : "ran ", network::to_string(r.algorithm),
                    network::to_string(r.protocol));
     for (const network::TunerCandidate& c : run.tuned.candidates) {
       const std::string pair = std::string(network::to_string(c.algorithm)) + "/" + network::to_string(c.protocol);
       if (c.enabled) {
-        fmt::format_to(o, "    {:<18} {:>12}  latency {:>10}  busbw {:8.2f} GB/s  NCCL estimate {:>12}{}\n", pair,
-                       human_time(c.time_s), human_time(c.latency_s), c.busbw_gbs, human_time(c.estimate_s),
+        fmt::format_to(o, "    {:<18} {:>12}  latency {:>10}  busbw {:8.2f} GB/s  {:>2} ch  NCCL estimate {:>12}{}\n",
+                       pair, human_time(c.time_s), human_time(c.latency_s), c.busbw_gbs,
+                       c.channels > 0 ? std::to_string(c.channels) : std::string("-"),
+                       human_time(c.estimate_s),
                        c.algorithm == r.algorithm && c.protocol == r.protocol ? "  <- chosen" : "");
       } else {
         fmt::format_to(o, "    {:<18} off: {}\n", pair, c.why_not);
