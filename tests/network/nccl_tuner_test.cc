@@ -309,5 +309,130 @@ TEST(CollectiveTuner, NvlinkSendRecvIsChannelBoundBelow512MiB) {
   EXPECT_EQ(tune_collective(sim, req).best.protocol, NcclProtocol::kLL);
 }
 
+// NCCL enqueue.cc topoGetAlgoInfo: a ring or tree collective keeps at least
+// threads x threadThreshold bytes per channel (LL 512 x 8, x ranks for the
+// ring; LL128 640 x 8; Simple 512 x 64), between 1 and all channels.
+TEST(NcclTuner, SmallCollectivesRunOnFewerChannels) {
+  const auto ar = CollectiveOp::kAllReduce;
+  const auto ring = CollectiveAlgorithm::kRing;
+  const auto tree = CollectiveAlgorithm::kTree;
+  const double kib = 1024;
+  // Ring LL, 16 ranks: 64 KiB a channel.
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 16, 8, kA100), 1);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 16, 8 * kib, kA100), 1);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 16, 64 * kib, kA100), 1);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 16, 128 * kib, kA100), 2);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 16, 1024 * kib, kA100), 16);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 16, 1536 * kib, kA100), 24);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, ar, 8, 64 * kib, kA100), 2);  // 32 KiB a channel
+  // Tree LL: 4 KiB a channel, whatever the ranks.
+  EXPECT_EQ(nccl_collective_channels(tree, NcclProtocol::kLL, ar, 16, 8 * kib, kA100), 2);
+  EXPECT_EQ(nccl_collective_channels(tree, NcclProtocol::kLL, ar, 16, 64 * kib, kA100), 16);
+  EXPECT_EQ(nccl_collective_channels(tree, NcclProtocol::kLL, ar, 16, 96 * kib, kA100), 24);
+  // LL128: 5 KiB; Simple: 32 KiB (all-gather: its whole output, nccl-tests' size).
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL128, ar, 16, 50 * kib, kA100), 10);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kSimple, ar, 16, 256 * kib, kA100), 8);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kSimple, CollectiveOp::kAllGather, 16, 767 * kib, kA100),
+            23);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kSimple, ar, 16, 768 * kib, kA100), 24);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kSimple, ar, 8, 1024 * kib, kH100), 32);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kSimple, ar, 8, 256.0 * kib * kib, kH100), 32);
+  // NVLS keeps its channels; send/recv has its own rule (nccl_p2p_channels).
+  EXPECT_EQ(nccl_collective_channels(CollectiveAlgorithm::kNvls, NcclProtocol::kSimple, ar, 8, 8, kH100), 32);
+  EXPECT_EQ(nccl_collective_channels(ring, NcclProtocol::kLL, CollectiveOp::kSendRecv, 2, 8, kA100), 24);
+}
+
+// NCCL's busBw is channels x per-channel bandwidth, its caps on the channels in use.
+TEST(NcclTuner, ProtocolBandwidthOnFewerChannels) {
+  const auto ar = CollectiveOp::kAllReduce;
+  const auto ring = CollectiveAlgorithm::kRing;
+  // Simple: the channels' share. 1 of 24 channels of 240 GB/s: 10.
+  EXPECT_NEAR(nccl_channels_busbw_gbs(ring, NcclProtocol::kSimple, ar, 2, 240.0, 1, kA100), 10.0, 1e-9);
+  // LL on 2 AMD nodes: llMaxBw (22.5) caps the total on all channels, not one
+  // channel's half of its share.
+  EXPECT_NEAR(nccl_channels_busbw_gbs(ring, NcclProtocol::kLL, ar, 2, 240.0, 24, kA100), 22.5, 1e-9);
+  EXPECT_NEAR(nccl_channels_busbw_gbs(ring, NcclProtocol::kLL, ar, 2, 240.0, 1, kA100), 5.0, 1e-9);
+  EXPECT_NEAR(nccl_channels_busbw_gbs(ring, NcclProtocol::kLL, ar, 2, 240.0, 6, kA100), 22.5, 1e-9);
+  // LL128's per-channel cap (20 GB/s on Ampere) on the channels in use: 92% of 10.
+  EXPECT_NEAR(nccl_channels_busbw_gbs(ring, NcclProtocol::kLL128, ar, 2, 240.0, 1, kA100), 9.2, 1e-9);
+  // All channels (or more): nccl_protocol_busbw_gbs itself.
+  for (NcclProtocol p : {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple}) {
+    for (CollectiveAlgorithm a : {ring, CollectiveAlgorithm::kTree}) {
+      EXPECT_DOUBLE_EQ(nccl_channels_busbw_gbs(a, p, ar, 2, 180.0, 24, kA100),
+                       nccl_protocol_busbw_gbs(a, p, ar, 2, 180.0, kA100));
+    }
+  }
+}
+
+// Two DGX A100 nodes, ring LL forced (as in nccl-tests' deepops k8s run): up to
+// 64 KiB NCCL runs it on 1 channel, so the bandwidth time grows linearly with
+// the size at one channel's LL rate; 128 KiB runs on 2 channels (same time as
+// 64 KiB on 1); from 1.5 MiB on all 24. The choice stays NCCL's all-channel
+// estimate; large sizes are unchanged.
+TEST(CollectiveTuner, SmallRingAndTreeTimesAreOnTheChannelsNcclRuns) {
+  Fabric f(16);
+  CollectiveOptions o;
+  o.nccl = kA100;
+  CollectiveSimulator sim(f.topology, f.router, o);
+  CollectiveRequest req;
+  req.op = CollectiveOp::kAllReduce;
+  req.groups = {first_gpus(16)};
+  auto ring_ll = [&](double bytes) {
+    req.bytes = bytes;
+    return tune_collective(sim, req, CollectiveAlgorithm::kRing, NcclProtocol::kLL).best;
+  };
+  const double kib = 1024;
+  const CollectiveResult k32 = ring_ll(32 * kib), k64 = ring_ll(64 * kib), k128 = ring_ll(128 * kib);
+  EXPECT_EQ(ring_ll(8 * kib).channels, 1);
+  EXPECT_EQ(k64.channels, 1);
+  EXPECT_EQ(k128.channels, 2);
+  EXPECT_EQ(ring_ll(2048 * kib).channels, 24);
+  EXPECT_NEAR(k64.bandwidth_s, 2.0 * k32.bandwidth_s, 1e-3 * k64.bandwidth_s);
+  EXPECT_NEAR(k128.bandwidth_s, k64.bandwidth_s, 1e-3 * k64.bandwidth_s);
+  // One channel's LL rate: half its 1/24 share of the fabric's Simple busbw
+  // (~188 GB/s here), far below all channels' (llMaxBw 22.5 GB/s).
+  const double one_channel_busbw = 64 * kib * busbw_factor(req.op, 16) / k64.bandwidth_s / 1e9;
+  EXPECT_GT(one_channel_busbw, 3.0);
+  EXPECT_LT(one_channel_busbw, 5.0);
+  EXPECT_GT(k64.time_s, k64.all_channels_time_s + 20e-6);
+  // Monotonic in the size, forced and tuned, and unchanged where all channels run.
+  double forced_prev = 0, tuned_prev = 0;
+  for (double bytes = 8; bytes <= 1024.0 * 1024 * 1024; bytes *= 2) {
+    const CollectiveResult forced = ring_ll(bytes);
+    EXPECT_GE(forced.time_s, forced_prev) << bytes;
+    forced_prev = forced.time_s;
+    const CollectiveResult tuned = tune_collective(sim, req).best;
+    EXPECT_GE(tuned.time_s, tuned_prev) << bytes;
+    tuned_prev = tuned.time_s;
+    if (bytes >= 2.0 * 1024 * 1024) {
+      EXPECT_EQ(tuned.channels, 24) << bytes;
+      EXPECT_DOUBLE_EQ(tuned.time_s, tuned.all_channels_time_s) << bytes;
+    }
+  }
+  // The ranking is on all channels: a ring candidate's estimate is its
+  // all-channel time less the posts the time adds (nccl_network_post_us).
+  req.bytes = 64 * kib;
+  for (const TunerCandidate& c : tune_collective(sim, req).candidates) {
+    if (!c.enabled || c.algorithm != CollectiveAlgorithm::kRing) continue;
+    const double posts_s = nccl_network_post_us(c.algorithm, c.protocol, req.op, 16, 2, req.bytes, kA100) * 1e-6;
+    CollectiveRequest one = req;
+    one.algorithm = c.algorithm;
+    one.protocol = c.protocol;
+    const CollectiveResult r = sim.run(one);
+    EXPECT_DOUBLE_EQ(c.estimate_s, r.all_channels_time_s - posts_s);
+    EXPECT_EQ(c.channels, r.channels);
+  }
+  // The tree: LL keeps 4 KiB a channel, so 8 and 16 KiB (2 and 4 channels)
+  // take the same bandwidth time before NCCL's size correction.
+  req.bytes = 8 * kib;
+  const CollectiveResult t8 = tune_collective(sim, req, CollectiveAlgorithm::kTree, NcclProtocol::kLL).best;
+  req.bytes = 16 * kib;
+  const CollectiveResult t16 = tune_collective(sim, req, CollectiveAlgorithm::kTree, NcclProtocol::kLL).best;
+  EXPECT_EQ(t8.channels, 2);
+  EXPECT_EQ(t16.channels, 4);
+  EXPECT_NEAR(t16.bandwidth_s * nccl_tree_efficiency(NcclProtocol::kLL, 16 * kib),
+              t8.bandwidth_s * nccl_tree_efficiency(NcclProtocol::kLL, 8 * kib), 1e-3 * t8.bandwidth_s);
+}
+
 }  // namespace
 }  // namespace megascale::network
