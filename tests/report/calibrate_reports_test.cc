@@ -73,17 +73,20 @@ TEST(NetCheckReport, MarkdownScoresClassesAndListsPoints) {
   run.op = "all_reduce";
   run.ranks = 8;
   run.nodes = 1;
-  run.points = {{512.0 * (1 << 20), 100, 110, "ring/Simple"}, {1024, 10, 9, "tree/LL"}};
+  run.points = {{512.0 * (1 << 20), 100, 110, "ring/Simple", 32}, {1024, 10, 9, "tree/LL", 1},
+                {32.0 * (1 << 20), 50, 50, "nvls/Simple", 0}};
   calibrate::NetClassStats large{"large, in a node", 0.05, 0.10, {0.1}};
   const std::string md = net_check_markdown({run}, {large}, "megascale calibrate net-check x", true);
   EXPECT_NE(md.find("| large, in a node | 1 | 10.0% | 10.0% | 5% / 10% | **no** |\n"), std::string::npos) << md;
   EXPECT_NE(md.find("| `all_reduce_perf.txt` | all_reduce | 8 | 1 | H100 | 8 x 400G |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 512 MiB | 100.0 | 110.0 | +10.0% | ring/Simple |\n"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 1 KiB | 10.0 | 9.0 | -10.0% | tree/LL |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 512 MiB | 100.0 | 110.0 | +10.0% | ring/Simple | 32 |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 KiB | 10.0 | 9.0 | -10.0% | tree/LL | 1 |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 32 MiB | 50.0 | 50.0 | +0.0% | nvls/Simple | - |\n"), std::string::npos) << md;  // not modelled
   EXPECT_NE(md.find("Bounds **not met**"), std::string::npos);
   const base::Json j = net_check_json({run}, {large});
   EXPECT_FALSE(j["pass"].get<bool>());
-  EXPECT_EQ(j["runs"][0]["points"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["points"].size(), 3u);
+  EXPECT_EQ(j["runs"][0]["points"][1]["channels"].get<int>(), 1);
 }
 
 }  // namespace
