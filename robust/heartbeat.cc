@@ -207,6 +207,13 @@ void RankAgent::on_checkpoint(int64_t step, double snapshot_s, double persist_s,
   last_cpu_s_ = process_cpu_s();
 }
 
+void RankAgent::end_save(int64_t step) {
+  (void)step;
+  last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;  // the snapshot is not the next step's compute
+  last_background_cpu_s_ = engine::background_cpu_s();
+  last_cpu_s_ = process_cpu_s();
+}
+
 void RankAgent::storage_wait(bool waiting) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,6 +1,7 @@
 // tests/robust/heartbeat_test.cc: the rank agent's per-step compute
 // (robust/heartbeat.h) against a real redis-server (skipped, visibly, when it
-// is not installed): a busy background checkpoint writer is not the step's.
+// is not installed): a busy background checkpoint writer, and a save's stall,
+// are not the step's.
 #include "robust/heartbeat.h"
 
 #include <gtest/gtest.h>
@@ -114,6 +115,25 @@ TEST(RankAgent, StepComputeLeavesOutTheCheckpointWriter) {
   const double compute = published_compute(server.port(), "bgwriter");
   EXPECT_GE(compute, 0.05);
   EXPECT_LT(compute, 0.05 + 0.5 * writer_s) << "writer " << writer_s;
+}
+
+// A checkpoint's stall (the snapshot copied on the rank's thread, before the
+// next step) is not that step's compute either.
+TEST(RankAgent, StepComputeLeavesOutTheSaveStallBeforeIt) {
+  if (!redis_server_available()) GTEST_SKIP() << "redis-server is not installed (scripts/setup.sh installs it)";
+  RedisServer server(free_local_port(), temp_dir("stall"));
+  server.start();
+  {
+    RankAgent agent(agent_config(server.port(), "savestall"));
+    agent.begin_training(0, 0);
+    spin_cpu(0.05);  // the save's stall
+    agent.end_save(0);
+    spin_cpu(0.03);  // the step's own work
+    agent.on_step(1, 0.03);
+  }
+  const double compute = published_compute(server.port(), "savestall");
+  EXPECT_GE(compute, 0.03);
+  EXPECT_LT(compute, 0.045);  // 0.08 with the stall counted
 }
 
 }  // namespace
