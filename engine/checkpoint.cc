@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "base/temp_file.h"
+#include "engine/background_cpu.h"
 #include "engine/comm.h"
 #include "engine/crc32.h"
 
@@ -503,10 +504,14 @@ void CheckpointPersister::start(const std::string& root, int64_t step, int rank,
   error_ = nullptr;
   written_.store(false, std::memory_order_release);
   state.step = step;
-  thread_ = std::thread([this, path = shard_path(root, step, rank), rank, layout, s = std::move(state)] {
+  thread_ = std::thread([this, path = shard_path(root, step, rank), rank, layout, s = std::move(state)]() mutable {
+    // Its CPU is not the rank's compute (robust/heartbeat.h): counted apart,
+    // freeing the snapshot included (`shard` ends inside the scope).
+    const BackgroundCpuScope cpu;
+    const ShardState shard = std::move(s);
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      write_shard_file(path, rank, layout, s);
+      write_shard_file(path, rank, layout, shard);
     } catch (...) {
       error_ = std::current_exception();
     }

@@ -419,6 +419,7 @@ struct Trainer::Impl {
     persisting = {step, 0, bytes};
     persister.start(options.checkpoint_dir, step, world.rank(), layout, std::move(state));
     persisting.stall_s = seconds_since(t0);
+    if (options.on_save_end) options.on_save_end(step);
   }
 
   // Ends the background persist once every rank's write ended (block: wait

@@ -66,6 +66,11 @@ struct TrainOptions {
   // not ended), the seconds the background write of this rank's shard took
   // (off the critical path), and this rank's shard bytes. Optional.
   std::function<void(int64_t step, double snapshot_s, double persist_s, uint64_t shard_bytes)> on_checkpoint;
+  // Called on every rank when the stall of the checkpoint of step `step`
+  // ended (the snapshot is handed to the background writer), before the next
+  // step: robust/heartbeat.h leaves the stall out of that step's compute.
+  // Optional.
+  std::function<void(int64_t step)> on_save_end;
   // Called on every rank at the start of each step (1-based), inside the
   // step's timed region (StepReport::rank_step_s): robust/heartbeat.h injects
   // the slow fault here, as extra compute of the step. Optional.

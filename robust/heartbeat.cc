@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/background_cpu.h"
 #include "robust/fault_injection.h"
 #include "robust/keys.h"
 #include "robust/self_check.h"
@@ -131,6 +132,7 @@ void RankAgent::begin_training(int64_t start_step, double load_s) {
   }
   last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;
   last_cpu_s_ = process_cpu_s();
+  last_background_cpu_s_ = engine::background_cpu_s();
   base_compute_s_ = 0;
   injected_s_ = 0;
   wake_.notify_all();
@@ -139,9 +141,13 @@ void RankAgent::begin_training(int64_t start_step, double load_s) {
 void RankAgent::on_step(int64_t step, double rank_step_s) {
   // Communication since the previous step: this step's, plus the small
   // per-step report broadcast and any checkpoint collectives in between.
+  // Background helpers (the checkpoint writer's thread) in the same interval,
+  // read live: their CPU is not the step's, whenever their work started.
   const double comm_cpu_s = monitor_->snapshot().comm_cpu_s;
+  const double background_s = engine::background_cpu_s();
   const double cpu_s = process_cpu_s();
-  const double compute = std::max(0.0, (cpu_s - last_cpu_s_) - (comm_cpu_s - last_comm_cpu_s_));
+  const double compute = std::max(0.0, (cpu_s - last_cpu_s_) - (comm_cpu_s - last_comm_cpu_s_) -
+                                           (background_s - last_background_cpu_s_));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     step_ = step;
@@ -165,6 +171,7 @@ void RankAgent::on_step(int64_t step, double rank_step_s) {
   base_compute_s_ = std::max(0.0, compute - injected_s_);
   injected_s_ = 0;
   last_comm_cpu_s_ = comm_cpu_s;
+  last_background_cpu_s_ = engine::background_cpu_s();
   last_cpu_s_ = process_cpu_s();
 }
 
@@ -196,6 +203,14 @@ void RankAgent::on_checkpoint(int64_t step, double snapshot_s, double persist_s,
   status_["ckpt_snapshot_total_s"] = redis_number(std::atof(status_["ckpt_snapshot_total_s"].c_str()) + snapshot_s);
   status_["ckpt_persist_total_s"] = redis_number(std::atof(status_["ckpt_persist_total_s"].c_str()) + persist_s);
   last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;  // the save is not the next step's compute
+  last_background_cpu_s_ = engine::background_cpu_s();
+  last_cpu_s_ = process_cpu_s();
+}
+
+void RankAgent::end_save(int64_t step) {
+  (void)step;
+  last_comm_cpu_s_ = monitor_->snapshot().comm_cpu_s;  // the snapshot is not the next step's compute
+  last_background_cpu_s_ = engine::background_cpu_s();
   last_cpu_s_ = process_cpu_s();
 }
 

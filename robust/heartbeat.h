@@ -14,9 +14,13 @@
 //
 // compute_s of a step: the CPU time the rank's process spent between two
 // step ends, less the CPU time of its communication (each collective's CPU
-// time on the thread that ran it: MPI busy-polls while it waits) and of a
-// checkpoint save in between. A slow rank's own compute goes up while its
-// peers' waiting goes into their communication. CPU time, not wall time: on a
+// time on the thread that ran it: MPI busy-polls while it waits), of a
+// checkpoint save in between (its stall: the snapshot copied on the rank's
+// thread; and its completion), and of the background checkpoint writer's
+// thread in the same interval (engine/background_cpu.h, read live, so a write
+// that spans several steps is taken out of each of them by what it used
+// there). A slow rank's own compute goes up while its peers' waiting goes
+// into their communication. CPU time, not wall time: on a
 // shared machine a rank that is descheduled for a while is not slow
 // (wall-time ratios of 3-5x between two healthy ranks were seen on a 2-core
 // machine at load 6); CPU time of the same work varies far less.
@@ -84,6 +88,9 @@ class RankAgent {
   // optimizer and their communication; not the wait for data).
   void on_step(int64_t step, double rank_step_s);
   void on_checkpoint(int64_t step, double snapshot_s, double persist_s, uint64_t bytes);
+  // The stall of the save at step `step` ended (engine::TrainOptions::on_save_end):
+  // the snapshot's CPU is not the next step's compute.
+  void end_save(int64_t step);
   // The rank blocks until its checkpoint write reached storage (true) or no
   // longer (false): the heartbeat's storage_wait_since_s (0 when not waiting).
   void storage_wait(bool waiting);
@@ -109,7 +116,8 @@ class RankAgent {
   bool training_ = false;
   int64_t step_ = 0;              // steps completed
   double last_comm_cpu_s_ = 0;    // monitor's comm_cpu_s at the previous on_step
-  double last_cpu_s_ = 0;         // thread CPU time at the previous on_step
+  double last_cpu_s_ = 0;         // process CPU time at the previous on_step
+  double last_background_cpu_s_ = 0;  // engine::background_cpu_s() at the previous on_step
   double base_compute_s_ = 0;     // the previous step's compute without the injected part
   double injected_s_ = 0;         // slow fault: CPU burnt in the current step
   bool hung_ = false;

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,10 +90,16 @@ void RedisServer::start(double timeout_s) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(std::string("cannot start redis-server: ") + std::strerror(errno));
   if (child == 0) {
     ::setpgid(0, 0);  // a Ctrl-C meant for the driver reaches it through stop(), not directly
+    // A driver killed before stop() (SIGKILL, a crash) takes its server with
+    // it: SIGTERM when the forking thread ends (kept across execvp). A parent
+    // that died before this line is seen by getppid().
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(126);
     ::execvp("redis-server", argv.data());
     ::_exit(127);
   }

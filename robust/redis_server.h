@@ -9,6 +9,11 @@
 // refilled within one heartbeat period. kill() is the `redis_kill` fault
 // (SIGKILL); start() again brings a fresh server up on the same port.
 //
+// The server dies with the driver: it gets SIGTERM when the thread that
+// called start() ends (PR_SET_PDEATHSIG), so a driver SIGKILLed before stop()
+// leaves no redis-server behind. Call start() from a thread that lives as
+// long as the server is wanted (the driver's main thread).
+//
 // Thread-safety: one thread at a time.
 #pragma once
 

@@ -114,6 +114,7 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
     options.on_checkpoint = [agent](int64_t step, double snapshot_s, double persist_s, uint64_t bytes) {
       agent->on_checkpoint(step, snapshot_s, persist_s, bytes);
     };
+    options.on_save_end = [agent](int64_t step) { agent->end_save(step); };
     options.on_step_begin = [agent](int64_t step) { agent->begin_step(step); };
     options.on_storage_wait = [agent](bool waiting) { agent->storage_wait(waiting); };
   }

@@ -169,7 +169,11 @@ TEST_F(TrainerTest, ReportsEveryCheckpointOnceCompleteWithStallAndPersist) {
   };
   std::vector<int64_t> begun;
   o.on_step_begin = [&](int64_t step) { begun.push_back(step); };
+  // The end of each save's stall, before the next step begins.
+  std::vector<std::pair<int64_t, size_t>> saved;  // (step, steps begun by then)
+  o.on_save_end = [&](int64_t step) { saved.emplace_back(step, begun.size()); };
   train(s, o);
+  EXPECT_EQ(saved, (std::vector<std::pair<int64_t, size_t>>{{2, 2}, {4, 4}, {6, 6}}));
   ASSERT_EQ(seen.size(), 3u);
   for (size_t i = 0; i < seen.size(); ++i) {
     EXPECT_EQ(seen[i].step, 2 * static_cast<int64_t>(i) + 2);

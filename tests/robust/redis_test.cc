@@ -2,9 +2,15 @@
 // visibly, when it is not installed).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include "robust/redis_client.h"
 #include "robust/redis_server.h"
@@ -79,6 +85,62 @@ TEST(RedisServer, PortInUseIsAClearError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(first.port())), std::string::npos) << e.what();
   }
+}
+
+// Running and not a zombie (an orphan's exit may wait for a reaper).
+bool process_alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!in || !std::getline(in, line)) return false;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// A driver SIGKILLed before stop() (no destructor runs) takes its server
+// with it: nothing else would ever stop that redis-server.
+TEST(RedisServer, DiesWithAKilledDriver) {
+  if (!redis_server_available()) GTEST_SKIP() << "redis-server is not installed (scripts/setup.sh installs it)";
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const int port = free_local_port();
+  const std::string dir = temp_dir("orphan");
+  const pid_t driver = ::fork();
+  ASSERT_GE(driver, 0);
+  if (driver == 0) {  // the driver: starts its server, then waits to be killed
+    ::close(fds[0]);
+    pid_t pid = -1;
+    try {
+      RedisServer server(port, dir);
+      server.start();
+      pid = server.pid();
+      if (::write(fds[1], &pid, sizeof pid) != sizeof pid) ::_exit(1);
+      while (true) ::pause();
+    } catch (...) {
+      ::_exit(1);
+    }
+  }
+  ::close(fds[1]);
+  pid_t server_pid = -1;
+  const bool got = ::read(fds[0], &server_pid, sizeof server_pid) == sizeof server_pid;
+  ::close(fds[0]);
+  ::kill(driver, SIGKILL);
+  ::waitpid(driver, nullptr, 0);
+  ASSERT_TRUE(got) << "the driver did not start its redis-server";
+  ASSERT_GT(server_pid, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  double waited_s = 0;
+  while (process_alive(server_pid) && waited_s < 3.0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const bool gone = !process_alive(server_pid);
+  if (!gone) ::kill(server_pid, SIGKILL);  // leave nothing behind either way
+  EXPECT_TRUE(gone) << "redis-server pid " << server_pid << " outlived its SIGKILLed driver by " << waited_s << " s";
+  EXPECT_LT(waited_s, 2.0);
+  RedisClient c("127.0.0.1", port, 0.2);
+  EXPECT_FALSE(c.ping());
 }
 
 }  // namespace
