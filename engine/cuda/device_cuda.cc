@@ -7,12 +7,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 
+#include "engine/cuda/attention_gemms.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/event_timer.h"
 #include "engine/cuda/kernels.h"
@@ -349,61 +349,76 @@ void CudaDevice::attention_backward(float* dqkv, const float* dout, const float*
 
 // ---- attention: the cuBLAS (explicit scores) path -----------------------------------
 //
-// Per batch element b and head h (query head h reads kv head g = h / group),
-// with Q, K, V, O, dO the (T, HD) row-major slices of qkv / out / dout (row
-// stride B * width or B * NH * HD) and P, S, dP, dS (T, T) row-major:
-//   forward   S = scale Q K^T (into probs), P = masked softmax(S) in place,
-//             O = P V;
-//   backward  dV = sum_h P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(P dP)),
-//             dQ = scale dS K,  dK = scale sum_h dS^T Q.
-// cuBLAS is column-major: a row-major (R, C) array with leading dimension ld
-// is its transpose, so row-major X = Y Z^T is the column-major call
-// X^T = op(Z) op(Y) with the operands swapped (the comments give each call's
-// column-major reading; `cm` marks that reading).
-//
-// Batching: the query heads of kv head g are h = g * group + r. For a fixed
-// (b, r), the NKV heads g are one strided batch: Q / O / dO / dQ at stride
-// group * HD, K / V / dK / dV at stride HD, P / dS at stride group * T^2. So
-// there are B * group calls per product, NKV GEMMs each (MHA: B calls of NH).
-// dK and dV are sums over r: r = 0 writes (beta 0), r = 1.. add (beta 1), in
-// that fixed order (deterministic, no atomics).
-//
+// The GEMM list of each product is engine/cuda/attention_gemms.h's (math,
+// layouts, batching, the fixed order of the dK / dV sums); here its buffers
+// are bound to device pointers and each entry is one
+// cublasGemmStridedBatchedEx. Per batch element b:
+//   forward   kScores into probs, the masked softmax in place (and its bf16
+//             copy), kValues;
+//   backward  (bf16: P cast), kDV, kDP into the dP workspace, the dS kernel
+//             (in place in fp32; into the bf16 rows workspace, no longer
+//             needed for P, in bf16), kDQ, kDK.
 // Precision: kFp32 runs fp32 operands with CUBLAS_COMPUTE_32F under
-// CUBLAS_DEFAULT_MATH (no TF32); kBf16 casts the operands to bf16 (qkv and
-// dout once per call into workspaces, P and dS per batch element: the
-// softmax and dS kernels write the bf16 copy themselves except for the
-// backward's P) and keeps fp32 accumulation and fp32 outputs. Softmax and dS
-// are fp32 on the fp32 scores / probabilities in every mode.
+// CUBLAS_DEFAULT_MATH (no TF32); kBf16 casts the GEMM inputs to bf16 (qkv
+// and dout once per call, P and dS per batch element) and keeps fp32
+// accumulation and fp32 outputs. Softmax and dS are fp32 in both.
 namespace {
 
-// One strided-batched GEMM operand: pointer, leading dimension, batch stride.
-struct Operand {
-  const void* ptr;
-  int ld;
-  long long stride;
+// The device pointers of attention_gemms.h's buffers for one batch element:
+// inputs are bf16 (2 bytes) or fp32 (4 bytes) elements, outputs fp32.
+struct AttnBinding {
+  bool bf16 = false;
+  const void* qkv = nullptr;
+  const void* dout = nullptr;
+  const void* probs_in = nullptr;
+  const void* ds_in = nullptr;
+  float* out = nullptr;
+  float* dqkv = nullptr;
+  float* scores = nullptr;
+  float* dp = nullptr;
+
+  const void* input(cuda::AttnBuf buf, size_t offset) const {
+    const void* base = nullptr;
+    switch (buf) {
+      case cuda::AttnBuf::kQkv: base = qkv; break;
+      case cuda::AttnBuf::kDout: base = dout; break;
+      case cuda::AttnBuf::kProbsIn: base = probs_in; break;
+      case cuda::AttnBuf::kDSIn: base = ds_in; break;
+      default: throw std::logic_error("attention GEMM: an output buffer used as an input");
+    }
+    if (base == nullptr) throw std::logic_error("attention GEMM: an input buffer not bound");
+    return static_cast<const char*>(base) + offset * (bf16 ? 2 : 4);
+  }
+  float* output(cuda::AttnBuf buf, size_t offset) const {
+    float* base = nullptr;
+    switch (buf) {
+      case cuda::AttnBuf::kOut: base = out; break;
+      case cuda::AttnBuf::kDqkv: base = dqkv; break;
+      case cuda::AttnBuf::kScores: base = scores; break;
+      case cuda::AttnBuf::kDP: base = dp; break;
+      default: throw std::logic_error("attention GEMM: an input buffer used as an output");
+    }
+    if (base == nullptr) throw std::logic_error("attention GEMM: an output buffer not bound");
+    return base + offset;
+  }
 };
 
-// `elems` elements past `base`, of 2 (bf16) or 4 (fp32) bytes each.
-const void* at(const void* base, size_t elems, bool bf16) {
-  return static_cast<const char*>(base) + elems * (bf16 ? 2 : 4);
-}
-
-// Column-major C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C, `batch`
-// times; A and B bf16 or fp32, C fp32, fp32 compute.
-void strided_gemm(cublasHandle_t h, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                  const Operand& a, const Operand& b, float beta, float* c, int ldc, long long stride_c, int batch,
-                  bool bf16) {
-  const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                          m, n, k, &alpha, a.ptr, in, a.ld, a.stride, b.ptr, in, b.ld, b.stride,
-                                          &beta, c, CUDA_R_32F, ldc, stride_c, batch, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT));
+void run_attention_gemms(cublasHandle_t h, const std::vector<cuda::AttnGemm>& gemms, const AttnBinding& at) {
+  const cudaDataType_t in = at.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  for (const cuda::AttnGemm& g : gemms) {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &g.alpha,
+        at.input(g.a.buf, g.a.offset), in, g.a.ld, g.a.stride, at.input(g.b.buf, g.b.offset), in, g.b.ld,
+        g.b.stride, &g.beta, at.output(g.c.buf, g.c.offset), CUDA_R_32F, g.c.ld, g.c.stride, g.batch,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
 }
 
 void check_attention_shape(int T, int B, int NH, int NKV, int HD) {
   const long long width = (static_cast<long long>(NH) + 2LL * NKV) * HD;
   if (T < 1 || B < 1 || NH < 1 || NKV < 1 || NH % NKV != 0 || HD < 1 ||
-      static_cast<long long>(B) * width > std::numeric_limits<int>::max()) {
+      static_cast<long long>(B) * width > std::numeric_limits<int>::max() ||
+      static_cast<long long>(NH) * T > std::numeric_limits<int>::max()) {
     throw std::runtime_error("attention on CUDA (cuBLAS path): unsupported shape T " + std::to_string(T) + ", B " +
                              std::to_string(B) + ", NH " + std::to_string(NH) + ", NKV " + std::to_string(NKV) +
                              ", HD " + std::to_string(HD) + " (NH must be a multiple of NKV)");
@@ -420,9 +435,9 @@ void* CudaDevice::blas_handle() {
     CUBLAS_CHECK(cublasSetStream(h, stream_));
     CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
   }
-  // cuBLASLt's workspace serves cuBLAS too: both run on stream_, never at once.
-  // (Set after cublasSetStream, which resets it; set on every call in case the
-  // slot was reallocated.)
+  // cuBLASLt's workspace serves cuBLAS too: both run on stream_, never at
+  // once. Set after cublasSetStream (which resets it), and on every call in
+  // case the slot was reallocated.
   void* ws = workspace(kCublas, options_.cublas_workspace_bytes);
   CUBLAS_CHECK(cublasSetWorkspace(blas(blas_), ws, options_.cublas_workspace_bytes));
   return blas_;
@@ -431,103 +446,65 @@ void* CudaDevice::blas_handle() {
 void CudaDevice::cublas_attention_forward(float* out, float* probs, const float* qkv, int T, int B, int NH,
                                           int NKV, int HD, int window) {
   check_attention_shape(T, B, NH, NKV, HD);
-  const bool bf16 = options_.precision == GemmPrecision::kBf16;
-  const int group = NH / NKV, width = (NH + 2 * NKV) * HD;
-  const int ld_qkv = B * width, ld_out = B * NH * HD;
-  const size_t TT = static_cast<size_t>(T) * T;
-  const long long sTT = static_cast<long long>(TT);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  const void* x = qkv;  // the GEMMs' qkv: fp32 or its bf16 copy
-  if (bf16) {
-    const size_t n = static_cast<size_t>(T) * ld_qkv;
+  AttnBinding at;
+  at.bf16 = options_.precision == GemmPrecision::kBf16;
+  const size_t TT = static_cast<size_t>(T) * T, block = static_cast<size_t>(NH) * TT;
+  at.qkv = qkv;
+  void* p16 = nullptr;
+  if (at.bf16) {
+    const size_t n = static_cast<size_t>(T) * B * (NH + 2 * NKV) * HD;
     void* x16 = workspace(kAttnQkv16, n * 2);
     cuda::launch_to_bf16(x16, qkv, n, stream_);
-    x = x16;
+    at.qkv = x16;
+    p16 = workspace(kAttnRows16, block * 2);
   }
-  void* p16 = bf16 ? workspace(kAttnRows16, static_cast<size_t>(NH) * TT * 2) : nullptr;
+  at.out = out;
   cublasHandle_t h = blas(blas_handle());
   for (int b = 0; b < B; ++b) {
-    const size_t row0 = static_cast<size_t>(b) * width;  // qkv offset of (t = 0, b)
-    float* P = probs + static_cast<size_t>(b) * NH * TT;
-    for (int r = 0; r < group; ++r) {
-      // S = scale Q K^T; cm: S^T (T, T) = K_cm^T (T, HD) Q_cm (HD, T).
-      strided_gemm(h, true, false, T, T, HD, scale, {at(x, row0 + static_cast<size_t>(NH) * HD, bf16), ld_qkv, HD},
-                   {at(x, row0 + static_cast<size_t>(r) * HD, bf16), ld_qkv, static_cast<long long>(group) * HD},
-                   0.0f, P + r * TT, T, group * sTT, NKV, bf16);
-    }
-    cuda::launch_attention_masked_softmax(P, p16, static_cast<size_t>(NH) * T, T, window, stream_);
-    const void* Pin = bf16 ? p16 : static_cast<const void*>(P);
-    for (int r = 0; r < group; ++r) {
-      // O = P V; cm: O^T (HD, T) = V_cm (HD, T) P_cm (T, T).
-      strided_gemm(h, false, false, HD, T, T, 1.0f,
-                   {at(x, row0 + static_cast<size_t>(NH + NKV) * HD, bf16), ld_qkv, HD},
-                   {at(Pin, r * TT, bf16), T, group * sTT}, 0.0f,
-                   out + static_cast<size_t>(b) * NH * HD + static_cast<size_t>(r) * HD, ld_out,
-                   static_cast<long long>(group) * HD, NKV, bf16);
-    }
+    at.scores = probs + static_cast<size_t>(b) * block;
+    at.probs_in = at.bf16 ? p16 : static_cast<const void*>(at.scores);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kScores, b, T, B, NH, NKV, HD), at);
+    cuda::launch_attention_masked_softmax(at.scores, p16, static_cast<size_t>(NH) * T, T, window, stream_);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kValues, b, T, B, NH, NKV, HD), at);
   }
 }
 
 void CudaDevice::cublas_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                                            int T, int B, int NH, int NKV, int HD) {
   check_attention_shape(T, B, NH, NKV, HD);
-  const bool bf16 = options_.precision == GemmPrecision::kBf16;
-  const int group = NH / NKV, width = (NH + 2 * NKV) * HD;
-  const int ld_qkv = B * width, ld_out = B * NH * HD;
-  const size_t TT = static_cast<size_t>(T) * T;
-  const long long sTT = static_cast<long long>(TT);
-  const long long sQ = static_cast<long long>(group) * HD;  // batch stride of Q / O / dO / dQ
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  const void* x = qkv;
-  const void* dO = dout;
-  if (bf16) {  // cast again: the forward's copy may belong to another layer by now
-    const size_t n = static_cast<size_t>(T) * ld_qkv, no = static_cast<size_t>(T) * ld_out;
+  AttnBinding at;
+  at.bf16 = options_.precision == GemmPrecision::kBf16;
+  const size_t TT = static_cast<size_t>(T) * T, block = static_cast<size_t>(NH) * TT;
+  at.qkv = qkv;
+  at.dout = dout;
+  void* rows16 = nullptr;
+  if (at.bf16) {  // cast again: the forward's copy may belong to another layer by now
+    const size_t n = static_cast<size_t>(T) * B * (NH + 2 * NKV) * HD, no = static_cast<size_t>(T) * B * NH * HD;
     void* x16 = workspace(kAttnQkv16, n * 2);
     void* o16 = workspace(kAttnOut16, no * 2);
     cuda::launch_to_bf16(x16, qkv, n, stream_);
     cuda::launch_to_bf16(o16, dout, no, stream_);
-    x = x16;
-    dO = o16;
+    at.qkv = x16;
+    at.dout = o16;
+    rows16 = workspace(kAttnRows16, block * 2);
   }
-  float* dP = static_cast<float*>(workspace(kAttnRows, static_cast<size_t>(NH) * TT * sizeof(float)));
-  void* rows16 = bf16 ? workspace(kAttnRows16, static_cast<size_t>(NH) * TT * 2) : nullptr;
+  at.dqkv = dqkv;
+  at.dp = static_cast<float*>(workspace(kAttnRows, block * sizeof(float)));
+  at.ds_in = at.bf16 ? rows16 : static_cast<const void*>(at.dp);
   cublasHandle_t h = blas(blas_handle());
   for (int b = 0; b < B; ++b) {
-    const size_t row0 = static_cast<size_t>(b) * width, orow0 = static_cast<size_t>(b) * NH * HD;
-    const size_t k_off = row0 + static_cast<size_t>(NH) * HD, v_off = row0 + static_cast<size_t>(NH + NKV) * HD;
-    const float* P = probs + static_cast<size_t>(b) * NH * TT;
-    const void* Pin = P;
-    if (bf16) {
-      cuda::launch_to_bf16(rows16, P, static_cast<size_t>(NH) * TT, stream_);
-      Pin = rows16;
+    const float* P = probs + static_cast<size_t>(b) * block;
+    at.probs_in = P;
+    if (at.bf16) {
+      cuda::launch_to_bf16(rows16, P, block, stream_);
+      at.probs_in = rows16;
     }
-    for (int r = 0; r < group; ++r) {
-      // dV += P^T dO over the group's heads; cm: dV^T (HD, T) = dO_cm (HD, T) P_cm^T (T, T).
-      strided_gemm(h, false, true, HD, T, T, 1.0f, {at(dO, orow0 + static_cast<size_t>(r) * HD, bf16), ld_out, sQ},
-                   {at(Pin, r * TT, bf16), T, group * sTT}, r == 0 ? 0.0f : 1.0f, dqkv + v_off, ld_qkv, HD, NKV,
-                   bf16);
-    }
-    for (int r = 0; r < group; ++r) {
-      // dP = dO V^T; cm: dP^T (T, T) = V_cm^T (T, HD) dO_cm (HD, T).
-      strided_gemm(h, true, false, T, T, HD, 1.0f, {at(x, v_off, bf16), ld_qkv, HD},
-                   {at(dO, orow0 + static_cast<size_t>(r) * HD, bf16), ld_out, sQ}, 0.0f, dP + r * TT, T,
-                   group * sTT, NKV, bf16);
-    }
-    // dS: in place into dP (fp32), or into rows16 (bf16; P's copy is no longer needed).
-    cuda::launch_attention_scores_backward(dP, P, rows16, static_cast<size_t>(NH) * T, T, stream_);
-    const void* dS = bf16 ? rows16 : static_cast<const void*>(dP);
-    for (int r = 0; r < group; ++r) {
-      // dQ = scale dS K; cm: dQ^T (HD, T) = K_cm (HD, T) dS_cm (T, T).
-      strided_gemm(h, false, false, HD, T, T, scale, {at(x, k_off, bf16), ld_qkv, HD},
-                   {at(dS, r * TT, bf16), T, group * sTT}, 0.0f, dqkv + row0 + static_cast<size_t>(r) * HD, ld_qkv,
-                   sQ, NKV, bf16);
-    }
-    for (int r = 0; r < group; ++r) {
-      // dK += scale dS^T Q over the group's heads; cm: dK^T (HD, T) = Q_cm (HD, T) dS_cm^T (T, T).
-      strided_gemm(h, false, true, HD, T, T, scale, {at(x, row0 + static_cast<size_t>(r) * HD, bf16), ld_qkv, sQ},
-                   {at(dS, r * TT, bf16), T, group * sTT}, r == 0 ? 0.0f : 1.0f, dqkv + k_off, ld_qkv, HD, NKV,
-                   bf16);
-    }
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDV, b, T, B, NH, NKV, HD), at);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDP, b, T, B, NH, NKV, HD), at);
+    // dS: in place into dP (fp32), or into rows16 (bf16: P's copy has served kDV).
+    cuda::launch_attention_scores_backward(at.dp, P, rows16, static_cast<size_t>(NH) * T, T, stream_);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDQ, b, T, B, NH, NKV, HD), at);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDK, b, T, B, NH, NKV, HD), at);
   }
 }
 
