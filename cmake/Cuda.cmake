@@ -10,7 +10,7 @@
 # 2-core CI build to a few minutes.
 #
 # Needs: nvcc (CMAKE_CUDA_COMPILER, CUDACXX, PATH or /usr/local/cuda/bin),
-# cudart and cuBLASLt (CUDAToolkit) and NCCL (nccl.h + libnccl, looked for
+# cudart, cuBLAS and cuBLASLt (CUDAToolkit) and NCCL (nccl.h + libnccl, looked for
 # beside the toolkit and in NCCL_ROOT). Without NCCL, or with
 # -DMEGASCALE_CUDA=OFF, the backend is not built.
 option(MEGASCALE_CUDA "Build the CUDA + NCCL engine backend when nvcc is found" ON)
@@ -50,7 +50,7 @@ if(MEGASCALE_CUDA)
               HINTS $ENV{NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
     find_library(NCCL_LIBRARY NAMES nccl
                  HINTS $ENV{NCCL_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
-    if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND TARGET CUDA::cublasLt AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
       set(MEGASCALE_HAVE_CUDA ON)
       add_library(megascale_nccl INTERFACE)
       target_include_directories(megascale_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
@@ -62,7 +62,7 @@ if(MEGASCALE_CUDA)
       set(MEGASCALE_CUDA_FLAGS -Xcompiler=-Wall,-Wextra --Werror=all-warnings -lineinfo)
       message(STATUS "megascale: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
     else()
-      message(STATUS "megascale: nvcc found but cuBLASLt or NCCL missing: CUDA backend OFF")
+      message(STATUS "megascale: nvcc found but cuBLAS, cuBLASLt or NCCL missing: CUDA backend OFF")
     endif()
   else()
     message(STATUS "megascale: nvcc not found: CUDA backend OFF (CPU engine only)")

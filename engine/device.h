@@ -118,10 +118,13 @@ class Device {
   // Key j is visible to query i iff i - W <= j <= i, W = `window`; window == 0
   // (or >= T - 1) is the full causal mask. Scale 1 / sqrt(HD).
   // out (T, B, NH * HD); probs (B, NH, T, T) is the state saved for backward:
-  // CpuDevice stores the probabilities (masked = 0); CudaDevice, a flash-style
-  // kernel, stores only each row's log-sum-exp in its first B * NH * T floats
-  // and recomputes the probabilities in backward. Only attention_backward of
-  // the same device reads it.
+  // CpuDevice stores the probabilities (masked = 0); CudaDevice stores them
+  // too on its cuBLAS path (explicit scores on tensor cores, the default in
+  // bf16), while its flash-style kernel (the default in fp32) stores only each
+  // row's log-sum-exp in the first B * NH * T floats (then the window) and
+  // recomputes the probabilities in backward (CudaDeviceOptions::attention,
+  // engine/cuda/device_cuda.h). Only attention_backward of the same device
+  // reads it.
   virtual void attention_forward(float* out, float* probs, const float* qkv, int T, int B,
                                  int NH, int NKV, int HD, int window) = 0;
   // dqkv (T, B, (NH + 2*NKV) * HD) overwritten, from dout (T, B, NH * HD).

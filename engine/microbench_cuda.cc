@@ -88,13 +88,16 @@ CudaMicroResult run_cuda_microbenchmarks(bool quick, int repeats) {
       add(dev == &bf16 ? "gemm_bf16" : "gemm_fp32", dims(g.layout, g.m, g.n, g.k), s, 2.0 * g.m * g.n * g.k, 0);
     }
   }
-  // Flash attention at the 1B model's shape (causal: half the T x T products).
+  // Attention at the 1B model's shape (causal: half the T x T products): the
+  // flash path on the fp32 device, then the cuBLAS path on the bf16 device.
   {
     const int T = 2048, B = quick ? 1 : 4, NH = 16, HD = 128;
     const size_t qkv_n = size_t(T) * B * 3 * NH * HD, out_n = size_t(T) * B * NH * HD;
     DeviceBuffer qkv = buffer(fp32, qkv_n), out = buffer(fp32, out_n), dqkv = buffer(fp32, qkv_n);
     DeviceBuffer saved = buffer(fp32, size_t(B) * NH * T + 1);
-    const std::string shape = "T" + std::to_string(T) + " B" + std::to_string(B) + " NH16 HD128 causal";
+    // fmt, not std::string's operator+: GCC 12 -O3 warns -Wrestrict (a false
+    // positive) inside the inlined operator+ chain here.
+    const std::string shape = fmt::format("T{} B{} NH16 HD128 causal", T, B);
     const double fwd_flops = 4.0 * B * NH * double(T) * T * HD / 2;
     double s = time_calls(fp32, repeats, [&] {
       fp32.attention_forward(out.floats(), saved.floats(), qkv.floats(), T, B, NH, NH, HD, 0);
@@ -104,6 +107,23 @@ CudaMicroResult run_cuda_microbenchmarks(bool quick, int repeats) {
       fp32.attention_backward(dqkv.floats(), out.floats(), qkv.floats(), saved.floats(), T, B, NH, NH, HD);
     });
     add("attention_bwd", shape, s, 2.5 * fwd_flops, 0);  // FlashAttention-2's 2.5x convention
+    // The same shape on the bf16 device's cuBLAS path (explicit scores on
+    // tensor cores; probs holds P: B * NH * T^2 floats). FLOPs are counted as
+    // for the flash points (causal half, 2.5x backward), so the fractions
+    // compare the useful work; the GEMMs compute the full T x T products.
+    if (bf16.attention_path() == AttentionPath::kCublas) {
+      DeviceBuffer qkv16 = buffer(bf16, qkv_n), out16 = buffer(bf16, out_n), dqkv16 = buffer(bf16, qkv_n);
+      DeviceBuffer probs16 = buffer(bf16, size_t(B) * NH * T * T);
+      s = time_calls(bf16, repeats, [&] {
+        bf16.attention_forward(out16.floats(), probs16.floats(), qkv16.floats(), T, B, NH, NH, HD, 0);
+      });
+      add("attention_fwd_cublas", fmt::format("{} bf16", shape), s, fwd_flops, 0);
+      s = time_calls(bf16, repeats, [&] {
+        bf16.attention_backward(dqkv16.floats(), out16.floats(), qkv16.floats(), probs16.floats(), T, B, NH, NH,
+                                HD);
+      });
+      add("attention_bwd_cublas", fmt::format("{} bf16", shape), s, 2.5 * fwd_flops, 0);
+    }
   }
   // Memory-bound kernels at the 1B model's sizes.
   {

@@ -8,8 +8,10 @@
 // `repeats` calls, each between two CUDA events on the device's stream; the
 // median is kept (no host synchronisation between the timed calls). Points:
 // GEMMs in bf16 and fp32 at square shapes and at the ~1B GPT's shapes
-// (scenarios/gpu/gpt-1b-h200.toml: tokens 8192 = micro-batch 4 x 2048), flash
-// attention forward and backward, LayerNorm, GeLU, cross-entropy and AdamW at
+// (scenarios/gpu/gpt-1b-h200.toml: tokens 8192 = micro-batch 4 x 2048),
+// attention forward and backward (the flash path in fp32: attention_fwd /
+// attention_bwd; the cuBLAS path in bf16: attention_fwd_cublas /
+// attention_bwd_cublas, CudaDeviceOptions::attention), LayerNorm, GeLU, cross-entropy and AdamW at
 // that model's sizes. A point reports FLOPs (GEMMs, attention) or bytes moved
 // (the memory-bound kernels), so achieved TFLOP/s or GB/s follow.
 //
@@ -26,7 +28,7 @@
 namespace megascale::engine {
 
 struct CudaMicroPoint {
-  std::string op;      // "gemm_bf16", "gemm_fp32", "attention_fwd", "layer_norm_bwd", ...
+  std::string op;      // "gemm_bf16", "gemm_fp32", "attention_fwd", "attention_fwd_cublas", "layer_norm_bwd", ...
   std::string shape;   // e.g. "nt 8192x6144x2048" or "T2048 B4 NH16 HD128"
   double seconds = 0;  // median of the repeats
   double flops = 0;    // per call (0 for memory-bound kernels)

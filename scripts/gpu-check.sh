@@ -18,13 +18,17 @@
 #                 backward against the CPU device, the optimizer, NCCL, the
 #                 2-layer model, the fp32 and bf16 Trainer runs); JUnit XML
 #   5. micro      `megascale calibrate micro --device cuda`: the kernels timed
-#                 with CUDA events -> a measured profile
+#                 with CUDA events -> a measured profile (attention on both
+#                 paths: flash in fp32, attention_fwd/bwd; cuBLAS in bf16,
+#                 attention_fwd_cublas / attention_bwd_cublas)
 #   6. train-1b   scenarios/gpu/gpt-1b-h200.toml (~1.1B parameters, bf16, 20
 #                 steps) with a trace; MFU = model FLOPs / (step time x 989
 #                 TFLOP/s), the mean over steps 4..20 (the first ones warm up
 #                 cuBLASLt plans and the memory pool)
 #   7. report     kernel efficiencies from the trace (achieved TFLOP/s of each
-#                 GEMM / attention op vs 989), summary.json
+#                 GEMM / attention op vs 989; the bf16 run's `flash_attention`
+#                 events time the cuBLAS attention path, the default in bf16),
+#                 summary.json
 #
 # Everything lands in OUT_DIR (default results/gpu/<UTC date>-<GPU name>/):
 # summary.txt, summary.json, device.csv, gpu-tests.xml, profile-cuda.toml,

@@ -3,6 +3,7 @@
 #include "engine/cuda/device_cuda.h"
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/cuda/attention_gemms.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/event_timer.h"
 #include "engine/cuda/kernels.h"
@@ -19,6 +21,7 @@ namespace megascale::engine {
 namespace {
 
 cublasLtHandle_t lt_handle(void* p) { return static_cast<cublasLtHandle_t>(p); }
+cublasHandle_t blas(void* p) { return static_cast<cublasHandle_t>(p); }
 
 // Largest power of two dividing the address, capped at 256 bytes (cuBLASLt's
 // default assumption, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES): the GEMM
@@ -75,6 +78,9 @@ struct CudaDevice::GemmPlan {
 };
 
 CudaDevice::CudaDevice(const CudaDeviceOptions& options) : options_(options) {
+  attention_path_ = options_.attention != AttentionPath::kAuto ? options_.attention
+                    : options_.precision == GemmPrecision::kBf16 ? AttentionPath::kCublas
+                                                                 : AttentionPath::kFlash;
   const std::string why = cuda_device_unavailable_reason();
   if (!why.empty()) throw std::runtime_error("CudaDevice: " + why);
   int count = 0;
@@ -105,6 +111,7 @@ CudaDevice::~CudaDevice() {
   // No throwing from a destructor: report nothing, release what we can.
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   plans_.clear();
+  if (blas_ != nullptr) (void)cublasDestroy(blas(blas_));
   for (Buffer& b : slots_) {
     if (b.ptr != nullptr) (void)cudaFreeAsync(b.ptr, stream_);
   }
@@ -323,13 +330,182 @@ void CudaDevice::softmax_backward(float* dinp, const float* out, const float* do
 
 void CudaDevice::attention_forward(float* out, float* probs, const float* qkv, int T, int B, int NH, int NKV,
                                    int HD, int window) {
+  if (attention_path_ == AttentionPath::kCublas) {
+    cublas_attention_forward(out, probs, qkv, T, B, NH, NKV, HD, window);
+    return;
+  }
   cuda::launch_attention_forward(out, probs, qkv, T, B, NH, NKV, HD, window, stream_);
 }
 void CudaDevice::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int T,
                                     int B, int NH, int NKV, int HD) {
+  if (attention_path_ == AttentionPath::kCublas) {
+    cublas_attention_backward(dqkv, dout, qkv, probs, T, B, NH, NKV, HD);
+    return;
+  }
   float* ws = static_cast<float*>(
       workspace(kScratch, cuda::attention_backward_workspace_floats(T, B, NH) * sizeof(float)));
   cuda::launch_attention_backward(dqkv, dout, qkv, probs, T, B, NH, NKV, HD, ws, stream_);
+}
+
+// ---- attention: the cuBLAS (explicit scores) path -----------------------------------
+//
+// The GEMM list of each product is engine/cuda/attention_gemms.h's (math,
+// layouts, batching, the fixed order of the dK / dV sums); here its buffers
+// are bound to device pointers and each entry is one
+// cublasGemmStridedBatchedEx. Per batch element b:
+//   forward   kScores into probs, the masked softmax in place (and its bf16
+//             copy), kValues;
+//   backward  (bf16: P cast), kDV, kDP into the dP workspace, the dS kernel
+//             (in place in fp32; into the bf16 rows workspace, no longer
+//             needed for P, in bf16), kDQ, kDK.
+// Precision: kFp32 runs fp32 operands with CUBLAS_COMPUTE_32F under
+// CUBLAS_DEFAULT_MATH (no TF32); kBf16 casts the GEMM inputs to bf16 (qkv
+// and dout once per call, P and dS per batch element) and keeps fp32
+// accumulation and fp32 outputs. Softmax and dS are fp32 in both.
+namespace {
+
+// The device pointers of attention_gemms.h's buffers for one batch element:
+// inputs are bf16 (2 bytes) or fp32 (4 bytes) elements, outputs fp32.
+struct AttnBinding {
+  bool bf16 = false;
+  const void* qkv = nullptr;
+  const void* dout = nullptr;
+  const void* probs_in = nullptr;
+  const void* ds_in = nullptr;
+  float* out = nullptr;
+  float* dqkv = nullptr;
+  float* scores = nullptr;
+  float* dp = nullptr;
+
+  const void* input(cuda::AttnBuf buf, size_t offset) const {
+    const void* base = nullptr;
+    switch (buf) {
+      case cuda::AttnBuf::kQkv: base = qkv; break;
+      case cuda::AttnBuf::kDout: base = dout; break;
+      case cuda::AttnBuf::kProbsIn: base = probs_in; break;
+      case cuda::AttnBuf::kDSIn: base = ds_in; break;
+      default: throw std::logic_error("attention GEMM: an output buffer used as an input");
+    }
+    if (base == nullptr) throw std::logic_error("attention GEMM: an input buffer not bound");
+    return static_cast<const char*>(base) + offset * (bf16 ? 2 : 4);
+  }
+  float* output(cuda::AttnBuf buf, size_t offset) const {
+    float* base = nullptr;
+    switch (buf) {
+      case cuda::AttnBuf::kOut: base = out; break;
+      case cuda::AttnBuf::kDqkv: base = dqkv; break;
+      case cuda::AttnBuf::kScores: base = scores; break;
+      case cuda::AttnBuf::kDP: base = dp; break;
+      default: throw std::logic_error("attention GEMM: an input buffer used as an output");
+    }
+    if (base == nullptr) throw std::logic_error("attention GEMM: an output buffer not bound");
+    return base + offset;
+  }
+};
+
+void run_attention_gemms(cublasHandle_t h, const std::vector<cuda::AttnGemm>& gemms, const AttnBinding& at) {
+  const cudaDataType_t in = at.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  for (const cuda::AttnGemm& g : gemms) {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &g.alpha,
+        at.input(g.a.buf, g.a.offset), in, g.a.ld, g.a.stride, at.input(g.b.buf, g.b.offset), in, g.b.ld,
+        g.b.stride, &g.beta, at.output(g.c.buf, g.c.offset), CUDA_R_32F, g.c.ld, g.c.stride, g.batch,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+void check_attention_shape(int T, int B, int NH, int NKV, int HD) {
+  const long long width = (static_cast<long long>(NH) + 2LL * NKV) * HD;
+  if (T < 1 || B < 1 || NH < 1 || NKV < 1 || NH % NKV != 0 || HD < 1 ||
+      static_cast<long long>(B) * width > std::numeric_limits<int>::max() ||
+      static_cast<long long>(NH) * T > std::numeric_limits<int>::max()) {
+    throw std::runtime_error("attention on CUDA (cuBLAS path): unsupported shape T " + std::to_string(T) + ", B " +
+                             std::to_string(B) + ", NH " + std::to_string(NH) + ", NKV " + std::to_string(NKV) +
+                             ", HD " + std::to_string(HD) + " (NH must be a multiple of NKV)");
+  }
+}
+
+}  // namespace
+
+void* CudaDevice::blas_handle() {
+  if (blas_ == nullptr) {
+    cublasHandle_t h = nullptr;
+    CUBLAS_CHECK(cublasCreate(&h));
+    blas_ = h;  // owned from here: ~CudaDevice destroys it even if a call below throws
+    CUBLAS_CHECK(cublasSetStream(h, stream_));
+    CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));  // fp32 stays fp32: no TF32
+  }
+  // cuBLASLt's workspace serves cuBLAS too: both run on stream_, never at
+  // once. Set after cublasSetStream (which resets it), and on every call in
+  // case the slot was reallocated.
+  void* ws = workspace(kCublas, options_.cublas_workspace_bytes);
+  CUBLAS_CHECK(cublasSetWorkspace(blas(blas_), ws, options_.cublas_workspace_bytes));
+  return blas_;
+}
+
+void CudaDevice::cublas_attention_forward(float* out, float* probs, const float* qkv, int T, int B, int NH,
+                                          int NKV, int HD, int window) {
+  check_attention_shape(T, B, NH, NKV, HD);
+  AttnBinding at;
+  at.bf16 = options_.precision == GemmPrecision::kBf16;
+  const size_t TT = static_cast<size_t>(T) * T, block = static_cast<size_t>(NH) * TT;
+  at.qkv = qkv;
+  void* p16 = nullptr;
+  if (at.bf16) {
+    const size_t n = static_cast<size_t>(T) * B * (NH + 2 * NKV) * HD;
+    void* x16 = workspace(kAttnQkv16, n * 2);
+    cuda::launch_to_bf16(x16, qkv, n, stream_);
+    at.qkv = x16;
+    p16 = workspace(kAttnRows16, block * 2);
+  }
+  at.out = out;
+  cublasHandle_t h = blas(blas_handle());
+  for (int b = 0; b < B; ++b) {
+    at.scores = probs + static_cast<size_t>(b) * block;
+    at.probs_in = at.bf16 ? p16 : static_cast<const void*>(at.scores);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kScores, b, T, B, NH, NKV, HD), at);
+    cuda::launch_attention_masked_softmax(at.scores, p16, static_cast<size_t>(NH) * T, T, window, stream_);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kValues, b, T, B, NH, NKV, HD), at);
+  }
+}
+
+void CudaDevice::cublas_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                                           int T, int B, int NH, int NKV, int HD) {
+  check_attention_shape(T, B, NH, NKV, HD);
+  AttnBinding at;
+  at.bf16 = options_.precision == GemmPrecision::kBf16;
+  const size_t TT = static_cast<size_t>(T) * T, block = static_cast<size_t>(NH) * TT;
+  at.qkv = qkv;
+  at.dout = dout;
+  void* rows16 = nullptr;
+  if (at.bf16) {  // cast again: the forward's copy may belong to another layer by now
+    const size_t n = static_cast<size_t>(T) * B * (NH + 2 * NKV) * HD, no = static_cast<size_t>(T) * B * NH * HD;
+    void* x16 = workspace(kAttnQkv16, n * 2);
+    void* o16 = workspace(kAttnOut16, no * 2);
+    cuda::launch_to_bf16(x16, qkv, n, stream_);
+    cuda::launch_to_bf16(o16, dout, no, stream_);
+    at.qkv = x16;
+    at.dout = o16;
+    rows16 = workspace(kAttnRows16, block * 2);
+  }
+  at.dqkv = dqkv;
+  at.dp = static_cast<float*>(workspace(kAttnRows, block * sizeof(float)));
+  at.ds_in = at.bf16 ? rows16 : static_cast<const void*>(at.dp);
+  cublasHandle_t h = blas(blas_handle());
+  for (int b = 0; b < B; ++b) {
+    const float* P = probs + static_cast<size_t>(b) * block;
+    at.probs_in = P;
+    if (at.bf16) {
+      cuda::launch_to_bf16(rows16, P, block, stream_);
+      at.probs_in = rows16;
+    }
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDV, b, T, B, NH, NKV, HD), at);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDP, b, T, B, NH, NKV, HD), at);
+    // dS: in place into dP (fp32), or into rows16 (bf16: P's copy has served kDV).
+    cuda::launch_attention_scores_backward(at.dp, P, rows16, static_cast<size_t>(NH) * T, T, stream_);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDQ, b, T, B, NH, NKV, HD), at);
+    run_attention_gemms(h, cuda::attention_gemms(cuda::AttnProduct::kDK, b, T, B, NH, NKV, HD), at);
+  }
 }
 
 void CudaDevice::cross_entropy_row_max(float* row_max, const float* logits, int N, int V) {

@@ -48,10 +48,31 @@ namespace megascale::engine {
 
 enum class GemmPrecision { kFp32, kBf16 };
 
+// Which attention implementation attention_forward / attention_backward run.
+//  - kFlash: kernels_attention.cu, flash style on fp32 CUDA cores (no tensor
+//    cores); saves only each row's log-sum-exp (and the window) in `probs`.
+//  - kCublas: explicit scores. Per batch element, cuBLAS strided-batched GEMMs
+//    (cublasGemmStridedBatchedEx, in the device's GEMM precision: bf16 inputs
+//    on tensor cores with fp32 accumulation and output in kBf16, plain fp32
+//    without TF32 in kFp32) compute S = scale Q K^T into `probs`, a row kernel
+//    (kernels_attention_scores.cu) makes it the masked softmax P in place, and
+//    O = P V; the backward runs dV = P^T dO, dP = dO V^T, the dS row kernel,
+//    dQ = scale dS K, dK = scale dS^T Q from the saved P. `probs` holds P
+//    itself, (B, NH, T, T) as on CpuDevice. Extra device memory: a workspace
+//    of NH * T^2 floats (dP) plus, in bf16, NH * T^2 bf16 (P or dS) and the
+//    bf16 copies of qkv and dout; the full T x T products are computed (the
+//    causal half is masked afterwards, twice the useful GEMM FLOPs).
+//  - kAuto (default): kCublas when precision is kBf16 (tensor cores), kFlash
+//    when kFp32 (the path the fp32 comparisons with CpuDevice were written for).
+// The layer stash gives `probs` B * NH * T^2 floats per layer on every path
+// (engine/transformer_layer.cc), so the saved state costs no more with kCublas.
+enum class AttentionPath { kAuto, kFlash, kCublas };
+
 struct CudaDeviceOptions {
   int ordinal = -1;  // -1: the MPI local rank (OMPI_COMM_WORLD_LOCAL_RANK / LOCAL_RANK) modulo the GPU count
   GemmPrecision precision = GemmPrecision::kFp32;
   size_t cublas_workspace_bytes = size_t{32} << 20;  // 32 MiB: NVIDIA's cuBLAS docs advise >= 32 MiB on Hopper
+  AttentionPath attention = AttentionPath::kAuto;
 };
 
 // "" when a CUDA device can be opened; otherwise the reason, with the CUDA
@@ -69,6 +90,9 @@ class CudaDevice final : public Device {
   const char* name() const override { return "cuda"; }
   int ordinal() const { return ordinal_; }
   GemmPrecision precision() const { return options_.precision; }
+  // The attention path in use (kAuto resolved: never kAuto). It also says
+  // what attention_forward leaves in `probs` for attention_backward.
+  AttentionPath attention_path() const { return attention_path_; }
   cudaStream_t stream() const { return stream_; }
   // "NVIDIA H200" etc. (cudaDeviceProp::name) and the compute capability, e.g. 90.
   const std::string& device_name() const { return device_name_; }
@@ -145,10 +169,17 @@ class CudaDevice final : public Device {
 
  private:
   // Workspaces, each grown on demand (stream-ordered, never shrunk).
-  enum Slot { kScratch, kBf16A, kBf16B, kCublas, kPieces, kDoubles, kSlots };
+  enum Slot { kScratch, kBf16A, kBf16B, kCublas, kPieces, kDoubles, kAttnQkv16, kAttnOut16, kAttnRows16,
+              kAttnRows, kSlots };
   void* workspace(Slot slot, size_t bytes);
   void gemm(float* c, const float* a, const float* b, const float* bias, int M, int N, int K,
             bool trans_a, bool trans_b, float beta);
+  // The cuBLAS attention path (device_cuda.cc, "attention").
+  void cublas_attention_forward(float* out, float* probs, const float* qkv, int T, int B, int NH, int NKV,
+                                int HD, int window);
+  void cublas_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int T,
+                                 int B, int NH, int NKV, int HD);
+  void* blas_handle();  // cublasHandle_t, created on first use, on stream_
   // Uploads the non-empty pieces' table; returns their original indices.
   std::vector<int> upload_pieces(const ShardPiece* pieces, int count, void** table,
                                  int* blocks, int* live);
@@ -162,6 +193,8 @@ class CudaDevice final : public Device {
   int compute_capability_ = 0;
   cudaStream_t stream_ = nullptr;
   void* lt_ = nullptr;  // cublasLtHandle_t
+  void* blas_ = nullptr;  // cublasHandle_t (the attention's strided-batched GEMMs)
+  AttentionPath attention_path_ = AttentionPath::kFlash;
   struct Buffer {
     void* ptr = nullptr;
     size_t bytes = 0;

@@ -11,6 +11,7 @@
 // (CudaDevice::workspace). Files: kernels_elementwise.cu (add, bias, GeLU,
 // SwiGLU, embeddings, bf16 casts), kernels_norm.cu (LayerNorm, softmax,
 // cross-entropy, column sums), kernels_attention.cu (flash attention),
+// kernels_attention_scores.cu (the row kernels of the cuBLAS attention path),
 // kernels_optimizer.cu (multi-tensor AdamW / LAMB, sums of squares).
 //
 // Determinism: every kernel but embedding_backward gives the same bits on
@@ -96,6 +97,22 @@ void launch_attention_forward(float* out, float* saved, const float* qkv, int T,
 size_t attention_backward_workspace_floats(int T, int B, int NH);
 void launch_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
                                int T, int B, int NH, int NKV, int HD, float* ws, cudaStream_t s);
+
+// ---- explicit-scores attention (kernels_attention_scores.cu) -------------------
+// The row kernels of CudaDevice's cuBLAS attention path (its GEMMs are
+// cuBLAS calls in device_cuda.cc). `rows` rows of T floats, row r being query
+// i = r % T (one batch element's (NH, T, T) scores, head after head).
+// In place: scores (rows, T), already scaled by 1 / sqrt(HD), become the
+// masked softmax (keys max(0, i - W) <= j <= i visible, W = window, 0: full
+// causal; every masked entry exactly 0). p16 (__nv_bfloat16*, rows x T) may be
+// null; otherwise it receives the probabilities rounded to bf16.
+void launch_attention_masked_softmax(float* scores, void* p16, size_t rows, int T, int window,
+                                     cudaStream_t s);
+// dp (rows, T) holds dP = dO V^T; probs (rows, T) the saved P. Computes
+// dS = P * (dP - rowsum(P * dP)) (0 wherever P == 0 or j > i): in place into
+// dp when ds16 is null, else only into ds16 (bf16, rows x T), dp unchanged.
+void launch_attention_scores_backward(float* dp, const float* probs, void* ds16, size_t rows, int T,
+                                      cudaStream_t s);
 
 // ---- optimizer (kernels_optimizer.cu) -------------------------------------------
 // One piece of a ZeRO shard, as engine/device.h's Device::ShardPiece.

@@ -73,7 +73,7 @@ int cuda_micro(const std::string& out_path, bool quick) {
       }
     }
     for (const engine::CudaMicroPoint& p : r.points) {
-      fmt::print(stderr, "  {:<18} {:<28} {:10.3f} ms  {:8.1f} TFLOP/s  {:8.1f} GB/s\n", p.op, p.shape,
+      fmt::print(stderr, "  {:<20} {:<33} {:10.3f} ms  {:8.1f} TFLOP/s  {:8.1f} GB/s\n", p.op, p.shape,
                  1e3 * p.seconds, p.flops > 0 ? p.flops / p.seconds / 1e12 : 0.0,
                  p.bytes > 0 ? p.bytes / p.seconds / 1e9 : 0.0);
     }
