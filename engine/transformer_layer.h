@@ -18,6 +18,11 @@
 // (SP) or all-reduced (no SP). Per layer and direction:
 //   sequential + SP: 2 all-gathers + 2 reduce-scatters; parallel + SP: 1 + 1;
 //   without SP: 2 (sequential) or 1 (parallel) all-reduces.
+// With LayerContext::tp_overlap (SP only) each all-gather is fused with the
+// column-parallel GEMM it feeds and each reduce-scatter with the row-parallel
+// GEMM that feeds it (engine/layers.h, tp_gather_gemm / tp_gemm_reduce_scatter).
+// Under SP every GEMM's token-parallel product runs by TP row block either way,
+// so the fused and unfused layers give the same bits.
 // The order of kernels and collectives is model::layer_forward_program /
 // layer_backward_program's; each is reported to ctx.observer with its name there
 // (the attention core as "flash_attention": one fused call here).
@@ -28,7 +33,8 @@
 //    forward — LayerNorm statistics, the gathered LayerNorm outputs (T, B, C),
 //    qkv (T, B, Sq), attention probabilities (B, NHl, T, T), the attention output,
 //    x2 (sequential), the fc1 output and the activation;
-//  - the scratch (temporaries of one call, shareable by all layers of a chunk).
+//  - the scratch (temporaries of one call, shareable by all layers of a chunk;
+//    under SP it includes the fused reduce-scatter's receive buffer, (T, B, C)).
 //
 // Thread-safety: const methods on immutable dims; one call at a time per buffers.
 #pragma once
