@@ -1,6 +1,9 @@
 // engine/layers.cc: the TP/SP collectives of a layer, reported to the op hook.
 #include "engine/layers.h"
 
+#include <memory>
+#include <vector>
+
 namespace megascale::engine {
 
 model::ModelConfig with_defaults(const model::ModelConfig& m) {
@@ -86,6 +89,146 @@ void tp_all_reduce(const LayerContext& ctx, const char* name, int layer, bool ba
   OpScope scope(ctx.observer, ctx.event(name, layer, backward, 0, static_cast<int64_t>(n) * 4,
                                         model::LayerStepKind::kTpAllReduce));
   ctx.tp->all_reduce_sum(data, n);
+}
+
+// ---- TP overlap: collectives fused with their GEMMs -------------------------------
+
+namespace {
+
+// Tags of the fused transfers on the TP communicator (nothing else sends
+// point-to-point there; every transfer of one fused op is waited before the op
+// returns, so the tags are reused by the next one).
+constexpr int kFusedGatherTag = 7100;
+constexpr int kFusedScatterTag = 7200;
+
+void run_blocks(const BlockedGemm& g, int tp, int block_rows) {
+  if (g.before) g.before();
+  for (int b = 0; b < tp; ++b) g.rows(b * block_rows, block_rows);
+  if (g.after) g.after();
+}
+
+}  // namespace
+
+void tp_gather_gemm(const LayerContext& ctx, const char* ag_name, int layer, bool backward,
+                    const float* shard, float* full, size_t shard_floats, int block_rows,
+                    const BlockedGemm& gemm) {
+  ENGINE_CHECK(ctx.tp_size() > 1, "tp_gather_gemm without a TP group");
+  const int P = ctx.tp_size(), r = ctx.tp_rank();
+  if (!ctx.tp_overlap) {
+    tp_all_gather(ctx, ag_name, layer, backward, shard, full, shard_floats);
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, gemm.flops));
+    run_blocks(gemm, P, block_rows);
+    return;
+  }
+  const double other_flops = gemm.flops - gemm.row_flops;
+  if (gemm.before) {
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, other_flops));
+    gemm.before();
+  }
+  float* own = full + static_cast<size_t>(r) * shard_floats;
+  if (own != shard) ctx.device->copy(own, shard, shard_floats * sizeof(float));
+  const int next = (r + 1) % P, prev = (r + P - 1) % P;
+  const int64_t bytes = static_cast<int64_t>(shard_floats) * P * 4;
+  std::vector<std::unique_ptr<Request>> sends;
+  for (int s = 0; s < P - 1; ++s) {
+    // Step s: pass on the block received in step s - 1 (own block first) and
+    // receive the one before it in the ring; the GEMM runs on the held block.
+    const int hold = (r - s + P) % P, incoming = (r - s - 1 + 2 * P) % P;
+    std::unique_ptr<Request> recv;
+    {
+      OpScope op(ctx.observer, ctx.event(ag_name, layer, backward, 0, s == 0 ? bytes : 0,
+                                         model::LayerStepKind::kTpAllGather));
+      recv = ctx.tp->irecv(full + static_cast<size_t>(incoming) * shard_floats, shard_floats, prev,
+                           kFusedGatherTag + s);
+      sends.push_back(ctx.tp->isend(full + static_cast<size_t>(hold) * shard_floats, shard_floats,
+                                    next, kFusedGatherTag + s));
+    }
+    {
+      OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, gemm.row_flops / P));
+      gemm.rows(hold * block_rows, block_rows);
+    }
+    {
+      // On an asynchronous device wait() orders the compute stream after the
+      // receive (NcclComm): the next block's GEMM and send see its data.
+      OpScope op(ctx.observer, ctx.event(ag_name, layer, backward, 0, 0,
+                                         model::LayerStepKind::kTpAllGather));
+      recv->wait();
+      if (s == P - 2) {
+        for (auto& q : sends) q->wait();
+      }
+    }
+  }
+  {
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, gemm.row_flops / P));
+    gemm.rows(next * block_rows, block_rows);  // the last block to arrive
+  }
+  if (gemm.after) {
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, other_flops));
+    gemm.after();
+  }
+}
+
+void tp_gemm_reduce_scatter(const LayerContext& ctx, const char* rs_name, int layer, bool backward,
+                            float* full, float* shard, float* recv, size_t shard_floats,
+                            int block_rows, const BlockedGemm& gemm) {
+  ENGINE_CHECK(ctx.tp_size() > 1, "tp_gemm_reduce_scatter without a TP group");
+  const int P = ctx.tp_size(), r = ctx.tp_rank();
+  if (!ctx.tp_overlap) {
+    {
+      OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, gemm.flops));
+      run_blocks(gemm, P, block_rows);
+    }
+    tp_reduce_scatter(ctx, rs_name, layer, backward, full, shard, shard_floats);
+    return;
+  }
+  ENGINE_CHECK(recv != nullptr, "tp_gemm_reduce_scatter: no receive buffer");
+  const double other_flops = gemm.flops - gemm.row_flops;
+  const int64_t bytes = static_cast<int64_t>(shard_floats) * P * 4;
+  auto block = [&](float* base, int b) { return base + static_cast<size_t>(b) * shard_floats; };
+  std::vector<std::unique_ptr<Request>> recvs, sends;
+  {
+    // Receives in an order that cannot deadlock a backend whose sends block
+    // until matched, one stream per direction (NcclComm): from lower ranks in
+    // ascending order, then from higher ranks in descending order; sends below
+    // go out in ring order (ascending within each direction).
+    OpScope op(ctx.observer, ctx.event(rs_name, layer, backward, 0, bytes,
+                                       model::LayerStepKind::kTpReduceScatter));
+    for (int j = 0; j < r; ++j)
+      recvs.push_back(ctx.tp->irecv(block(recv, j), shard_floats, j, kFusedScatterTag));
+    for (int j = P - 1; j > r; --j)
+      recvs.push_back(ctx.tp->irecv(block(recv, j), shard_floats, j, kFusedScatterTag));
+  }
+  if (gemm.before) {
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, other_flops));
+    gemm.before();
+  }
+  for (int k = 1; k <= P; ++k) {
+    const int b = (r + k) % P;  // ring order; this rank's own block last
+    {
+      OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, gemm.row_flops / P));
+      gemm.rows(b * block_rows, block_rows);
+    }
+    if (b != r) {
+      OpScope op(ctx.observer, ctx.event(rs_name, layer, backward, 0, 0,
+                                         model::LayerStepKind::kTpReduceScatter));
+      sends.push_back(ctx.tp->isend(block(full, b), shard_floats, b, kFusedScatterTag));
+    }
+  }
+  if (gemm.after) {
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, other_flops));
+    gemm.after();
+  }
+  {
+    OpScope op(ctx.observer, ctx.event(rs_name, layer, backward, 0, 0,
+                                       model::LayerStepKind::kTpReduceScatter));
+    for (auto& q : recvs) q->wait();
+    // Rank order, as Comm::reduce_scatter_sum: ((x_0 + x_1) + x_2) + ...
+    auto part = [&](int j) -> const float* { return j == r ? block(full, r) : block(recv, j); };
+    ctx.device->add(shard, part(0), part(1), shard_floats);
+    for (int j = 2; j < P; ++j) ctx.device->add(shard, shard, part(j), shard_floats);
+    // The sent partials stay untouched until here.
+    for (auto& q : sends) q->wait();
+  }
 }
 
 }  // namespace megascale::engine

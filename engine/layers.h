@@ -38,6 +38,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "engine/comm.h"
 #include "engine/device.h"
@@ -95,6 +96,11 @@ struct LayerContext {
   OpObserver* observer = nullptr;
   int microbatch = -1;
   int chunk = -1;
+  // MegaScale's TP overlap ([optimizations] tp_overlap): the SP all-gathers and
+  // reduce-scatters of a layer are fused with their GEMMs (tp_gather_gemm,
+  // tp_gemm_reduce_scatter). Only meaningful with sequence parallelism and
+  // tp > 1; the layers ignore it otherwise.
+  bool tp_overlap = false;
 
   int tp_size() const { return tp == nullptr ? 1 : tp->size(); }
   int tp_rank() const { return tp == nullptr ? 0 : tp->rank(); }
@@ -165,6 +171,61 @@ void tp_reduce_scatter(const LayerContext& ctx, const char* name, int layer, boo
 // No SP: data (n) <- rank-ordered sum over the TP group. No-op when tp == 1.
 void tp_all_reduce(const LayerContext& ctx, const char* name, int layer, bool backward,
                    float* data, size_t n);
+
+// A GEMM split along its rows (tokens): `rows(row0, n)` computes the output
+// rows [row0, row0 + n) from the input rows [row0, row0 + n) only.
+using RowBlockFn = std::function<void(int row0, int n)>;
+
+// One GEMM op of a TP region as the fused collectives see it: a part computed
+// by row blocks (`rows`, the token-parallel product: forward GEMMs, input
+// gradients) and parts that need every row (`before` / `after`: weight and bias
+// gradients), each optional but `rows`. `flops` is the whole op's, `row_flops`
+// the row-blocked part's (both over all N rows).
+struct BlockedGemm {
+  const char* name = "";
+  double flops = 0;
+  double row_flops = 0;
+  std::function<void()> before;
+  RowBlockFn rows;
+  std::function<void()> after;
+};
+
+// SP all-gather feeding a column-parallel GEMM (forward: ag_qkv + qkv, ag_fc1
+// + fc1, ag_qkv_fc1 + qkv_fc1; backward: ag_dproj + proj, ag_dfc2 + fc2,
+// ag_dproj_fc2 + proj_fc2). `full` (tp * shard_floats) receives the gathered
+// input; `shard` may point at full's own block. The GEMM runs row block by row
+// block, block b being rows [b * block_rows, (b + 1) * block_rows) = rank b's
+// sequence shard.
+//  - ctx.tp_overlap off: tp_all_gather, then one `gemm.name` event: before,
+//    rows of blocks 0..tp-1 in order, after.
+//  - on (MegaScale NSDI'24 section 3.2): the shards travel around the TP ring
+//    in tp - 1 steps of Comm::isend / irecv; during step s the GEMM runs on the
+//    block that arrived in step s - 1 (step 0: this rank's own). Events: one
+//    `ag_name` per step (posting the transfer, then waiting it: the exposed
+//    communication) and one `gemm.name` per block (row_flops / tp each), plus
+//    `before` / `after` as their own events.
+// Every output row block is computed by the same call on the same data either
+// way, so both give bit-identical results on any device. REQUIRES: ctx.tp_size() > 1.
+void tp_gather_gemm(const LayerContext& ctx, const char* ag_name, int layer, bool backward,
+                    const float* shard, float* full, size_t shard_floats, int block_rows,
+                    const BlockedGemm& gemm);
+
+// Row-parallel GEMM whose partial output `full` (tp * shard_floats, row block b
+// destined to TP rank b) is reduce-scattered into `shard` (rs_proj, rs_fc2,
+// rs_proj_fc2; backward rs_dqkv, rs_dfc1, rs_dqkv_fc1).
+//  - ctx.tp_overlap off: one `gemm.name` event (before, rows of blocks
+//    0..tp-1, after), then tp_reduce_scatter.
+//  - on: the receives of the other ranks' partials for this rank's block are
+//    posted into `recv` (tp * shard_floats scratch, block j from rank j); then
+//    the blocks are computed in ring order rank+1, ..., rank-1, each sent to its
+//    owner right after it is computed, this rank's own block last; at the end
+//    shard = ((x_0 + x_1) + x_2) + ... in rank order, as Comm::reduce_scatter_sum
+//    promises (bit-identical on the CPU backends). Events: `gemm.name` per
+//    block, `rs_name` for posting, for each send and for the final wait + sum.
+// REQUIRES: ctx.tp_size() > 1; `recv` non-null when ctx.tp_overlap.
+void tp_gemm_reduce_scatter(const LayerContext& ctx, const char* rs_name, int layer, bool backward,
+                            float* full, float* shard, float* recv, size_t shard_floats,
+                            int block_rows, const BlockedGemm& gemm);
 
 // 2 * M * N * K.
 inline double gemm_flops(int64_t M, int64_t N, int64_t K) {

@@ -189,6 +189,7 @@ LayerContext ModelChunk::context(int microbatch) const {
   ctx.observer = observer_;
   ctx.microbatch = microbatch;
   ctx.chunk = cfg_.chunk_id;
+  ctx.tp_overlap = cfg_.tp_overlap && d_.sp;
   return ctx;
 }
 

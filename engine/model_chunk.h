@@ -75,6 +75,10 @@ struct ChunkConfig {
   int micro_batch = 1;             // B
   int tp = 1;                      // tensor-parallel size (== the TP Comm's size)
   bool sequence_parallel = false;  // ignored when tp == 1
+  // [optimizations] tp_overlap: the layers' SP all-gathers / reduce-scatters
+  // fused with their GEMMs (engine/layers.h, tp_gather_gemm). Only with
+  // sequence parallelism and tp > 1; bit-identical results either way.
+  bool tp_overlap = false;
   int first_layer = 0;
   int num_layers = 0;
   bool has_embedding = false;

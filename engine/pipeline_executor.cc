@@ -153,6 +153,7 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
   for (int c = 0; c < p.vpp; ++c) {
     ChunkConfig cfg = ChunkConfig::for_stage(options_.model, p, groups_.pp_rank(), c, options_.seed);
     cfg.pad_to_multiple = p.dp;
+    cfg.tp_overlap = options_.optimizations.tp_overlap;  // SP + tp > 1 only (ModelChunk)
     chunks_.push_back(std::make_unique<ModelChunk>(cfg, device_, tp_comm, observer_.get()));
     ModelChunk& chunk = *chunks_.back();
     OptimizerComms comms;

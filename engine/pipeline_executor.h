@@ -9,7 +9,10 @@
 // assignment) and one ZeRO optimizer per chunk (engine/optimizer.h). Ops:
 //   DataLoad            the replica's batch is already in memory (the node loader
 //                       prefetched it); recorded for the trace
-//   Forward/Backward    ModelChunk::forward/backward of (micro-batch, chunk)
+//   Forward/Backward    ModelChunk::forward/backward of (micro-batch, chunk);
+//                       with tp_overlap (SP, tp > 1) the layers fuse their TP
+//                       all-gathers / reduce-scatters with their GEMMs
+//                       (engine/layers.h, tp_gather_gemm)
 //   Recv*               MPI-style irecv posted at the op's position; waited
 //                       there when the op is on the compute stream (Megatron's
 //                       blocking p2p), or just before the op that consumes it
@@ -66,7 +69,7 @@ namespace megascale::engine {
 struct ExecutorOptions {
   model::ModelConfig model;
   model::ParallelConfig parallel;       // tp, pp, vpp, dp, micro_batch, global_batch, SP, zero_stage
-  model::Optimizations optimizations;   // pp_overlap, dp_overlap, data_pipeline, optimizer
+  model::Optimizations optimizations;   // tp_overlap, pp_overlap, dp_overlap, data_pipeline, optimizer
   OptimizerOptions optimizer;           // kind is taken from optimizations.optimizer
   uint64_t seed = 1234;                 // parameter initialisation
 };

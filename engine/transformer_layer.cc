@@ -19,16 +19,6 @@ void linear_forward(Device& dev, float* out, const float* inp, const float* w, c
   if (bias != nullptr) dev.bias_add(out, bias, N, OC);
 }
 
-// Linear backward: dw (OC, K) += dout^T @ inp; dinp (N, K) (= or += with
-// beta_dinp) dout @ w; dbias (OC) += column sums when given.
-void linear_backward(Device& dev, float* dinp, float* dw, float* dbias, const float* dout,
-                     const float* inp, const float* w, int N, int OC, int K,
-                     float beta_dinp = 0.0f) {
-  if (dbias != nullptr) dev.bias_backward(dbias, dout, N, OC);
-  dev.matmul(dw, dout, inp, OC, K, N, /*trans_a=*/true, /*trans_b=*/false, 1.0f);
-  dev.matmul(dinp, dout, w, N, K, OC, false, false, beta_dinp);
-}
-
 }  // namespace
 
 TransformerLayer::TransformerLayer(const ModelDims& dims, int layer) : d_(dims), layer_(layer) {
@@ -59,6 +49,7 @@ TransformerLayer::TransformerLayer(const ModelDims& dims, int layer) : d_(dims),
   off_da_ = sc.take(N * d_.Fl);
   off_dh_ = sc.take(N * d_.Fo);
   off_dqkv_ = sc.take(N * d_.Sq);
+  if (d_.sp) off_recv_ = sc.take(N * C);  // the fused reduce-scatter's receives (tp_overlap)
   scratch_floats_ = sc.floats;
 }
 
@@ -83,8 +74,8 @@ TransformerLayer::Stash TransformerLayer::stash_at(float* base) const {
 }
 
 TransformerLayer::Scratch TransformerLayer::scratch_at(float* base) const {
-  return Scratch{base + off_full_, base + off_shard_, base + off_datt_,
-                 base + off_da_,   base + off_dh_,    base + off_dqkv_};
+  return Scratch{base + off_full_, base + off_shard_, base + off_datt_, base + off_da_,
+                 base + off_dh_,   base + off_dqkv_,  d_.sp ? base + off_recv_ : nullptr};
 }
 
 void TransformerLayer::forward(const LayerContext& ctx, const LayerWeights& w, const Stash& stash,
@@ -114,38 +105,46 @@ void TransformerLayer::backward(const LayerContext& ctx, const LayerWeights& w,
 
 // ---- shared pieces ------------------------------------------------------------
 
-void TransformerLayer::norm_and_gather(const LayerContext& ctx, const char* ln_name,
-                                       const char* ag_name, const float* x, const float* w,
-                                       const float* b, float* mean, float* rstd, float* ln_full,
-                                       float* shard_scratch) const {
+void TransformerLayer::norm(const LayerContext& ctx, const char* ln_name, const float* x,
+                            const float* w, const float* b, float* mean, float* rstd,
+                            float* ln_full) const {
   const int Nl = d_.Nl(), C = d_.C;
-  float* ln_out = d_.sp ? shard_scratch : ln_full;
-  {
-    OpScope op(ctx.observer, ctx.event(ln_name, layer_, false, 0, 2 * kF32 * Nl * C));
-    ctx.device->layer_norm_forward(ln_out, mean, rstd, x, w, b, Nl, C);
-  }
-  if (d_.sp) {
-    tp_all_gather(ctx, ag_name, layer_, false, ln_out, ln_full, static_cast<size_t>(Nl) * C);
-  }
+  float* ln_out = ln_full + (d_.sp ? static_cast<size_t>(ctx.tp_rank()) * Nl * C : 0);
+  OpScope op(ctx.observer, ctx.event(ln_name, layer_, false, 0, 2 * kF32 * Nl * C));
+  ctx.device->layer_norm_forward(ln_out, mean, rstd, x, w, b, Nl, C);
 }
 
-const float* TransformerLayer::reduce_partial(const LayerContext& ctx, const char* name,
-                                              bool backward, float* full,
-                                              float* shard_scratch) const {
+void TransformerLayer::gather_gemm(const LayerContext& ctx, const char* ag_name, bool backward,
+                                   const float* shard, float* input_full,
+                                   const BlockedGemm& gemm) const {
+  if (d_.sp) {
+    tp_gather_gemm(ctx, ag_name, layer_, backward, shard, input_full,
+                   static_cast<size_t>(d_.Nl()) * d_.C, d_.Nl(), gemm);
+    return;
+  }
+  OpScope op(ctx.observer, ctx.event(gemm.name, layer_, backward, gemm.flops));
+  if (gemm.before) gemm.before();
+  gemm.rows(0, d_.N());
+  if (gemm.after) gemm.after();
+}
+
+const float* TransformerLayer::gemm_reduce(const LayerContext& ctx, const char* rs_name,
+                                           const char* ar_name, bool backward, const Scratch& sc,
+                                           const BlockedGemm& gemm) const {
   const size_t shard = static_cast<size_t>(d_.Nl()) * d_.C;
   if (d_.sp) {
-    tp_reduce_scatter(ctx, name, layer_, backward, full, shard_scratch, shard);
-    return shard_scratch;
+    tp_gemm_reduce_scatter(ctx, rs_name, layer_, backward, sc.full, sc.shard, sc.recv, shard,
+                           d_.Nl(), gemm);
+    return sc.shard;
   }
-  tp_all_reduce(ctx, name, layer_, backward, full, shard);
-  return full;
-}
-
-const float* TransformerLayer::gather_grad(const LayerContext& ctx, const char* name,
-                                           const float* dy, float* full) const {
-  if (!d_.sp) return dy;
-  tp_all_gather(ctx, name, layer_, true, dy, full, static_cast<size_t>(d_.Nl()) * d_.C);
-  return full;
+  {
+    OpScope op(ctx.observer, ctx.event(gemm.name, layer_, backward, gemm.flops));
+    if (gemm.before) gemm.before();
+    gemm.rows(0, d_.N());
+    if (gemm.after) gemm.after();
+  }
+  tp_all_reduce(ctx, ar_name, layer_, backward, sc.full, shard);
+  return sc.full;
 }
 
 void TransformerLayer::attention_forward(const LayerContext& ctx, const Stash& st) const {
@@ -189,44 +188,64 @@ void TransformerLayer::activation_backward(const LayerContext& ctx, const Stash&
 }
 
 // ---- sequential block ------------------------------------------------------------
+//
+// Every column-parallel GEMM goes through gather_gemm and every row-parallel one
+// through gemm_reduce as a BlockedGemm: the token-parallel product by row
+// blocks (`rows`: rows [r0, r0 + n) of the output from the same rows of the
+// input), the weight / bias gradients (which sum over every token) whole. Under
+// SP the row blocks are the TP ranks' sequence shards, with or without
+// tp_overlap, so both give the same bits.
 
 void TransformerLayer::forward_sequential(const LayerContext& ctx, const LayerWeights& w,
                                           const Stash& st, const Scratch& sc, float* out) const {
   Device& dev = *ctx.device;
   const int N = d_.N(), Nl = d_.Nl(), C = d_.C;
   const size_t shard = static_cast<size_t>(Nl) * C;
+  const size_t own = d_.sp ? static_cast<size_t>(ctx.tp_rank()) * shard : 0;
 
   // Attention branch: LN1 | AG | qkv, attention, proj | RS | residual.
-  norm_and_gather(ctx, "ln1", "ag_qkv", st.x, w.ln1_w, w.ln1_b, st.mean1, st.rstd1, st.ln1,
-                  sc.shard);
-  {
-    OpScope op(ctx.observer, ctx.event("qkv", layer_, false, gemm_flops(N, d_.Sq, C)));
-    linear_forward(dev, st.qkv, st.ln1, w.qkv_w, w.qkv_b, N, d_.Sq, C);  // (T, B, Sq)
-  }
+  norm(ctx, "ln1", st.x, w.ln1_w, w.ln1_b, st.mean1, st.rstd1, st.ln1);
+  BlockedGemm qkv;
+  qkv.name = "qkv";
+  qkv.flops = qkv.row_flops = gemm_flops(N, d_.Sq, C);
+  qkv.rows = [&](int r0, int n) {  // (T, B, Sq)
+    linear_forward(dev, st.qkv + size_t(r0) * d_.Sq, st.ln1 + size_t(r0) * C, w.qkv_w, w.qkv_b,
+                   n, d_.Sq, C);
+  };
+  gather_gemm(ctx, "ag_qkv", false, st.ln1 + own, st.ln1, qkv);
   attention_forward(ctx, st);
-  {
-    OpScope op(ctx.observer, ctx.event("proj", layer_, false, gemm_flops(N, C, d_.Al)));
-    linear_forward(dev, sc.full, st.att, w.proj_w, nullptr, N, C, d_.Al);  // (T, B, C) partial
-  }
-  const float* y = reduce_partial(ctx, d_.sp ? "rs_proj" : "ar_proj", false, sc.full, sc.shard);
+  BlockedGemm proj;
+  proj.name = "proj";
+  proj.flops = proj.row_flops = gemm_flops(N, C, d_.Al);
+  proj.rows = [&](int r0, int n) {  // (T, B, C) partial
+    linear_forward(dev, sc.full + size_t(r0) * C, st.att + size_t(r0) * d_.Al, w.proj_w, nullptr,
+                   n, C, d_.Al);
+  };
+  const float* y = gemm_reduce(ctx, "rs_proj", "ar_proj", false, sc, proj);
   {
     OpScope op(ctx.observer, ctx.event("bias_dropout_add1", layer_, false, 0, 3 * kF32 * shard));
     dev.bias_residual_add(st.x2, st.x, y, w.proj_b, nullptr, Nl, C);  // (Tl, B, C)
   }
 
   // MLP branch: LN2 | AG | fc1, act, fc2 | RS | residual.
-  norm_and_gather(ctx, "ln2", "ag_fc1", st.x2, w.ln2_w, w.ln2_b, st.mean2, st.rstd2, st.ln2,
-                  sc.shard);
-  {
-    OpScope op(ctx.observer, ctx.event("fc1", layer_, false, gemm_flops(N, d_.Fo, C)));
-    linear_forward(dev, st.h, st.ln2, w.fc1_w, w.fc1_b, N, d_.Fo, C);  // (T, B, Fo)
-  }
+  norm(ctx, "ln2", st.x2, w.ln2_w, w.ln2_b, st.mean2, st.rstd2, st.ln2);
+  BlockedGemm fc1;
+  fc1.name = "fc1";
+  fc1.flops = fc1.row_flops = gemm_flops(N, d_.Fo, C);
+  fc1.rows = [&](int r0, int n) {  // (T, B, Fo)
+    linear_forward(dev, st.h + size_t(r0) * d_.Fo, st.ln2 + size_t(r0) * C, w.fc1_w, w.fc1_b, n,
+                   d_.Fo, C);
+  };
+  gather_gemm(ctx, "ag_fc1", false, st.ln2 + own, st.ln2, fc1);
   activation_forward(ctx, st);
-  {
-    OpScope op(ctx.observer, ctx.event("fc2", layer_, false, gemm_flops(N, C, d_.Fl)));
-    linear_forward(dev, sc.full, st.a, w.fc2_w, nullptr, N, C, d_.Fl);  // (T, B, C) partial
-  }
-  const float* m = reduce_partial(ctx, d_.sp ? "rs_fc2" : "ar_fc2", false, sc.full, sc.shard);
+  BlockedGemm fc2;
+  fc2.name = "fc2";
+  fc2.flops = fc2.row_flops = gemm_flops(N, C, d_.Fl);
+  fc2.rows = [&](int r0, int n) {  // (T, B, C) partial
+    linear_forward(dev, sc.full + size_t(r0) * C, st.a + size_t(r0) * d_.Fl, w.fc2_w, nullptr, n,
+                   C, d_.Fl);
+  };
+  const float* m = gemm_reduce(ctx, "rs_fc2", "ar_fc2", false, sc, fc2);
   {
     OpScope op(ctx.observer, ctx.event("bias_dropout_add2", layer_, false, 0, 3 * kF32 * shard));
     dev.bias_residual_add(out, st.x2, m, w.fc2_b, nullptr, Nl, C);  // (Tl, B, C)
@@ -239,6 +258,9 @@ void TransformerLayer::backward_sequential(const LayerContext& ctx, const LayerW
   Device& dev = *ctx.device;
   const int N = d_.N(), Nl = d_.Nl(), C = d_.C;
   const size_t shard = static_cast<size_t>(Nl) * C;
+  // The gradient of a row-parallel output: all-gathered into sc.full under SP,
+  // dx itself otherwise.
+  const float* dfull = d_.sp ? sc.full : dx;
 
   // MLP branch, mirrored: residual | AG | fc2, act, fc1 | RS | LN2.
   {
@@ -246,18 +268,32 @@ void TransformerLayer::backward_sequential(const LayerContext& ctx, const LayerW
     OpScope op(ctx.observer, ctx.event("bias_dropout_add2", layer_, true, 0, 2 * kF32 * shard));
     if (g.fc2_b != nullptr) dev.bias_backward(g.fc2_b, dx, Nl, C);
   }
-  const float* dm = gather_grad(ctx, "ag_dfc2", dx, sc.full);  // (T, B, C)
-  {
-    OpScope op(ctx.observer, ctx.event("fc2", layer_, true, 2 * gemm_flops(N, C, d_.Fl)));
-    linear_backward(dev, sc.da, g.fc2_w, nullptr, dm, st.a, w.fc2_w, N, C, d_.Fl);
-  }
+  BlockedGemm fc2;
+  fc2.name = "fc2";
+  fc2.flops = 2 * gemm_flops(N, C, d_.Fl);
+  fc2.row_flops = gemm_flops(N, C, d_.Fl);
+  fc2.rows = [&](int r0, int n) {  // da = dm @ fc2_w
+    dev.matmul(sc.da + size_t(r0) * d_.Fl, dfull + size_t(r0) * C, w.fc2_w, n, d_.Fl, C, false,
+               false, 0.0f);
+  };
+  fc2.after = [&] {  // d fc2_w += dm^T @ a
+    dev.matmul(g.fc2_w, dfull, st.a, C, d_.Fl, N, true, false, 1.0f);
+  };
+  gather_gemm(ctx, "ag_dfc2", true, dx, sc.full, fc2);
   activation_backward(ctx, st, sc.da, sc.dh);
-  {
-    // dm (== sc.full under SP) is dead: the input gradient reuses sc.full.
-    OpScope op(ctx.observer, ctx.event("fc1", layer_, true, 2 * gemm_flops(N, d_.Fo, C)));
-    linear_backward(dev, sc.full, g.fc1_w, g.fc1_b, sc.dh, st.ln2, w.fc1_w, N, d_.Fo, C);
-  }
-  const float* dln2 = reduce_partial(ctx, d_.sp ? "rs_dfc1" : "ar_dfc1", true, sc.full, sc.shard);
+  BlockedGemm fc1;  // sc.full (dm) is dead: the input gradient reuses it
+  fc1.name = "fc1";
+  fc1.flops = 2 * gemm_flops(N, d_.Fo, C);
+  fc1.row_flops = gemm_flops(N, d_.Fo, C);
+  fc1.before = [&] {
+    if (g.fc1_b != nullptr) dev.bias_backward(g.fc1_b, sc.dh, N, d_.Fo);
+    dev.matmul(g.fc1_w, sc.dh, st.ln2, d_.Fo, C, N, true, false, 1.0f);
+  };
+  fc1.rows = [&](int r0, int n) {
+    dev.matmul(sc.full + size_t(r0) * C, sc.dh + size_t(r0) * d_.Fo, w.fc1_w, n, C, d_.Fo, false,
+               false, 0.0f);
+  };
+  const float* dln2 = gemm_reduce(ctx, "rs_dfc1", "ar_dfc1", true, sc, fc1);
   {
     OpScope op(ctx.observer, ctx.event("ln2", layer_, true, 0, 3 * kF32 * shard));
     dev.layer_norm_backward(dx, g.ln2_w, g.ln2_b, dln2, st.x2, w.ln2_w, st.mean2, st.rstd2, Nl,
@@ -269,17 +305,30 @@ void TransformerLayer::backward_sequential(const LayerContext& ctx, const LayerW
     OpScope op(ctx.observer, ctx.event("bias_dropout_add1", layer_, true, 0, 2 * kF32 * shard));
     dev.bias_backward(g.proj_b, dx, Nl, C);
   }
-  const float* dy = gather_grad(ctx, "ag_dproj", dx, sc.full);  // (T, B, C)
-  {
-    OpScope op(ctx.observer, ctx.event("proj", layer_, true, 2 * gemm_flops(N, C, d_.Al)));
-    linear_backward(dev, sc.datt, g.proj_w, nullptr, dy, st.att, w.proj_w, N, C, d_.Al);
-  }
+  BlockedGemm proj;
+  proj.name = "proj";
+  proj.flops = 2 * gemm_flops(N, C, d_.Al);
+  proj.row_flops = gemm_flops(N, C, d_.Al);
+  proj.rows = [&](int r0, int n) {  // datt = dy @ proj_w
+    dev.matmul(sc.datt + size_t(r0) * d_.Al, dfull + size_t(r0) * C, w.proj_w, n, d_.Al, C, false,
+               false, 0.0f);
+  };
+  proj.after = [&] { dev.matmul(g.proj_w, dfull, st.att, C, d_.Al, N, true, false, 1.0f); };
+  gather_gemm(ctx, "ag_dproj", true, dx, sc.full, proj);
   attention_backward(ctx, st, sc.datt, sc.dqkv);
-  {
-    OpScope op(ctx.observer, ctx.event("qkv", layer_, true, 2 * gemm_flops(N, d_.Sq, C)));
-    linear_backward(dev, sc.full, g.qkv_w, g.qkv_b, sc.dqkv, st.ln1, w.qkv_w, N, d_.Sq, C);
-  }
-  const float* dln1 = reduce_partial(ctx, d_.sp ? "rs_dqkv" : "ar_dqkv", true, sc.full, sc.shard);
+  BlockedGemm qkv;
+  qkv.name = "qkv";
+  qkv.flops = 2 * gemm_flops(N, d_.Sq, C);
+  qkv.row_flops = gemm_flops(N, d_.Sq, C);
+  qkv.before = [&] {
+    dev.bias_backward(g.qkv_b, sc.dqkv, N, d_.Sq);
+    dev.matmul(g.qkv_w, sc.dqkv, st.ln1, d_.Sq, C, N, true, false, 1.0f);
+  };
+  qkv.rows = [&](int r0, int n) {
+    dev.matmul(sc.full + size_t(r0) * C, sc.dqkv + size_t(r0) * d_.Sq, w.qkv_w, n, C, d_.Sq, false,
+               false, 0.0f);
+  };
+  const float* dln1 = gemm_reduce(ctx, "rs_dqkv", "ar_dqkv", true, sc, qkv);
   {
     OpScope op(ctx.observer, ctx.event("ln1", layer_, true, 0, 3 * kF32 * shard));
     dev.layer_norm_backward(dx, g.ln1_w, g.ln1_b, dln1, st.x, w.ln1_w, st.mean1, st.rstd1, Nl,
@@ -294,27 +343,32 @@ void TransformerLayer::forward_parallel(const LayerContext& ctx, const LayerWeig
   Device& dev = *ctx.device;
   const int N = d_.N(), Nl = d_.Nl(), C = d_.C;
   const size_t shard = static_cast<size_t>(Nl) * C;
+  const size_t own = d_.sp ? static_cast<size_t>(ctx.tp_rank()) * shard : 0;
 
   // LN | AG | qkv_fc1, attention, act, proj_fc2 | RS | residual.
-  norm_and_gather(ctx, "ln", "ag_qkv_fc1", st.x, w.ln1_w, w.ln1_b, st.mean1, st.rstd1, st.ln1,
-                  sc.shard);
-  {
-    OpScope op(ctx.observer,
-               ctx.event("qkv_fc1", layer_, false, gemm_flops(N, d_.Sq + d_.Fo, C)));
-    linear_forward(dev, st.qkv, st.ln1, w.qkv_w, w.qkv_b, N, d_.Sq, C);  // (T, B, Sq)
-    linear_forward(dev, st.h, st.ln1, w.fc1_w, w.fc1_b, N, d_.Fo, C);    // (T, B, Fo)
-  }
+  norm(ctx, "ln", st.x, w.ln1_w, w.ln1_b, st.mean1, st.rstd1, st.ln1);
+  BlockedGemm qkv_fc1;
+  qkv_fc1.name = "qkv_fc1";
+  qkv_fc1.flops = qkv_fc1.row_flops = gemm_flops(N, d_.Sq + d_.Fo, C);
+  qkv_fc1.rows = [&](int r0, int n) {
+    const float* in = st.ln1 + size_t(r0) * C;
+    linear_forward(dev, st.qkv + size_t(r0) * d_.Sq, in, w.qkv_w, w.qkv_b, n, d_.Sq, C);
+    linear_forward(dev, st.h + size_t(r0) * d_.Fo, in, w.fc1_w, w.fc1_b, n, d_.Fo, C);
+  };
+  gather_gemm(ctx, "ag_qkv_fc1", false, st.ln1 + own, st.ln1, qkv_fc1);
   attention_forward(ctx, st);
   activation_forward(ctx, st);
-  {
-    // One row-parallel GEMM over [att | a] (K = Al + Fl): two products into one sum.
-    OpScope op(ctx.observer,
-               ctx.event("proj_fc2", layer_, false, gemm_flops(N, C, d_.Al + d_.Fl)));
-    linear_forward(dev, sc.full, st.att, w.proj_w, nullptr, N, C, d_.Al);
-    linear_forward(dev, sc.full, st.a, w.fc2_w, nullptr, N, C, d_.Fl, /*beta=*/1.0f);
-  }
-  const float* y =
-      reduce_partial(ctx, d_.sp ? "rs_proj_fc2" : "ar_proj_fc2", false, sc.full, sc.shard);
+  BlockedGemm proj_fc2;
+  // One row-parallel GEMM over [att | a] (K = Al + Fl): two products into one sum.
+  proj_fc2.name = "proj_fc2";
+  proj_fc2.flops = proj_fc2.row_flops = gemm_flops(N, C, d_.Al + d_.Fl);
+  proj_fc2.rows = [&](int r0, int n) {
+    float* o = sc.full + size_t(r0) * C;
+    linear_forward(dev, o, st.att + size_t(r0) * d_.Al, w.proj_w, nullptr, n, C, d_.Al);
+    linear_forward(dev, o, st.a + size_t(r0) * d_.Fl, w.fc2_w, nullptr, n, C, d_.Fl,
+                   /*beta=*/1.0f);
+  };
+  const float* y = gemm_reduce(ctx, "rs_proj_fc2", "ar_proj_fc2", false, sc, proj_fc2);
   {
     OpScope op(ctx.observer, ctx.event("bias_dropout_add", layer_, false, 0, 3 * kF32 * shard));
     dev.bias_residual_add(out, st.x, y, w.proj_b, w.fc2_b, Nl, C);  // (Tl, B, C)
@@ -327,6 +381,7 @@ void TransformerLayer::backward_parallel(const LayerContext& ctx, const LayerWei
   Device& dev = *ctx.device;
   const int N = d_.N(), Nl = d_.Nl(), C = d_.C;
   const size_t shard = static_cast<size_t>(Nl) * C;
+  const float* dy = d_.sp ? sc.full : dx;  // (T, B, C) once gathered
 
   // residual | AG | proj_fc2, act, attention, qkv_fc1 | RS | LN.
   {
@@ -334,24 +389,38 @@ void TransformerLayer::backward_parallel(const LayerContext& ctx, const LayerWei
     dev.bias_backward(g.proj_b, dx, Nl, C);
     if (g.fc2_b != nullptr) dev.bias_backward(g.fc2_b, dx, Nl, C);
   }
-  const float* dy = gather_grad(ctx, "ag_dproj_fc2", dx, sc.full);  // (T, B, C)
-  {
-    OpScope op(ctx.observer,
-               ctx.event("proj_fc2", layer_, true, 2 * gemm_flops(N, C, d_.Al + d_.Fl)));
-    linear_backward(dev, sc.datt, g.proj_w, nullptr, dy, st.att, w.proj_w, N, C, d_.Al);
-    linear_backward(dev, sc.da, g.fc2_w, nullptr, dy, st.a, w.fc2_w, N, C, d_.Fl);
-  }
+  BlockedGemm proj_fc2;
+  proj_fc2.name = "proj_fc2";
+  proj_fc2.flops = 2 * gemm_flops(N, C, d_.Al + d_.Fl);
+  proj_fc2.row_flops = gemm_flops(N, C, d_.Al + d_.Fl);
+  proj_fc2.rows = [&](int r0, int n) {
+    const float* d = dy + size_t(r0) * C;
+    dev.matmul(sc.datt + size_t(r0) * d_.Al, d, w.proj_w, n, d_.Al, C, false, false, 0.0f);
+    dev.matmul(sc.da + size_t(r0) * d_.Fl, d, w.fc2_w, n, d_.Fl, C, false, false, 0.0f);
+  };
+  proj_fc2.after = [&] {
+    dev.matmul(g.proj_w, dy, st.att, C, d_.Al, N, true, false, 1.0f);
+    dev.matmul(g.fc2_w, dy, st.a, C, d_.Fl, N, true, false, 1.0f);
+  };
+  gather_gemm(ctx, "ag_dproj_fc2", true, dx, sc.full, proj_fc2);
   activation_backward(ctx, st, sc.da, sc.dh);
   attention_backward(ctx, st, sc.datt, sc.dqkv);
-  {
-    OpScope op(ctx.observer,
-               ctx.event("qkv_fc1", layer_, true, 2 * gemm_flops(N, d_.Sq + d_.Fo, C)));
-    linear_backward(dev, sc.full, g.qkv_w, g.qkv_b, sc.dqkv, st.ln1, w.qkv_w, N, d_.Sq, C);
-    linear_backward(dev, sc.full, g.fc1_w, g.fc1_b, sc.dh, st.ln1, w.fc1_w, N, d_.Fo, C,
-                    /*beta_dinp=*/1.0f);
-  }
-  const float* dln =
-      reduce_partial(ctx, d_.sp ? "rs_dqkv_fc1" : "ar_dqkv_fc1", true, sc.full, sc.shard);
+  BlockedGemm qkv_fc1;
+  qkv_fc1.name = "qkv_fc1";
+  qkv_fc1.flops = 2 * gemm_flops(N, d_.Sq + d_.Fo, C);
+  qkv_fc1.row_flops = gemm_flops(N, d_.Sq + d_.Fo, C);
+  qkv_fc1.before = [&] {
+    dev.bias_backward(g.qkv_b, sc.dqkv, N, d_.Sq);
+    dev.matmul(g.qkv_w, sc.dqkv, st.ln1, d_.Sq, C, N, true, false, 1.0f);
+    if (g.fc1_b != nullptr) dev.bias_backward(g.fc1_b, sc.dh, N, d_.Fo);
+    dev.matmul(g.fc1_w, sc.dh, st.ln1, d_.Fo, C, N, true, false, 1.0f);
+  };
+  qkv_fc1.rows = [&](int r0, int n) {
+    float* o = sc.full + size_t(r0) * C;
+    dev.matmul(o, sc.dqkv + size_t(r0) * d_.Sq, w.qkv_w, n, C, d_.Sq, false, false, 0.0f);
+    dev.matmul(o, sc.dh + size_t(r0) * d_.Fo, w.fc1_w, n, C, d_.Fo, false, false, 1.0f);
+  };
+  const float* dln = gemm_reduce(ctx, "rs_dqkv_fc1", "ar_dqkv_fc1", true, sc, qkv_fc1);
   {
     OpScope op(ctx.observer, ctx.event("ln", layer_, true, 0, 3 * kF32 * shard));
     dev.layer_norm_backward(dx, g.ln1_w, g.ln1_b, dln, st.x, w.ln1_w, st.mean1, st.rstd1, Nl,

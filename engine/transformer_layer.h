@@ -18,6 +18,11 @@
 // (SP) or all-reduced (no SP). Per layer and direction:
 //   sequential + SP: 2 all-gathers + 2 reduce-scatters; parallel + SP: 1 + 1;
 //   without SP: 2 (sequential) or 1 (parallel) all-reduces.
+// With LayerContext::tp_overlap (SP only) each all-gather is fused with the
+// column-parallel GEMM it feeds and each reduce-scatter with the row-parallel
+// GEMM that feeds it (engine/layers.h, tp_gather_gemm / tp_gemm_reduce_scatter).
+// Under SP every GEMM's token-parallel product runs by TP row block either way,
+// so the fused and unfused layers give the same bits.
 // The order of kernels and collectives is model::layer_forward_program /
 // layer_backward_program's; each is reported to ctx.observer with its name there
 // (the attention core as "flash_attention": one fused call here).
@@ -28,7 +33,8 @@
 //    forward — LayerNorm statistics, the gathered LayerNorm outputs (T, B, C),
 //    qkv (T, B, Sq), attention probabilities (B, NHl, T, T), the attention output,
 //    x2 (sequential), the fc1 output and the activation;
-//  - the scratch (temporaries of one call, shareable by all layers of a chunk).
+//  - the scratch (temporaries of one call, shareable by all layers of a chunk;
+//    under SP it includes the fused reduce-scatter's receive buffer, (T, B, C)).
 //
 // Thread-safety: const methods on immutable dims; one call at a time per buffers.
 #pragma once
@@ -104,6 +110,7 @@ class TransformerLayer {
     float* da;      // (T, B, Fl)
     float* dh;      // (T, B, Fo)
     float* dqkv;    // (T, B, Sq)
+    float* recv;    // (T, B, C) SP: partials received by the fused reduce-scatter
   };
   Scratch scratch_at(float* base) const;
 
@@ -117,19 +124,22 @@ class TransformerLayer {
                          const Stash& st, const Scratch& sc, float* dx) const;
 
   // Shared pieces.
-  // LayerNorm of the shard `x` -> `ln_full` (T, B, C), gathering along the
-  // sequence under SP (collective `ag_name`).
-  void norm_and_gather(const LayerContext& ctx, const char* ln_name, const char* ag_name,
-                       const float* x, const float* w, const float* b, float* mean, float* rstd,
-                       float* ln_full, float* shard_scratch) const;
-  // Reduces the row-parallel partial (T, B, C) in `full`: SP reduce-scatter into
-  // `shard_scratch`, else all-reduce in place. Returns the (Tl, B, C) result.
-  const float* reduce_partial(const LayerContext& ctx, const char* name, bool backward,
-                              float* full, float* shard_scratch) const;
-  // The gradient of a row-parallel output: SP all-gathers dy (Tl, B, C) into
-  // `full`; else returns dy itself.
-  const float* gather_grad(const LayerContext& ctx, const char* name, const float* dy,
-                           float* full) const;
+  // LayerNorm of the shard `x` (Nl rows) into `ln_full` (T, B, C): under SP it
+  // writes this rank's block of ln_full, which the column-parallel `gemm`'s
+  // all-gather (`ag_name`) completes; without SP it writes ln_full whole.
+  void norm(const LayerContext& ctx, const char* ln_name, const float* x, const float* w,
+            const float* b, float* mean, float* rstd, float* ln_full) const;
+  // The column-parallel GEMM `gemm` on `input_full` (T, B, *). Under SP the
+  // input's rows are first all-gathered from `shard` (this rank's Nl rows; may
+  // be input_full's own block) by collective `ag_name`, fused with the GEMM
+  // under tp_overlap (tp_gather_gemm); without SP `gemm` runs on all rows.
+  void gather_gemm(const LayerContext& ctx, const char* ag_name, bool backward, const float* shard,
+                   float* input_full, const BlockedGemm& gemm) const;
+  // The row-parallel GEMM `gemm` writing partials (T, B, C) into sc.full, then
+  // reduced: SP reduce-scatter into sc.shard (fused under tp_overlap), else
+  // all-reduce in place. Returns the (Tl, B, C) result.
+  const float* gemm_reduce(const LayerContext& ctx, const char* rs_name, const char* ar_name,
+                           bool backward, const Scratch& sc, const BlockedGemm& gemm) const;
   void attention_forward(const LayerContext& ctx, const Stash& st) const;
   void attention_backward(const LayerContext& ctx, const Stash& st, const float* datt,
                           float* dqkv) const;
@@ -142,7 +152,8 @@ class TransformerLayer {
   size_t stash_floats_ = 0;
   size_t scratch_floats_ = 0;
   // Offsets of the stash / scratch arrays (floats).
-  size_t off_full_ = 0, off_shard_ = 0, off_datt_ = 0, off_da_ = 0, off_dh_ = 0, off_dqkv_ = 0;
+  size_t off_full_ = 0, off_shard_ = 0, off_datt_ = 0, off_da_ = 0, off_dh_ = 0, off_dqkv_ = 0,
+         off_recv_ = 0;
   size_t o_x_ = 0, o_mean1_ = 0, o_rstd1_ = 0, o_ln1_ = 0, o_qkv_ = 0, o_probs_ = 0, o_att_ = 0,
          o_x2_ = 0, o_mean2_ = 0, o_rstd2_ = 0, o_ln2_ = 0, o_h_ = 0, o_a_ = 0;
 };

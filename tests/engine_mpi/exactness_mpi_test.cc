@@ -43,6 +43,7 @@ struct Variant {
   bool sp;
   bool pp_overlap;
   bool dp_overlap;
+  bool tp_overlap = false;
 };
 
 model::ModelConfig small_model(const Variant& v) {
@@ -87,6 +88,7 @@ TrainedRun train(Comm& world, const model::ModelConfig& m, const model::Parallel
   eo.parallel = p;
   eo.optimizations.pp_overlap = v.pp_overlap;
   eo.optimizations.dp_overlap = v.dp_overlap;
+  eo.optimizations.tp_overlap = v.tp_overlap;
   eo.optimizations.data_pipeline = true;
   eo.optimizations.optimizer = v.optimizer;
   eo.optimizer.weight_decay = 0.01;
@@ -203,6 +205,44 @@ TEST(ExactnessMpi, EveryLayoutReproducesTheSingleProcessRun) {
     expect_same(ref, run, c.name);
     // The loss falls: the model learns the synthetic chain.
     EXPECT_LT(run.losses.back(), run.losses.front()) << c.name;
+  }
+}
+
+// tp_overlap (the SP collectives fused with their GEMMs, engine/layers.h) on
+// MpiComm: the same bits as the unfused collectives, losses and parameters.
+TEST(ExactnessMpi, TpOverlapIsBitIdenticalOnMpi) {
+  auto world = MpiComm::world();
+  const int n = world->size();
+  using model::BlockKind;
+  using model::OptimizerKind;
+  struct Case {
+    model::ParallelConfig p;
+    BlockKind block;
+    const char* name;
+  };
+  std::vector<Case> cases;
+  if (n == 2) {
+    cases = {{layout(2, 1, 1, 1, true), BlockKind::kSequential, "tp2 sp sequential"},
+             {layout(2, 1, 1, 1, true), BlockKind::kParallel, "tp2 sp parallel"}};
+  } else if (n == 4) {
+    cases = {{layout(4, 1, 1, 1, true), BlockKind::kParallel, "tp4 sp parallel"},
+             {layout(2, 2, 2, 1, true), BlockKind::kSequential, "tp2 pp2 vpp2 sp sequential"}};
+  } else if (n == 8) {
+    cases = {{layout(4, 1, 1, 2, true), BlockKind::kSequential, "tp4 dp2 sp sequential"}};
+  } else {
+    GTEST_SKIP() << "layouts are defined for 2, 4 and 8 processes";
+  }
+  for (const Case& c : cases) {
+    Variant v{c.block, 0, OptimizerKind::kAdam, true, true, false};
+    const model::ModelConfig m = small_model(v);
+    const TrainedRun off = train(*world, m, c.p, v);
+    v.tp_overlap = true;
+    const TrainedRun on = train(*world, m, c.p, v);
+    ASSERT_EQ(off.losses.size(), on.losses.size()) << c.name;
+    for (size_t i = 0; i < off.losses.size(); ++i) {
+      EXPECT_EQ(off.losses[i], on.losses[i]) << c.name << " step " << i + 1;
+    }
+    EXPECT_TRUE(off.params == on.params) << c.name << ": parameters differ";
   }
 }
 
