@@ -57,6 +57,11 @@ int calibrate_micro(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const int ranks = cuda ? 1 : static_cast<int>(p.integer("--ranks", std::min(cores, 8)));
   std::vector<std::string> mpi_args = {"--oversubscribe", "-np", std::to_string(ranks), micro};
   if (cuda) mpi_args.insert(mpi_args.end(), {"--device", "cuda"});
+  const std::string gemm_csv = p.text("--gemm-csv", "");
+  if (!gemm_csv.empty()) {
+    if (!cuda) throw UsageError("--gemm-csv needs --device cuda");
+    mpi_args.insert(mpi_args.end(), {"--gemm-csv", gemm_csv});
+  }
   // "-" writes the cpu profile to stdout; the default is a file (it is ~2 MB).
   const std::string out_file = p.text("--out", cuda ? "cuda-micro.toml" : "cpu-profile.toml");
   if (cuda || out_file != "-") mpi_args.insert(mpi_args.end(), {"--out", out_file});
@@ -242,7 +247,8 @@ std::vector<CommandEntry> calibrate_commands() {
         {"--ranks", Kind::kInt, "N", "MPI ranks (default: the cores, at most 8)", 1, 64},
         {"--out", Kind::kText, "FILE", "the profile (default cpu-profile.toml, cuda-micro.toml;\n- for stdout)"},
         {"--quick", Kind::kFlag, "", "a coarser sweep"},
-        {"--single", Kind::kFlag, "", "every rank alone only"}}},
+        {"--single", Kind::kFlag, "", "every rank alone only"},
+        {"--gemm-csv", Kind::kText, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"}}},
       calibrate_micro};
   CommandEntry import = {
       {"calibrate import", "--out FILE [options]",

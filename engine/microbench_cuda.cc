@@ -86,6 +86,11 @@ CudaMicroResult run_cuda_microbenchmarks(bool quick, int repeats) {
         dev->matmul(c.floats(), a.floats(), b.floats(), int(g.m), int(g.n), int(g.k), ta, tb, 0.0f);
       });
       add(dev == &bf16 ? "gemm_bf16" : "gemm_fp32", dims(g.layout, g.m, g.n, g.k), s, 2.0 * g.m * g.n * g.k, 0);
+      CudaMicroPoint& p = r.points.back();
+      p.m = g.m;
+      p.n = g.n;
+      p.k = g.k;
+      p.layout = g.layout;
     }
   }
   // Attention at the 1B model's shape (causal: half the T x T products): the
@@ -191,6 +196,23 @@ std::string write_cuda_micro_report(const CudaMicroResult& r, const std::string&
         "achieved_tflops = {:.3f}\nachieved_gbs = {:.1f}\n",
         p.op, p.shape, p.seconds, p.flops, p.bytes, tflops, gbs);
     if (tflops > 0 && peak_tflops > 0) t += fmt::format("fraction_of_peak = {:.4f}\n", tflops / peak_tflops);
+  }
+  return t;
+}
+
+std::string write_cuda_gemm_sweep_csv(const CudaMicroResult& r, const std::string& host,
+                                      const std::string& date) {
+  std::string t = fmt::format(
+      "# megascale calibrate micro --device cuda: CudaDevice::matmul timed with CUDA events\n"
+      "# (engine/microbench_cuda.h), median of the repeats; device {} (sm_{}), host {}, {}.\n"
+      "# bf16 rows include the casts of the fp32 operands to bf16 (what the engine pays).\n"
+      "m,n,k,dtype,layout,seconds\n",
+      r.device, r.compute_capability, host, date);
+  for (const CudaMicroPoint& p : r.points) {
+    if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.seconds <= 0) continue;
+    const char* dtype = p.op == "gemm_bf16" ? "bf16" : p.op == "gemm_fp32" ? "fp32" : nullptr;
+    if (dtype == nullptr) continue;
+    t += fmt::format("{},{},{},{},{},{:.9g}\n", p.m, p.n, p.k, dtype, p.layout, p.seconds);
   }
   return t;
 }

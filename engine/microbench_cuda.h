@@ -2,7 +2,7 @@
 // (`megascale calibrate micro --device cuda`, run by megascale-micro).
 //
 // defines: CudaMicroPoint, CudaMicroResult, run_cuda_microbenchmarks,
-// write_cuda_micro_report.
+// write_cuda_micro_report, write_cuda_gemm_sweep_csv.
 //
 // Each point is one CudaDevice call at one shape: two warm-up calls, then
 // `repeats` calls, each between two CUDA events on the device's stream; the
@@ -22,6 +22,7 @@
 // Thread-safety: uses one CudaDevice of its own; call from one thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct CudaMicroPoint {
   double seconds = 0;  // median of the repeats
   double flops = 0;    // per call (0 for memory-bound kernels)
   double bytes = 0;    // per call, DRAM bytes read + written (estimate; 0 for GEMMs)
+  // GEMM points only: C (m x n) = op(A) (m x k) op(B) (k x n), layout "nn",
+  // "nt", "tn" or "tt" (op(A) op(B); n = not transposed); 0 / "" otherwise.
+  int64_t m = 0, n = 0, k = 0;
+  std::string layout;
 };
 
 struct CudaMicroResult {
@@ -49,5 +54,14 @@ CudaMicroResult run_cuda_microbenchmarks(bool quick, int repeats = 5);
 // and, for the bf16 GEMMs and attention, fraction_of_peak against `peak_tflops`.
 std::string write_cuda_micro_report(const CudaMicroResult& r, const std::string& host, const std::string& date,
                                     double peak_tflops);
+
+// The GEMM points as a GEMM sweep CSV in calibrate/gemm_sweep.h's format
+// (header m,n,k,dtype,layout,seconds; '#' provenance lines naming the device,
+// host and date), so that `megascale calibrate import --gemm-csv` can put the
+// measured GEMM efficiencies into a profile (scripts/gpu-check.sh, "predict").
+// The times are the CudaDevice's own calls: in bf16 they include the casts of
+// the fp32 operands to bf16, which the engine pays on every GEMM.
+std::string write_cuda_gemm_sweep_csv(const CudaMicroResult& r, const std::string& host,
+                                      const std::string& date);
 
 }  // namespace megascale::engine

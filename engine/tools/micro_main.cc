@@ -46,8 +46,9 @@ std::string hostname() {
 
 // --device cuda: one process, no MPI; the kernels timed with CUDA events
 // (engine/microbench_cuda.h); the report to --out (or stdout). Exit 2 without
-// a GPU, naming why.
-int cuda_micro(const std::string& out_path, bool quick) {
+// a GPU, naming why. --gemm-csv: the GEMM points also as a GEMM sweep CSV
+// for `megascale calibrate import --gemm-csv`.
+int cuda_micro(const std::string& out_path, const std::string& gemm_csv, bool quick) {
   using namespace megascale;
   const std::string why = engine::cuda_unavailable_reason();
   if (!why.empty()) {
@@ -72,6 +73,14 @@ int cuda_micro(const std::string& out_path, bool quick) {
         return 1;
       }
     }
+    if (!gemm_csv.empty()) {
+      std::ofstream f(gemm_csv);
+      f << engine::write_cuda_gemm_sweep_csv(r, hostname(), today());
+      if (!f) {
+        std::cerr << "megascale calibrate micro: cannot write " << gemm_csv << "\n";
+        return 1;
+      }
+    }
     for (const engine::CudaMicroPoint& p : r.points) {
       fmt::print(stderr, "  {:<20} {:<33} {:10.3f} ms  {:8.1f} TFLOP/s  {:8.1f} GB/s\n", p.op, p.shape,
                  1e3 * p.seconds, p.flops > 0 ? p.flops / p.seconds / 1e12 : 0.0,
@@ -91,12 +100,13 @@ int cuda_micro(const std::string& out_path, bool quick) {
 int main(int argc, char** argv) {
   using namespace megascale;
   const base::Command command = {
-      "", "[--out FILE] [--quick] [--single] [--device cpu|cuda] [SCENARIO...]",
+      "", "[--out FILE] [--quick] [--single] [--device cpu|cuda] [--gemm-csv FILE] [SCENARIO...]",
       "the engine's kernels and collectives, timed (normally started by `megascale calibrate micro`)",
       {{"--out", base::Kind::kText, "FILE", "the profile (default: stdout)"},
        {"--quick", base::Kind::kFlag, "", "a coarser sweep"},
        {"--single", base::Kind::kFlag, "", "every rank alone only"},
        {"--device", base::Kind::kChoice, "cpu|cuda", "the device timed (default cpu)"},
+       {"--gemm-csv", base::Kind::kText, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"},
        {"--help", base::Kind::kFlag, "", "this text"}}};
   base::ParsedArgs args;
   try {
@@ -112,7 +122,12 @@ int main(int argc, char** argv) {
   const std::string out_path = args.text("--out", ""), device = args.text("--device", "cpu");
   const bool quick = args.on("--quick"), single = args.on("--single");
   const std::vector<std::string>& scenarios = args.positional;
-  if (device == "cuda") return cuda_micro(out_path, quick);
+  const std::string gemm_csv = args.text("--gemm-csv", "");
+  if (!gemm_csv.empty() && device != "cuda") {
+    std::cerr << "megascale-micro: --gemm-csv needs --device cuda\n\n" << base::usage_text(command, "megascale-micro");
+    return 2;
+  }
+  if (device == "cuda") return cuda_micro(out_path, gemm_csv, quick);
   engine::MicroPlan plan = engine::default_micro_plan(quick);
   plan.concurrent = !single;
   try {
