@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -438,10 +439,17 @@ pid_t Driver::launch() {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   out_.flush();
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error(std::string("cannot start mpirun: ") + std::strerror(errno));
   if (child == 0) {
     ::setpgid(0, 0);
+    // A driver killed before it could stop the job (SIGKILL, a crash) takes the
+    // job with it: mpirun gets SIGTERM when the launching thread (the driver's
+    // main thread) ends, and ends its ranks. A driver that died before this
+    // line is seen by getppid(). Without it the ranks trained on, unwatched.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(126);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     for (const auto& [k, v] : mpirun_env) ::setenv(k.c_str(), v.c_str(), 1);
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
