@@ -172,13 +172,17 @@ TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
                                      kSourceDir + "/tests/calibrate/fixtures/nccl-tests/systems.toml", "--json"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
   // classes[0]: one node >= 256 MiB; [2]: across nodes >= 256 MiB; [3]: across nodes <= 1 MiB.
-  std::vector<double> medians;
+  std::vector<double> medians, maxes;
   const Json report = parsed(r.out);
-  for (const Json& c : report["classes"]) medians.push_back(c["median_abs_error"].get<double>());
+  for (const Json& c : report["classes"]) {
+    medians.push_back(c["median_abs_error"].get<double>());
+    maxes.push_back(c["max_abs_error"].get<double>());
+  }
   ASSERT_GE(medians.size(), 4u) << r.out.substr(0, 600);
   EXPECT_LE(medians[0], 0.05);  // 2.9%
-  EXPECT_LE(medians[2], 0.05);  // 2.3%
-  EXPECT_LE(medians[3], 0.40);  // 20.3%; the bound is 20%
+  EXPECT_LE(medians[2], 0.05);  // 3.4%
+  EXPECT_LE(medians[3], 0.20);  // 11.2%: issue 12's bound (20%), met since NCCL's small-size channels
+  EXPECT_LE(maxes[3], 0.50);    // 35.2%: the bound (50%), met
 }
 
 }  // namespace
