@@ -255,15 +255,44 @@ int tree_step_flows(const Topology& topology, std::span<const std::vector<int>> 
   for (const std::vector<int>& group : groups) {
     const std::vector<std::vector<int>> servers = by_server(topology, group);
     const int k = static_cast<int>(servers.size());
-    // The chain through each server's ranks: S each way per edge (both trees).
+    const size_t channels = min_ranks_per_server(servers);
+    // The chain through each server's ranks: S each way per edge (both trees),
+    // up (reduce) and down (broadcast). In one node every channel runs the same
+    // chain (NCCL 2.19.3 / 2.30.7 src/graph/search.cc ncclTopoSearchRec without
+    // a NET replays the previous channel's GPU order). Across nodes each channel's
+    // search starts from its own NIC's GPU and takes the next GPU on an
+    // NVSwitch (search.cc ncclTopoSearchRecNet, ncclTopoSearchNextGpuSort
+    // "NVSwitches prefer ... neighbors"), and the chain's head is the rank that
+    // talks to the network (connect.cc ncclTopoPreset: treeToParent =
+    // treeIntra[0]): channel c's chain starts at local rank c (the one whose
+    // flows cross the network below) and wraps round the server, so the chain's
+    // ends, which send only one way, rotate over the GPUs. Per channel S /
+    // channels each way per edge; summed per directed pair.
     for (const std::vector<int>& local : servers) {
-      for (size_t j = 0; chain && j + 1 < local.size(); ++j) {
-        out->push_back({local[j], local[j + 1], 0, bytes});
-        out->push_back({local[j + 1], local[j], 0, bytes});
+      const size_t m = local.size();
+      if (!chain || m < 2) continue;
+      if (k < 2 || channels < 2) {
+        for (size_t j = 0; j + 1 < m; ++j) {
+          out->push_back({local[j], local[j + 1], 0, bytes});
+          out->push_back({local[j + 1], local[j], 0, bytes});
+        }
+        continue;
+      }
+      // Cyclic edge i -> i+1 (mod m) is in every channel's chain except those
+      // starting at i+1 (the wrap); likewise its reverse.
+      std::vector<double> edge(m, 0.0);
+      const double per_channel = bytes / static_cast<double>(channels);
+      for (size_t c = 0; c < channels; ++c) {
+        const size_t head = c % m;
+        for (size_t j = 0; j + 1 < m; ++j) edge[(head + j) % m] += per_channel;
+      }
+      for (size_t i = 0; i < m; ++i) {
+        if (!(edge[i] > 0)) continue;
+        out->push_back({local[i], local[(i + 1) % m], 0, edge[i]});
+        out->push_back({local[(i + 1) % m], local[i], 0, edge[i]});
       }
     }
     if (k < 2) continue;
-    const size_t channels = min_ranks_per_server(servers);
     const double per_flow = bytes / 2.0 / static_cast<double>(channels);
     for (int tree = 0; tree < 2; ++tree) {
       std::vector<int> depth(static_cast<size_t>(k), -1);

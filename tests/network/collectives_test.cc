@@ -265,6 +265,35 @@ TEST(CollectiveTree, NcclDoubleBinaryTree) {
   }
 }
 
+// NCCL (2.19.3 / 2.30.7 src/graph/search.cc, connect.cc): across nodes each
+// tree channel's intra-node chain starts at the GPU of its own NIC, so the
+// chains' ends rotate over the GPUs and each GPU sends 2 (m-1)/m x S over NVLink
+// (up and down), not the 2 S of one fixed chain's middle GPUs; in one node every
+// channel replays the same chain.
+TEST(CollectiveAlgorithms, TreeChainRotatesAcrossNodes) {
+  const Topology t = Topology::build(megascale_clos(128));
+  auto nvlink_egress = [&](const std::vector<int>& group) {
+    std::vector<StepFlow> flows;
+    const std::vector<std::vector<int>> groups = {group};
+    tree_step_flows(t, groups, kGiB, &flows);
+    std::vector<double> out(static_cast<size_t>(t.spec().gpus), 0.0);
+    for (const StepFlow& f : flows) {
+      if (t.server_of_gpu(f.src_gpu) == t.server_of_gpu(f.dst_gpu)) out[static_cast<size_t>(f.src_gpu)] += f.bytes;
+    }
+    return out;
+  };
+  const std::vector<double> two = nvlink_egress(iota_vec(16));  // 2 servers x 8
+  for (int g = 0; g < 16; ++g) EXPECT_NEAR(two[static_cast<size_t>(g)], 2.0 * 7.0 / 8.0 * kGiB, 1.0) << g;
+  const std::vector<double> one = nvlink_egress(iota_vec(8));  // 1 server: one fixed chain
+  EXPECT_NEAR(one[0], kGiB, 1.0);
+  EXPECT_NEAR(one[3], 2.0 * kGiB, 1.0);
+  EXPECT_NEAR(one[7], kGiB, 1.0);
+  // Two nodes of 8 A100s: the chain (NVLink), not the NICs, bounds the tree.
+  const auto tree = run_one(t, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, kGiB, {iota_vec(16)}, 1, no_cc());
+  ASSERT_EQ(tree.phases.size(), 1u);
+  EXPECT_EQ(tree.phases[0].step.bottleneck.kind.rfind("nvlink", 0), 0u) << tree.phases[0].step.bottleneck.kind;
+}
+
 TEST(CollectiveAlgorithms, TreeRingHierarchicalCompare) {
   const Topology t = Topology::build(megascale_clos(128));
   const std::vector<int> all = iota_vec(128);
