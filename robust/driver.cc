@@ -1005,6 +1005,23 @@ int Driver::run() {
         throw std::runtime_error("gave up after " + std::to_string(s_.recovery.max_restarts) +
                                  " recoveries ([recovery] max_restarts); last: " + detection->detail);
       }
+      // A rank that died before training in this attempt may have refused a
+      // corrupt checkpoint at load: its log line reaches mpirun.err through
+      // mpirun's output relay, which can lag the executor's report of the
+      // death (a loaded CI machine saw the death first and counted it as a new
+      // fault). Wait for the line as for mpirun's own death report.
+      if (!checksum && (detection->kind == "process_gone" || detection->kind == "job_exited")) {
+        const bool loading = std::any_of(st.begin(), st.end(), [&](const RankStatus& r) {
+          return (detection->rank < 0 || r.rank == detection->rank) &&
+                 (!r.present || r.attempt != attempt_ || r.phase == "init");
+        });
+        const double until = wall_now_s() + kSignalReportWait_s;
+        while (loading && !checksum && wall_now_s() < until) {
+          sleep_s(0.05);
+          read_stdout();
+          if (std::optional<Detection> d = scan_logs(&checksum, &bad_step); d && checksum) detection = d;
+        }
+      }
       if (!handle_fault(*detection, checksum, bad_step, st)) {
         throw std::runtime_error("could not recover from: " + detection->detail);
       }
