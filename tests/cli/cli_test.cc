@@ -96,6 +96,18 @@ TEST_F(CliTest, SimulateJsonHasContractKeys) {
   EXPECT_EQ(r.err, "");
 }
 
+// The GPU check's 1B scenario (scripts/gpu-check.sh, "predict") is simulated
+// as shipped: one GPU on one node (it was refused: 8 NICs do not divide 1 GPU).
+TEST_F(CliTest, SimulatesTheOneGpuTrainingScenario) {
+  const RunResult r = run_megascale({"simulate", kSourceDir + "/scenarios/gpu/gpt-1b-h200.toml", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const Json j = parsed(r);
+  EXPECT_EQ(j.value("gpus", 0), 1) << dump(r);
+  EXPECT_GT(j.value("mfu", 0.0), 0.0) << dump(r);
+  EXPECT_LT(j.value("mfu", 0.0), 1.0) << dump(r);
+  EXPECT_GT(j.value("iteration_time_s", 0.0), 0.0) << dump(r);
+}
+
 TEST_F(CliTest, SimulateTextPrintsMfu) {
   const RunResult r = run_megascale({"simulate", kSmall});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
