@@ -28,6 +28,8 @@
 # the script. FAULT_MATRIX_NODES=netns runs every fault on namespaces (the
 # self-checks' all-reduces then cross the veths too; not in CI: it fails where
 # namespaces cannot be made).
+# Last, fault=driver_kill: the driver SIGKILLed mid-run; every process it had
+# started must be gone within 5 s (survivors=0), or the script exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${1:-build/megascale}"
@@ -155,4 +157,40 @@ for spec in "${FAULTS[@]}"; do
     *) if [ ${#ALL_NETNS[@]} -gt 0 ]; then echo "    (FAULT_MATRIX_NODES=netns: expected the run on network namespaces)"; status=1; fi ;;
   esac
 done
+
+# A driver SIGKILLed mid-run (no handler, no destructor runs) must not leave its
+# job training unwatched: redis-server and mpirun get SIGTERM from the kernel
+# when the driver dies (PR_SET_PDEATHSIG, robust/redis_server.cc and
+# robust/driver.cc), mpirun ends its ranks, and the executors see their driver
+# gone. Every process the driver had started must be gone within 5 s.
+descendants() {  # descendants PID: every live process below PID
+  local kid
+  for kid in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$kid"; descendants "$kid"; done
+}
+alive() { [ -r "/proc/$1/stat" ] && ! awk '{ s = $0; sub(/.*\) /, "", s); exit (substr(s, 1, 1) ~ /[ZX]/) ? 0 : 1 }' "/proc/$1/stat"; }
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/driver_kill/ckpt\"" --set "train.work_dir=\"$TMP/driver_kill/work\"" \
+  --set train.steps=100000 --set train.checkpoint_every=50000 \
+  --out "$TMP/driver_kill.json" --work-dir "$TMP/driver_kill/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/driver_kill.log" 2>&1 &
+driver=$!
+for _ in $(seq 1 200); do  # up to 20 s for the job to report a step (through mpirun)
+  grep -qs '"step"' "$TMP/driver_kill/run/attempt_1/mpirun.out" && break
+  sleep 0.1
+done
+started="$(descendants "$driver" | sort -n | tr '\n' ' ')"
+kill -9 "$driver" 2>/dev/null; wait "$driver" 2>/dev/null || true
+t0=$(date +%s.%N); left=""
+for _ in $(seq 1 50); do
+  left=""; for p in $started; do if alive "$p"; then left="$left $p"; fi; done
+  [ -z "$left" ] && break
+  sleep 0.1
+done
+gone_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+line="fault=driver_kill processes=$(echo $started | wc -w) survivors=$(echo $left | wc -w) gone_s=$gone_s"
+echo "$line"
+if [ -z "$started" ] || ! grep -qs '"step"' "$TMP/driver_kill/run/attempt_1/mpirun.out"; then
+  echo "    (the job never started training; log follows)"; sed 's/^/    /' "$TMP/driver_kill.log" | tail -20; status=1
+elif [ -n "$left" ]; then
+  echo "    (processes that outlived their SIGKILLed driver:"; for p in $left; do echo "     $(ps -o pid=,args= -p "$p" 2>/dev/null)"; done; echo "    )"
+  kill -9 $left 2>/dev/null || true; status=1
+fi
 exit $status
