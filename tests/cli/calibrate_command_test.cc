@@ -41,6 +41,11 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   r = run_megascale({"calibrate", "micro", "--device", "cuda"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << dump(r);
+  // The GEMM sweep CSV is written from the CUDA device's timings only.
+  r = run_megascale({"calibrate", "micro", "--gemm-csv", "/tmp/megascale-cli-test-gemm.csv"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--gemm-csv needs --device cuda"), std::string::npos) << dump(r);
+  EXPECT_FALSE(fs::exists("/tmp/megascale-cli-test-gemm.csv"));
   r = run_megascale({"calibrate", "micro", "--ranks", "0"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--ranks"), std::string::npos) << dump(r);
