@@ -59,6 +59,25 @@ class Comm {
   virtual std::unique_ptr<Request> irecv(float* data, size_t count, int peer, int tag) = 0;
   virtual void barrier() = 0;
 
+  // One step of a ring (or any pairwise exchange every rank makes at the same
+  // step): send `send_count` floats to `send_peer` and receive `recv_count`
+  // floats from `recv_peer`, both posted at once. Both buffers stay untouched
+  // until their request's wait(). By default an irecv then an isend (the CPU
+  // backends: both non-blocking). NcclComm issues the pair in one NCCL group:
+  // as separate ncclSend / ncclRecv calls, each blocking its stream until the
+  // peer's matching call runs, a ring's step would pass from rank to rank
+  // instead of moving all at once.
+  struct Exchange {
+    std::unique_ptr<Request> send, recv;
+  };
+  virtual Exchange isendrecv(const float* send, size_t send_count, int send_peer, float* recv,
+                             size_t recv_count, int recv_peer, int tag) {
+    Exchange x;
+    x.recv = irecv(recv, recv_count, recv_peer, tag);
+    x.send = isend(send, send_count, send_peer, tag);
+    return x;
+  }
+
   // Non-blocking forms of the data-parallel collectives, with the blocking
   // forms' arguments and results. The buffers must stay untouched until the
   // request's wait(). The engine posts them when DP communication overlaps

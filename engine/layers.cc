@@ -138,10 +138,11 @@ void tp_gather_gemm(const LayerContext& ctx, const char* ag_name, int layer, boo
     {
       OpScope op(ctx.observer, ctx.event(ag_name, layer, backward, 0, s == 0 ? bytes : 0,
                                          model::LayerStepKind::kTpAllGather));
-      recv = ctx.tp->irecv(full + static_cast<size_t>(incoming) * shard_floats, shard_floats, prev,
-                           kFusedGatherTag + s);
-      sends.push_back(ctx.tp->isend(full + static_cast<size_t>(hold) * shard_floats, shard_floats,
-                                    next, kFusedGatherTag + s));
+      Comm::Exchange x = ctx.tp->isendrecv(full + static_cast<size_t>(hold) * shard_floats, shard_floats, next,
+                                           full + static_cast<size_t>(incoming) * shard_floats, shard_floats,
+                                           prev, kFusedGatherTag + s);
+      recv = std::move(x.recv);
+      sends.push_back(std::move(x.send));
     }
     {
       OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, gemm.row_flops / P));
@@ -186,18 +187,6 @@ void tp_gemm_reduce_scatter(const LayerContext& ctx, const char* rs_name, int la
   const int64_t bytes = static_cast<int64_t>(shard_floats) * P * 4;
   auto block = [&](float* base, int b) { return base + static_cast<size_t>(b) * shard_floats; };
   std::vector<std::unique_ptr<Request>> recvs, sends;
-  {
-    // Receives in an order that cannot deadlock a backend whose sends block
-    // until matched, one stream per direction (NcclComm): from lower ranks in
-    // ascending order, then from higher ranks in descending order; sends below
-    // go out in ring order (ascending within each direction).
-    OpScope op(ctx.observer, ctx.event(rs_name, layer, backward, 0, bytes,
-                                       model::LayerStepKind::kTpReduceScatter));
-    for (int j = 0; j < r; ++j)
-      recvs.push_back(ctx.tp->irecv(block(recv, j), shard_floats, j, kFusedScatterTag));
-    for (int j = P - 1; j > r; --j)
-      recvs.push_back(ctx.tp->irecv(block(recv, j), shard_floats, j, kFusedScatterTag));
-  }
   if (gemm.before) {
     OpScope op(ctx.observer, ctx.event(gemm.name, layer, backward, other_flops));
     gemm.before();
@@ -209,9 +198,15 @@ void tp_gemm_reduce_scatter(const LayerContext& ctx, const char* rs_name, int la
       gemm.rows(b * block_rows, block_rows);
     }
     if (b != r) {
-      OpScope op(ctx.observer, ctx.event(rs_name, layer, backward, 0, 0,
+      // Step k: block b goes to its owner (rank + k) while the partial for this
+      // rank's block arrives from rank - k, which computed it at its step k.
+      const int from = (r - k + P) % P;
+      OpScope op(ctx.observer, ctx.event(rs_name, layer, backward, 0, k == 1 ? bytes : 0,
                                          model::LayerStepKind::kTpReduceScatter));
-      sends.push_back(ctx.tp->isend(block(full, b), shard_floats, b, kFusedScatterTag));
+      Comm::Exchange x = ctx.tp->isendrecv(block(full, b), shard_floats, b, block(recv, from), shard_floats,
+                                           from, kFusedScatterTag + k);
+      sends.push_back(std::move(x.send));
+      recvs.push_back(std::move(x.recv));
     }
   }
   if (gemm.after) {

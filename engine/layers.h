@@ -199,7 +199,8 @@ struct BlockedGemm {
 //  - ctx.tp_overlap off: tp_all_gather, then one `gemm.name` event: before,
 //    rows of blocks 0..tp-1 in order, after.
 //  - on (MegaScale NSDI'24 section 3.2): the shards travel around the TP ring
-//    in tp - 1 steps of Comm::isend / irecv; during step s the GEMM runs on the
+//    in tp - 1 steps of Comm::isendrecv (send to rank + 1, receive from
+//    rank - 1, posted together); during step s the GEMM runs on the
 //    block that arrived in step s - 1 (step 0: this rank's own). Events: one
 //    `ag_name` per step (posting the transfer, then waiting it: the exposed
 //    communication) and one `gemm.name` per block (row_flops / tp each), plus
@@ -215,13 +216,14 @@ void tp_gather_gemm(const LayerContext& ctx, const char* ag_name, int layer, boo
 // rs_proj_fc2; backward rs_dqkv, rs_dfc1, rs_dqkv_fc1).
 //  - ctx.tp_overlap off: one `gemm.name` event (before, rows of blocks
 //    0..tp-1, after), then tp_reduce_scatter.
-//  - on: the receives of the other ranks' partials for this rank's block are
-//    posted into `recv` (tp * shard_floats scratch, block j from rank j); then
-//    the blocks are computed in ring order rank+1, ..., rank-1, each sent to its
-//    owner right after it is computed, this rank's own block last; at the end
-//    shard = ((x_0 + x_1) + x_2) + ... in rank order, as Comm::reduce_scatter_sum
-//    promises (bit-identical on the CPU backends). Events: `gemm.name` per
-//    block, `rs_name` for posting, for each send and for the final wait + sum.
+//  - on: the blocks are computed in ring order rank+1, ..., rank-1, this
+//    rank's own block last; right after block rank+k is computed, one
+//    Comm::isendrecv sends it to its owner and receives rank-k's partial for
+//    this rank's block into `recv` (tp * shard_floats scratch, block j from
+//    rank j); at the end shard = ((x_0 + x_1) + x_2) + ... in rank order, as
+//    Comm::reduce_scatter_sum promises (bit-identical on the CPU backends).
+//    Events: `gemm.name` per block, `rs_name` for each exchange (the first
+//    carries the bytes) and for the final wait + sum.
 // REQUIRES: ctx.tp_size() > 1; `recv` non-null when ctx.tp_overlap.
 void tp_gemm_reduce_scatter(const LayerContext& ctx, const char* rs_name, int layer, bool backward,
                             float* full, float* shard, float* recv, size_t shard_floats,

@@ -52,9 +52,11 @@ NcclComm::NcclComm(CudaDevice& device, ncclComm_t comm) : device_(device), comm_
   // Duplicates for the two p2p directions (collective over comm_, like every split).
   NCCL_CHECK(comm_, ncclCommSplit(comm_, 0, rank_, &ascending_, nullptr));
   NCCL_CHECK(comm_, ncclCommSplit(comm_, 0, rank_, &descending_, nullptr));
+  NCCL_CHECK(comm_, ncclCommSplit(comm_, 0, rank_, &exchange_, nullptr));
   CUDA_CHECK(cudaStreamCreateWithFlags(&coll_stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&asc_stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&desc_stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&exchange_stream_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&enter_event_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&leave_event_, cudaEventDisableTiming));
 }
@@ -74,17 +76,17 @@ std::unique_ptr<NcclComm> NcclComm::create(CudaDevice& device, Comm& over) {
 }
 
 NcclComm::~NcclComm() {
-  for (cudaStream_t s : {coll_stream_, asc_stream_, desc_stream_}) {
+  for (cudaStream_t s : {coll_stream_, asc_stream_, desc_stream_, exchange_stream_}) {
     if (s != nullptr) (void)cudaStreamSynchronize(s);
   }
   if (staging_ != nullptr) (void)cudaFree(staging_);
-  for (ncclComm_t c : {ascending_, descending_, comm_}) {
+  for (ncclComm_t c : {exchange_, ascending_, descending_, comm_}) {
     if (c != nullptr) (void)ncclCommDestroy(c);
   }
   for (cudaEvent_t e : {enter_event_, leave_event_}) {
     if (e != nullptr) (void)cudaEventDestroy(e);
   }
-  for (cudaStream_t s : {coll_stream_, asc_stream_, desc_stream_}) {
+  for (cudaStream_t s : {coll_stream_, asc_stream_, desc_stream_, exchange_stream_}) {
     if (s != nullptr) (void)cudaStreamDestroy(s);
   }
 }
@@ -174,11 +176,15 @@ void NcclComm::broadcast(float* data, size_t count, int root) {
   if (host) device_.copy_to_host(data, buf, count * sizeof(float));
 }
 
-std::unique_ptr<Request> NcclComm::p2p(float* data, size_t count, int peer, bool send) {
+void NcclComm::check_peer(int peer, const char* what) const {
   if (peer < 0 || peer >= size_ || peer == rank_) {
-    throw std::invalid_argument("NcclComm p2p: peer " + std::to_string(peer) + " invalid for rank " +
-                                std::to_string(rank_) + " of " + std::to_string(size_));
+    throw std::invalid_argument(std::string("NcclComm ") + what + ": peer " + std::to_string(peer) +
+                                " invalid for rank " + std::to_string(rank_) + " of " + std::to_string(size_));
   }
+}
+
+std::unique_ptr<Request> NcclComm::p2p(float* data, size_t count, int peer, bool send) {
+  check_peer(peer, "p2p");
   if (count > 0 && host_pointer(data)) {
     throw std::invalid_argument("NcclComm p2p needs device memory (a CudaDevice allocation)");
   }
@@ -231,6 +237,24 @@ std::unique_ptr<Request> NcclComm::isend(const float* data, size_t count, int pe
 
 std::unique_ptr<Request> NcclComm::irecv(float* data, size_t count, int peer, int /*tag*/) {
   return p2p(data, count, peer, false);
+}
+
+Comm::Exchange NcclComm::isendrecv(const float* send, size_t send_count, int send_peer, float* recv,
+                                   size_t recv_count, int recv_peer, int /*tag*/) {
+  check_peer(send_peer, "isendrecv");
+  check_peer(recv_peer, "isendrecv");
+  if ((send_count > 0 && host_pointer(send)) || (recv_count > 0 && host_pointer(recv))) {
+    throw std::invalid_argument("NcclComm isendrecv needs device memory (a CudaDevice allocation)");
+  }
+  enter(exchange_stream_, enter_event_);
+  NCCL_CHECK(exchange_, ncclGroupStart());
+  NCCL_CHECK(exchange_, ncclSend(send, send_count, ncclFloat32, send_peer, exchange_, exchange_stream_));
+  NCCL_CHECK(exchange_, ncclRecv(recv, recv_count, ncclFloat32, recv_peer, exchange_, exchange_stream_));
+  NCCL_CHECK(exchange_, ncclGroupEnd());
+  Exchange x;
+  x.send = request_after(exchange_stream_);
+  x.recv = request_after(exchange_stream_);
+  return x;
 }
 
 void NcclComm::barrier() {

@@ -30,7 +30,11 @@
 // A send blocks its stream until the peer's receive is running, so ascending
 // messages (to a higher rank) and descending ones use separate duplicated
 // communicators with separate streams: a rank's send to a higher stage can
-// never sit in front of its receive from that stage. `tag` is ignored.
+// never sit in front of its receive from that stage. `tag` is ignored. A
+// ring step (isendrecv: the fused TP all-gather / reduce-scatter of
+// engine/layers.h) issues its send and receive in one NCCL group on a third
+// duplicate and stream, so every rank's pair runs at once; as two calls the
+// step would pass down the ring one rank at a time.
 //
 // Determinism: NCCL's sums are not rank-ordered (ring / tree reductions in an
 // order set by the algorithm and channel count), so NcclComm does not keep
@@ -73,6 +77,11 @@ class NcclComm final : public Comm {
   void broadcast(float* data, size_t count, int root) override;
   std::unique_ptr<Request> isend(const float* data, size_t count, int peer, int tag) override;
   std::unique_ptr<Request> irecv(float* data, size_t count, int peer, int tag) override;
+  // The send and the receive in one NCCL group on a third duplicated
+  // communicator and its own stream (ring steps of the fused TP overlap):
+  // every rank's pair runs at once. Both requests complete together.
+  Exchange isendrecv(const float* send, size_t send_count, int send_peer, float* recv, size_t recv_count,
+                     int recv_peer, int tag) override;
   // Queued on the collective stream after the compute stream's queued work;
   // the compute stream waits only at Request::wait(). Device pointers only
   // (host buffers run the blocking form).
@@ -91,14 +100,17 @@ class NcclComm final : public Comm {
   void leave(cudaStream_t stream, cudaEvent_t event);
   float* staging(size_t floats);
   std::unique_ptr<Request> p2p(float* data, size_t count, int peer, bool send);
+  void check_peer(int peer, const char* what) const;
   // An event recorded on `stream` now, as the request the compute stream waits for.
   std::unique_ptr<Request> request_after(cudaStream_t stream);
 
   CudaDevice& device_;
   ncclComm_t comm_ = nullptr;
   ncclComm_t ascending_ = nullptr, descending_ = nullptr;  // p2p by message direction
+  ncclComm_t exchange_ = nullptr;                           // grouped send + receive pairs
   int rank_ = 0, size_ = 1;
   cudaStream_t coll_stream_ = nullptr, asc_stream_ = nullptr, desc_stream_ = nullptr;
+  cudaStream_t exchange_stream_ = nullptr;
   cudaEvent_t enter_event_ = nullptr, leave_event_ = nullptr;
   float* staging_ = nullptr;
   size_t staging_floats_ = 0;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -104,6 +105,46 @@ TEST(CudaNccl, TwoRanksMatchTheThreadsBackendToTolerance) {
     EXPECT_TRUE(close(block, scattered[r], 1e-6, 1e-6));
     EXPECT_EQ(received[r], std::vector<float>(n, static_cast<float>(2 - r)));
   }
+}
+
+// isendrecv (the ring steps of the fused TP overlap, engine/layers.h): every
+// rank sends its block to rank + 1 and receives rank - 1's in one NCCL group;
+// tp - 1 steps move every block around the ring (the all-gather).
+TEST(CudaNccl, RingExchangeStepsGatherEveryBlock) {
+  REQUIRE_CUDA();
+  int gpus = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&gpus), cudaSuccess);
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs (NCCL runs one rank per GPU), found " << gpus;
+  const int P = std::min(gpus, 4);
+  auto threads = make_thread_comms(P);
+  const size_t n = 1000 + 7;
+  std::vector<std::vector<float>> gathered(P);
+  auto rank_fn = [&](int r) {
+    CudaDeviceOptions o;
+    o.ordinal = r;
+    CudaDevice device(o);
+    std::unique_ptr<NcclComm> comm = NcclComm::create(device, *threads[r]);
+    std::vector<float> init(P * n, -1.0f);
+    for (size_t i = 0; i < n; ++i) init[r * n + i] = static_cast<float>(r * 10000 + i);
+    Mirror full(device, init);
+    const int next = (r + 1) % P, prev = (r + P - 1) % P;
+    for (int s = 0; s < P - 1; ++s) {
+      const int hold = (r - s + P) % P, incoming = (r - s - 1 + 2 * P) % P;
+      Comm::Exchange x = comm->isendrecv(full.f() + hold * n, n, next, full.f() + incoming * n, n, prev, s);
+      x.recv->wait();
+      x.send->wait();
+    }
+    gathered[r] = full.host();
+    comm->barrier();
+  };
+  std::vector<std::thread> ts;
+  for (int r = 0; r < P; ++r) ts.emplace_back(rank_fn, r);
+  for (auto& t : ts) t.join();
+  std::vector<float> want(P * n);
+  for (int q = 0; q < P; ++q) {
+    for (size_t i = 0; i < n; ++i) want[q * n + i] = static_cast<float>(q * 10000 + i);
+  }
+  for (int r = 0; r < P; ++r) EXPECT_EQ(gathered[r], want) << "rank " << r;
 }
 
 // The non-blocking collectives the DP overlap posts (comm_nccl.h): queued on
