@@ -18,6 +18,11 @@ struct EngineDims {
   int64_t Nl = 0;  // tokens held outside (the sequence shard under SP)
   int64_t C = 0, HD = 0, NHl = 0, Sq = 0, Al = 0, Fl = 0, Fo = 0, Vl = 0;
   int T = 0, window = 0;
+  // Row blocks of a TP linear's token-parallel products (forward out = in w^T,
+  // backward din = dout w): under SP the engine runs them per sequence shard,
+  // one call per TP rank's block (engine/layers.cc tp_gather_gemm /
+  // tp_gemm_reduce_scatter, with or without tp_overlap); otherwise one call.
+  int row_blocks = 1;
   bool gelu = true;
 };
 
@@ -28,6 +33,7 @@ EngineDims dims(const ModelConfig& m, const ParallelConfig& p) {
   d.T = m.seq_len;
   d.N = static_cast<int64_t>(p.micro_batch) * m.seq_len;
   d.Nl = sp ? d.N / tp : d.N;
+  d.row_blocks = sp ? tp : 1;
   d.C = m.hidden;
   d.HD = m.head_dim();
   d.NHl = m.heads / tp;
@@ -63,12 +69,17 @@ KernelCall kernel(const char* name, double elements, bool backward = false) {
 
 // engine/transformer_layer.cc linear_forward / linear_backward: out (N, OC) =
 // inp (N, K) w^T (+ bias); backward: bias_grad, dw += dout^T inp, dinp = dout w.
-void linear(OperatorCost* op, int64_t N, int64_t OC, int64_t K, bool bias) {
-  op->fwd_calls.push_back(gemm("nt", N, OC, K));
-  if (bias) op->fwd_calls.push_back(kernel("bias_add", static_cast<double>(N) * OC));
+// The token-parallel products (and the forward's bias) run as `blocks` calls of
+// N / blocks rows each (EngineDims::row_blocks); the weight gradient is one call.
+void linear(OperatorCost* op, int64_t N, int64_t OC, int64_t K, bool bias, int blocks = 1) {
+  const int64_t rows = N / blocks;
+  for (int b = 0; b < blocks; ++b) {
+    op->fwd_calls.push_back(gemm("nt", rows, OC, K));
+    if (bias) op->fwd_calls.push_back(kernel("bias_add", static_cast<double>(rows) * OC));
+  }
   if (bias) op->bwd_calls.push_back(kernel("bias_grad", static_cast<double>(N) * OC));
   op->bwd_calls.push_back(gemm("tn", OC, K, N));
-  op->bwd_calls.push_back(gemm("nn", N, K, OC));
+  for (int b = 0; b < blocks; ++b) op->bwd_calls.push_back(gemm("nn", rows, K, OC));
 }
 
 void attach_layer(OperatorCost* op, const EngineDims& d, int micro_batch, bool parallel_block) {
@@ -78,10 +89,10 @@ void attach_layer(OperatorCost* op, const EngineDims& d, int micro_batch, bool p
     op->fwd_calls = {kernel("layer_norm", shard)};
     op->bwd_calls = {kernel("layer_norm", shard, true)};
   } else if (n == "qkv") {
-    linear(op, d.N, d.Sq, d.C, true);
+    linear(op, d.N, d.Sq, d.C, true, d.row_blocks);
   } else if (n == "qkv_fc1") {
-    linear(op, d.N, d.Sq, d.C, true);
-    linear(op, d.N, d.Fo, d.C, d.gelu);
+    linear(op, d.N, d.Sq, d.C, true, d.row_blocks);
+    linear(op, d.N, d.Fo, d.C, d.gelu, d.row_blocks);
   } else if (n == "flash_attention") {
     KernelCall a;
     a.kind = CallKind::kAttention;
@@ -93,14 +104,14 @@ void attach_layer(OperatorCost* op, const EngineDims& d, int micro_batch, bool p
     a.backward = true;
     op->bwd_calls = {a};
   } else if (n == "proj") {
-    linear(op, d.N, d.C, d.Al, false);
+    linear(op, d.N, d.C, d.Al, false, d.row_blocks);
   } else if (n == "proj_fc2") {
-    linear(op, d.N, d.C, d.Al, false);
-    linear(op, d.N, d.C, d.Fl, false);
+    linear(op, d.N, d.C, d.Al, false, d.row_blocks);
+    linear(op, d.N, d.C, d.Fl, false, d.row_blocks);
   } else if (n == "fc1") {
-    linear(op, d.N, d.Fo, d.C, d.gelu);
+    linear(op, d.N, d.Fo, d.C, d.gelu, d.row_blocks);
   } else if (n == "fc2") {
-    linear(op, d.N, d.C, d.Fl, false);
+    linear(op, d.N, d.C, d.Fl, false, d.row_blocks);
   } else if (n == "gelu" || n == "swiglu") {
     const double elems = static_cast<double>(d.N) * d.Fl;
     op->fwd_calls = {kernel(n.c_str(), elems)};

@@ -13,7 +13,9 @@
 //   linear (qkv, fc1, proj, fc2, logits): forward one GEMM "nt" (N x OC x K)
 //     plus bias_add when the layer has a bias (qkv always; fc1 and fc2 with
 //     GeLU); backward bias_grad, the weight gradient "tn" (OC x K x N) and the
-//     input gradient "nn" (N x K x OC). The parallel block's qkv_fc1 and
+//     input gradient "nn" (N x K x OC). Under SP (tp > 1) the layers' "nt"
+//     (with its bias_add) and "nn" run per sequence shard: tp calls of N / tp
+//     rows (engine/layers.h tp_gather_gemm / tp_gemm_reduce_scatter). The parallel block's qkv_fc1 and
 //     proj_fc2 are two GEMMs each, as the engine runs them.
 //   attention: one call per (sequence x query head), (seq, head dim, window).
 //   LayerNorm, GeLU / SwiGLU, the residual add and bias: kernels by elements.

@@ -59,17 +59,37 @@ TEST(EngineOps, LinearLayersAreTheEnginesGemmsPerTpRank) {
   const std::vector<OperatorCost> ops = job_layer_operators(s, cpu());
   const OperatorCost& qkv = ops[find_operator(ops, "qkv")];
   // N = 2 x 128 tokens; (heads + 2 kv heads) / tp x head dim 32 = (4 + 2) x 32 outputs; K = 256.
-  ASSERT_EQ(qkv.fwd_calls.size(), 2u);  // GEMM + bias
-  EXPECT_EQ(qkv.fwd_calls[0].name, "nt");
-  EXPECT_EQ(qkv.fwd_calls[0].m, 256);
-  EXPECT_EQ(qkv.fwd_calls[0].n, 192);
-  EXPECT_EQ(qkv.fwd_calls[0].k, 256);
-  // Backward: bias gradient, weight gradient (tn: OC x K over N), input gradient (nn).
-  ASSERT_EQ(qkv.bwd_calls.size(), 3u);
+  // Under SP the engine runs the token-parallel products per sequence shard
+  // (engine/layers.cc): tp = 2 blocks of N / 2 = 128 rows, each with its bias.
+  ASSERT_EQ(qkv.fwd_calls.size(), 4u);  // (GEMM + bias) per block
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_EQ(qkv.fwd_calls[2 * b].name, "nt");
+    EXPECT_EQ(qkv.fwd_calls[2 * b].m, 128);
+    EXPECT_EQ(qkv.fwd_calls[2 * b].n, 192);
+    EXPECT_EQ(qkv.fwd_calls[2 * b].k, 256);
+    EXPECT_EQ(qkv.fwd_calls[2 * b + 1].name, "bias_add");
+    EXPECT_EQ(qkv.fwd_calls[2 * b + 1].count, 128.0 * 192);
+  }
+  // Backward: bias gradient, weight gradient (tn: OC x K over all N), input
+  // gradient (nn) per block.
+  ASSERT_EQ(qkv.bwd_calls.size(), 4u);
   EXPECT_EQ(qkv.bwd_calls[1].name, "tn");
   EXPECT_EQ(qkv.bwd_calls[1].m, 192);
   EXPECT_EQ(qkv.bwd_calls[1].k, 256);
-  EXPECT_EQ(qkv.bwd_calls[2].name, "nn");
+  EXPECT_EQ(qkv.bwd_calls[1].n, 256);
+  for (int b = 2; b < 4; ++b) {
+    EXPECT_EQ(qkv.bwd_calls[b].name, "nn");
+    EXPECT_EQ(qkv.bwd_calls[b].m, 128);
+  }
+  // Without SP one call each over all N rows.
+  const Scenario nosp = job(2, false, BlockKind::kSequential, MlpKind::kGelu);
+  const std::vector<OperatorCost> nops = job_layer_operators(nosp, cpu());
+  const OperatorCost& nqkv = nops[find_operator(nops, "qkv")];
+  ASSERT_EQ(nqkv.fwd_calls.size(), 2u);
+  EXPECT_EQ(nqkv.fwd_calls[0].m, 256);
+  ASSERT_EQ(nqkv.bwd_calls.size(), 3u);
+  EXPECT_EQ(nqkv.bwd_calls[2].name, "nn");
+  EXPECT_EQ(nqkv.bwd_calls[2].m, 256);
   // The parallel block's fused GEMM is two GEMMs in the engine; SwiGLU's fc1 has no bias.
   const Scenario p = job(1, false, BlockKind::kParallel, MlpKind::kSwiGlu);
   const std::vector<OperatorCost> pops = job_layer_operators(p, cpu());
