@@ -35,6 +35,10 @@ std::unique_ptr<Device> make_device(const DeviceOptions& options) {
   if (options.precision != "fp32" && options.precision != "bf16") {
     throw std::invalid_argument("device precision must be \"fp32\" or \"bf16\", got \"" + options.precision + "\"");
   }
+  if (options.attention != "auto" && options.attention != "flash" && options.attention != "cublas") {
+    throw std::invalid_argument("device attention must be \"auto\", \"flash\" or \"cublas\", got \"" +
+                                options.attention + "\"");
+  }
   if (options.name == "cpu") return std::make_unique<CpuDevice>();
   if (options.name != "cuda") {
     throw std::invalid_argument("device must be \"cpu\" or \"cuda\", got \"" + options.name + "\"");
@@ -45,6 +49,9 @@ std::unique_ptr<Device> make_device(const DeviceOptions& options) {
   CudaDeviceOptions o;
   o.ordinal = options.ordinal;
   o.precision = options.precision == "bf16" ? GemmPrecision::kBf16 : GemmPrecision::kFp32;
+  o.attention = options.attention == "flash"    ? AttentionPath::kFlash
+                : options.attention == "cublas" ? AttentionPath::kCublas
+                                                : AttentionPath::kAuto;
   return std::make_unique<CudaDevice>(o);
 #else
   return nullptr;  // unreachable: cuda_unavailable_reason() is never empty here

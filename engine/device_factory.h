@@ -30,6 +30,9 @@ struct DeviceOptions {
   // Ignored on the CPU.
   std::string precision = "fp32";
   int ordinal = -1;                // CUDA device index; -1: local rank modulo the GPU count
+  // CUDA attention path ([train] attention): "auto" (cuBLAS in bf16, the
+  // flash-style kernel in fp32) | "flash" | "cublas". Ignored on the CPU.
+  std::string attention = "auto";
 };
 
 // True when this build contains the CUDA backend.

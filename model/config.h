@@ -204,6 +204,10 @@ struct TrainConfig {
   double watchdog_s = 300;           // a rank with no finished step for this long stops the job; 0 = off
   std::string device = "cpu";        // engine backend: "cpu" (Eigen + MPI) | "cuda" (CUDA + NCCL)
   std::string precision = "fp32";    // CUDA GEMMs: "fp32" | "bf16" (bf16 inputs, fp32 accumulation)
+  // CUDA attention kernel (engine/cuda/device_cuda.h AttentionPath): "auto"
+  // (cuBLAS tensor-core GEMMs in bf16, the flash-style kernel in fp32) |
+  // "flash" | "cublas". Ignored on the CPU.
+  std::string attention = "auto";
 };
 
 // One explicit fault at a fixed time ([[failures.faults]]), for reproducible studies.

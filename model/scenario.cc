@@ -504,9 +504,10 @@ constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "s
                                            "data",           "work_dir",      "checkpoint_dir",
                                            "checkpoint_every", "trace",       "weight_decay",
                                            "max_grad_norm",  "watchdog_s",    "device",
-                                           "precision"};
+                                           "precision",      "attention"};
 constexpr std::string_view kTrainDevices[] = {"cpu", "cuda"};
 constexpr std::string_view kTrainPrecisions[] = {"fp32", "bf16"};
+constexpr std::string_view kTrainAttention[] = {"auto", "flash", "cublas"};
 
 TrainConfig read_train(const Section& s) {
   s.reject_unknown_keys(kTrainKeys);
@@ -524,6 +525,7 @@ TrainConfig read_train(const Section& s) {
   t.watchdog_s = s.non_negative_number("watchdog_s").value_or(t.watchdog_s);
   t.device = s.choice("device", kTrainDevices).value_or(t.device);
   t.precision = s.choice("precision", kTrainPrecisions).value_or(t.precision);
+  t.attention = s.choice("attention", kTrainAttention).value_or(t.attention);
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
     s.fail("checkpoint_every", "needs train.checkpoint_dir");
   }

@@ -54,6 +54,7 @@ engine::TrainOptions train_options(const model::Scenario& s) {
   o.watchdog_s = t.watchdog_s;
   o.device.name = t.device;
   o.device.precision = t.precision;
+  o.device.attention = t.attention;
   o.job_name = "megascale-" + std::to_string(getppid());
   return o;
 }

@@ -31,6 +31,13 @@ TEST(DeviceFactory, UnknownNameAndPrecisionRefused) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("fp16"), std::string::npos) << e.what();
   }
+  try {
+    make_device({"cpu", "fp32", -1, "cudnn"});
+    FAIL() << "attention cudnn accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"flash\" or \"cublas\""), std::string::npos) << e.what();
+  }
+  EXPECT_NE(make_device({"cpu", "fp32", -1, "flash"}), nullptr);  // the CPU ignores the path
 }
 
 TEST(DeviceFactory, CudaRefusedWithTheReasonOrMade) {

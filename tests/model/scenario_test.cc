@@ -231,6 +231,7 @@ work_dir = "scratch"
 checkpoint_dir = "/abs/ckpt"
 checkpoint_every = 3
 max_grad_norm = 0
+attention = "cublas"
 )",
                                      "dir/t.toml");
   EXPECT_EQ(sc.train.work_dir, "dir/scratch");  // like every other path key (issue 13)
@@ -241,6 +242,8 @@ max_grad_norm = 0
   EXPECT_EQ(sc.train.checkpoint_dir, "/abs/ckpt");
   EXPECT_EQ(sc.train.checkpoint_every, 3);
   EXPECT_EQ(sc.train.max_grad_norm, 0.0);
+  EXPECT_EQ(sc.train.attention, "cublas");
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").train.attention, "auto");
   EXPECT_DOUBLE_EQ(parse_scenario(kValid, "t.toml").train.weight_decay, 0.01);
 }
 
@@ -248,6 +251,7 @@ TEST(ScenarioErrorTest, TrainTableErrors) {
   expect_error(std::string(kValid) + "[train]\nstep = 3\n", 14, "train.step",
                "unknown key 'step' (did you mean 'steps'?)");
   expect_error(std::string(kValid) + "[train]\nsteps = 0\n", 14, "train.steps", "must be");
+  expect_error(std::string(kValid) + "[train]\nattention = \"cudnn\"\n", 14, "train.attention", "cudnn");
   expect_error(std::string(kValid) + "[train]\ncheckpoint_every = 5\n", 14,
                "train.checkpoint_every", "needs train.checkpoint_dir");
 }
