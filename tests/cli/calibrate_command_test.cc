@@ -176,7 +176,8 @@ TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
   const RunResult r = run_megascale({"calibrate", "net-check", "--manifest",
                                      kSourceDir + "/tests/calibrate/fixtures/nccl-tests/systems.toml", "--json"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
-  // classes[0]: one node >= 256 MiB; [2]: across nodes >= 256 MiB; [3]: across nodes <= 1 MiB.
+  // classes[0]: one node >= 256 MiB; [1]: one node <= 1 MiB; [2]: across nodes >= 256 MiB;
+  // [3]: across nodes <= 1 MiB.
   std::vector<double> medians, maxes;
   const Json report = parsed(r.out);
   for (const Json& c : report["classes"]) {
@@ -184,7 +185,10 @@ TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
     maxes.push_back(c["max_abs_error"].get<double>());
   }
   ASSERT_GE(medians.size(), 4u) << r.out.substr(0, 600);
-  EXPECT_LE(medians[0], 0.05);  // 2.9%
+  EXPECT_LE(medians[0], 0.05);  // 2.2%
+  // One node <= 1 MiB: the DGX H100 sample (all_reduce_perf_h100_8gpu_1node_dgxc.txt), 18 points.
+  EXPECT_LE(medians[1], 0.20);  // 10.5%: issue 12's bound (20%), met
+  EXPECT_LE(maxes[1], 0.80);    // 78.0%, at its 32 B row (68.14 us against 13-17 us around it): the bound (50%) is not met
   EXPECT_LE(medians[2], 0.05);  // 2.8%
   EXPECT_LE(medians[3], 0.20);  // 12.0%: issue 12's bound (20%), met since NCCL's small-size channels
   EXPECT_LE(maxes[3], 0.50);    // 35.2%: the bound (50%), met
