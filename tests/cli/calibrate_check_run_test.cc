@@ -11,6 +11,10 @@
 //       prediction is the GPU op-cost model's, every op kind compares, the
 //       engine's one `flash_attention` kind holds the predicted attention core,
 //       and error = predicted / measured - 1;
+//   (b') scripts/gpu-check.sh's step 7 on its 1B scenario, with a run recorded
+//       from the simulator's own step (20 copies of its trace, train.jsonl
+//       of its step time): error 0 on every op with the profile it came
+//       from, and a `calibrate import --gemm-csv` profile predicts otherwise;
 //   (c) bad input exits 2 naming the file and the reason: a missing directory,
 //       an empty trace, a trace of only a header, a train.jsonl with no step,
 //       a run of another scenario, and --steps with --from-run.
@@ -27,6 +31,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "model/trace_schema.h"
 #include "run_megascale.h"
 
 namespace megascale::cli_testing {
@@ -186,6 +191,61 @@ TEST_F(CalibrateCheckRun, CudaScenarioOnAGpuProfileComparesStepAndOps) {
   text << md.rdbuf();
   EXPECT_NE(text.str().find("on cuda, a recorded run"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("CUDA events"), std::string::npos);
+}
+
+// (b') The GPU check's own scenario and commands: a run made of the
+// simulator's step checks to error 0, op by op; an imported profile moves the
+// prediction and the error follows it.
+TEST_F(CalibrateCheckRun, GpuCheckScenarioAgainstItsOwnPredictionIsExact) {
+  const std::string scenario = kSourceDir + "/scenarios/gpu/gpt-1b-h200.toml";
+  const fs::path run = *dir_ / "gpt-1b-run";
+  fs::create_directories(run);
+  const RunResult sim = run_megascale({"simulate", scenario, "--fidelity", "event", "--trace-layers", "--trace",
+                                       (*dir_ / "sim-1b").string(), "--json"});
+  ASSERT_EQ(sim.exit_code, 0) << dump(sim);
+  const double step_s = Json::parse(sim.out)["iteration_time_s"].get<double>();
+  const std::vector<model::TraceEvent> one = model::read_trace_csv((*dir_ / "sim-1b.csv").string());
+  std::vector<model::TraceEvent> all;
+  std::ofstream jsonl(run / "train.jsonl");
+  jsonl << "a line that is not a step report\n";
+  for (int k = 0; k < 20; ++k) {
+    for (model::TraceEvent e : one) {
+      e.start_us += k * step_s * 1e6;
+      e.end_us += k * step_s * 1e6;
+      all.push_back(e);
+    }
+    jsonl << Json{{"step", k + 1}, {"loss", 10.0}, {"step_time_s", step_s}, {"tokens_per_s", 8 * 2048 / step_s}}.dump()
+          << "\n";
+  }
+  jsonl.close();
+  model::write_trace_csv((run / "trace.csv").string(), all);
+
+  const RunResult shipped = from_run(scenario, run.string(), {"--warmup", "3", "--dir", (*dir_ / "c1b").string()});
+  ASSERT_EQ(shipped.exit_code, 0) << dump(shipped);
+  const Json c = check_of(shipped);
+  EXPECT_EQ(c["device"], "cuda");
+  EXPECT_EQ(c["steps_used"], 17);
+  EXPECT_NEAR(c["error"].get<double>(), 0, 1e-9);
+  EXPECT_NEAR(c["measured_step_s"].get<double>(), step_s, 1e-12);
+  ASSERT_GT(c["ops"].size(), 20u);
+  for (const Json& op : c["ops"]) {  // the CSV keeps 1 ns: a few ns per kind and step
+    EXPECT_NEAR(op["error"].get<double>(), 0, 1e-3) << op.dump();
+    EXPECT_NEAR(op["measured_s"].get<double>(), op["predicted_s"].get<double>(), 1e-6) << op.dump();
+  }
+
+  const std::string profile = (*dir_ / "h200-imported.toml").string();
+  const RunResult imported = run_megascale({"calibrate", "import", "--profile", "H200-SXM-141GB", "--gemm-csv",
+                                            kSourceDir + "/tests/calibrate/fixtures/gemm_sweep.csv", "--name",
+                                            "H200-imported", "--out", profile});
+  ASSERT_EQ(imported.exit_code, 0) << dump(imported);
+  const RunResult other = from_run(scenario, run.string(), {"--warmup", "3", "--profile", profile, "--dir",
+                                                            (*dir_ / "c1b-imported").string()});
+  ASSERT_LE(other.exit_code, 1) << dump(other);
+  const Json o = check_of(other);
+  EXPECT_EQ(o["profile"], profile);
+  EXPECT_GT(std::abs(o["predicted_step_s"].get<double>() / step_s - 1), 0.01) << "the imported GEMM curve is another";
+  EXPECT_NEAR(o["error"].get<double>(), o["predicted_step_s"].get<double>() / step_s - 1, 1e-12);
+  EXPECT_EQ(o["pass"], std::abs(o["error"].get<double>()) <= 10);
 }
 
 // (c) Bad input: exit 2, the file and the reason named.
