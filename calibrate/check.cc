@@ -185,6 +185,15 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   }
   const model::Scenario s = model::load_scenario(scenario_file, overrides);
   const model::GpuProfile& profile = model::hardware_profile(s);
+  // The engine's device and the profile describe one machine: a cpu profile
+  // times the CPU engine (the scenario loader refuses cuda with it), a GPU
+  // profile the CUDA engine.
+  if (!profile.is_cpu() && s.train.device != "cuda") {
+    throw model::ScenarioError(scenario_file, 0, 0, "train.device",
+                               "hardware.gpu = \"" + s.hardware.gpu + "\" is a GPU profile, which predicts the CUDA "
+                               "engine: set train.device = \"cuda\" (got \"" + s.train.device +
+                               "\"), or check the CPU engine on a cpu profile");
+  }
   CheckResult r;
   r.scenario_file = scenario_file;
   r.name = s.name;

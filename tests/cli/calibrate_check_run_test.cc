@@ -17,7 +17,8 @@
 //       from, and a `calibrate import --gemm-csv` profile predicts otherwise;
 //   (c) bad input exits 2 naming the file and the reason: a missing directory,
 //       an empty trace, a trace of only a header, a train.jsonl with no step,
-//       a run of another scenario, and --steps with --from-run.
+//       a run of another scenario, a GPU profile on a scenario training on
+//       cpu, and --steps with --from-run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -286,6 +287,11 @@ TEST_F(CalibrateCheckRun, BadRunsNameTheFileAndTheReason) {
              "a run of another scenario");
   expect_bad(from_run(cpu_scenario(), run_dir(), {"--set", "parallel.micro_batch=1"}), run_dir() + "/trace.csv",
              "a run of another scenario");
+
+  // A GPU profile predicts the CUDA engine: a scenario training on cpu is refused.
+  const RunResult device = from_run(cpu_scenario(), run_dir(), {"--set", "hardware.gpu=\"H200-SXM-141GB\""});
+  EXPECT_EQ(device.exit_code, 2) << dump(device);
+  EXPECT_NE(device.err.find("train.device"), std::string::npos) << device.err;
 
   const RunResult steps = from_run(cpu_scenario(), run_dir(), {"--steps", "5"});
   EXPECT_EQ(steps.exit_code, 2) << dump(steps);
