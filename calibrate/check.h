@@ -37,7 +37,10 @@
 // softmax passes through HBM) and in fp32 a CUDA-core flash kernel, both traced
 // as the one kind `flash_attention` (engine/README.md): where the profile
 // models the unfused core (attn_scores, softmax, attn_dropout, attn_context),
-// those predicted kinds are summed under `flash_attention` to compare.
+// those predicted kinds are summed under `flash_attention` to compare; and
+// `data_load` is the profile's host data-loading time where
+// optimizations.data_pipeline is off (the megatron preset), which the
+// engine's in-memory synthetic loader does not spend.
 //
 // Thread-safety: run_check starts processes and writes files; one at a time.
 #pragma once
