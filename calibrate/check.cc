@@ -219,6 +219,7 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
       work = tmpl;
     }
     fs::create_directories(work);
+    work = fs::absolute(work).string();  // train.trace is relative to the scenario's folder, not ours
     const std::string prefix = (fs::path(work) / "trace").string();
     const std::string out_file = (fs::path(work) / "train.jsonl").string();
     const std::string err_file = (fs::path(work) / "engine.stderr").string();
