@@ -83,8 +83,18 @@ int calibrate_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   o.warmup = static_cast<int>(p.integer("--warmup", 2));
   o.out_dir = p.text("--dir", "results/calibration");
   o.overrides = p.all("--set");
+  o.from_run = p.text("--from-run", "");
+  o.work_dir = p.text("--run-dir", "");
+  if (!o.from_run.empty()) {
+    if (p.positional.size() != 1) throw UsageError("--from-run DIR is one recorded run: give exactly one SCENARIO");
+    if (p.has("--steps")) throw UsageError("--steps sets the engine run's length; a recorded run (--from-run) has its own");
+    if (p.has("--run-dir")) throw UsageError("--run-dir records a new run; --from-run reads one: give one of them");
+  }
+  if (!o.work_dir.empty() && p.positional.size() != 1) {
+    throw UsageError("--run-dir DIR records one run: give exactly one SCENARIO");
+  }
   o.engine_binary = base::sibling_program("megascale-train");
-  if (!fs::exists(o.engine_binary)) {
+  if (o.from_run.empty() && !fs::exists(o.engine_binary)) {
     err << "megascale calibrate check: " << o.engine_binary << " is missing (build the megascale-train target)\n";
     return 1;
   }
@@ -92,7 +102,9 @@ int calibrate_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   bool pass = true;
   std::vector<double> errors;
   for (const std::string& f : p.positional) {
-    err << "megascale calibrate check: " << f << ": running the engine and the simulation...\n" << std::flush;
+    err << "megascale calibrate check: " << f << ": "
+        << (o.from_run.empty() ? "running the engine" : "reading the run in " + o.from_run) << " and the simulation...\n"
+        << std::flush;
     const calibrate::CheckResult r = calibrate::run_check(f, o);
     pass = pass && r.pass;
     errors.push_back(std::abs(r.error));
@@ -262,9 +274,12 @@ std::vector<CommandEntry> calibrate_commands() {
       calibrate_import};
   CommandEntry check = {
       {"calibrate check", "SCENARIO... [options]",
-       "the engine's measured step (traced) against the simulation of the same Schedule IR on\n"
-       "the profile; writes DIR/<scenario>.md, .svg, .json; exit 1 beyond the tolerance",
+       "the engine's measured step (traced; cpu or cuda) against the simulation of the same Schedule\n"
+       "IR on the profile (cpu or GPU); writes DIR/<scenario>.md, .svg, .json; exit 1 beyond the tolerance",
        {{"--profile", Kind::kText, "FILE", "the profile to predict with"},
+        {"--from-run", Kind::kText, "RUN", "take the measured side from a recorded run (RUN/train.jsonl,\n"
+                                           "RUN/trace.csv, e.g. scripts/gpu-check.sh's OUT) instead of running"},
+        {"--run-dir", Kind::kText, "RUN", "keep the engine's run there (train.jsonl, trace.csv) for --from-run"},
         {"--tolerance", Kind::kFraction, "X", "step-time error that passes (default 0.15)", kAboveZero, 10,
          "a fraction > 0 (0.15 = 15%)"},
         {"--steps", Kind::kInt, "N", "steps timed", 1, 100000},

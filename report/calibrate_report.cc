@@ -13,7 +13,8 @@ namespace megascale::report {
 std::string check_text(const calibrate::CheckResult& r, const std::string& file) {
   std::string out;
   auto o = std::back_inserter(out);
-  fmt::format_to(o, "{} ({}, {} process(es), profile {})\n", r.name, file, r.processes, r.profile_file);
+  fmt::format_to(o, "{} ({}, {} process(es) on {}, profile {})\n", r.name, file, r.processes, r.device, r.profile_file);
+  if (r.recorded) fmt::format_to(o, "  measured: the recorded run in {}\n", r.run_dir);
   fmt::format_to(o,
                  "  step measured {:.2f} ms (median of {}, spread {:.1f}%), predicted {:.2f} ms, error {:+.1f}% "
                  "({}, tolerance {:.0f}%)\n",

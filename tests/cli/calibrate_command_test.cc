@@ -49,10 +49,11 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   r = run_megascale({"calibrate", "micro", "--ranks", "0"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--ranks"), std::string::npos) << dump(r);
-  // check runs the engine, which runs on CPU only.
+  // A GPU profile predicts the CUDA engine: the scenario must train on cuda.
   r = run_megascale({"calibrate", "check", "scenarios/paper/table2-megascale-256.toml"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("hardware.gpu"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("train.device = \"cuda\""), std::string::npos) << dump(r);
   r = run_megascale({"calibrate", "check", "scenarios/cpu/check-single.toml", "--tolerance", "-1"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   r = run_megascale({"calibrate", "import", "--out", "/tmp/x.toml", "--nccl-tests",
