@@ -259,6 +259,23 @@ int nccl_collective_channels(CollectiveAlgorithm algorithm, NcclProtocol protoco
   return static_cast<int>(std::clamp(std::floor(bytes / per_channel), 1.0, static_cast<double>(channels)));
 }
 
+// One channel's share is an even share, as in NCCL 2.30.7 (commit 5067397c): the
+// bus bandwidth is graph nChannels x bwIntra (src/graph/tuning.cc:324), where
+// bwIntra is what the topology search debited from every link per graph
+// channel (src/graph/search.cc followPath:81-123), so graph nChannels x bwIntra
+// <= the GPU's NVLink total (getTotalBw:30), never a per-channel speed above
+// it; ncclTopoDupChannels (search.cc:1036-1049) halves bwIntra as it doubles the
+// graph's channels, and ncclTopoPostset doubles them again at run time
+// (src/graph/connect.cc:460, comm->nChannels = 2 x graph nChannels, two run-time
+// channels per graph channel). On an 8-GPU NVSwitch node that is 12 x 20 GB/s
+// -> 24 channels on A100 (12 x SM80_NVLINK_BW 20 = 240 GB/s) and 12 x 30 GB/s ->
+// 24 channels on H100 (18 x SM90_NVLINK_BW 20.6 = 370.8 GB/s): bwIntra / 2 per
+// run-time channel = the busBw / comm->nChannels used here. NCCL itself never
+// rates a reduced channel count: topoGetAlgoInfo (src/enqueue.cc:2092-2096)
+// drops channels after choosing on all of them, and its LL cap llMaxBw
+// (tuning.cc:327) bounds the total, not a channel (no per-channel ring LL cap
+// exists; LL moves 8 B of data per 16 B line, src/include/device.h:75
+// ncclLLFifoLine, hence the 0.5).
 double nccl_channels_busbw_gbs(CollectiveAlgorithm algorithm, NcclProtocol protocol, CollectiveOp op, int nodes,
                                double simple_busbw_gbs, int channels, const NcclSystem& system) {
   if (channels >= system.channels) {

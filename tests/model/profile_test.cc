@@ -69,7 +69,7 @@ TEST(Profile, ShippedProfilesLoadFromTheirFilesWithProvenance) {
     }
   }
   EXPECT_EQ(builtin_profile("A100-SXM4-80GB").provenance.at("nccl_nvlink_ctas").source, "spec");
-  EXPECT_EQ(builtin_profile("H100-SXM5-80GB").provenance.at("nccl_nvlink_ctas").source, "assumption");
+  EXPECT_EQ(builtin_profile("H100-SXM5-80GB").provenance.at("nccl_nvlink_ctas").source, "spec");
 }
 
 // The values the kernel-time models used before profiles were files
@@ -92,7 +92,7 @@ TEST(Profile, ShippedValuesAreTheFormerConstants) {
   EXPECT_EQ(h.flash_bwd_efficiency, 0.30);
   EXPECT_EQ(h.nvlink_busbw_gbs, 370.0);
   EXPECT_EQ(h.pcie_gbps, 16.0 * 32.0 * 128.0 / 130.0);
-  EXPECT_EQ(h.nccl_nvlink_ctas, 32);
+  EXPECT_EQ(h.nccl_nvlink_ctas, 24);  // NCCL 2.30.7 search.cc + connect.cc: 24 coll channels on 8 H100/H200
   EXPECT_EQ(h.data_load_s_per_sample, 1e-3);
 }
 

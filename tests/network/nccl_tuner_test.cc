@@ -18,7 +18,7 @@ namespace megascale::network {
 namespace {
 
 const NcclSystem kA100 = nccl_system_for(80, /*amd_cpu=*/true, 24, 0.0);      // DGX A100
-const NcclSystem kH100 = nccl_system_for(90, /*amd_cpu=*/false, 32, 480.0);   // DGX H100
+const NcclSystem kH100 = nccl_system_for(90, /*amd_cpu=*/false, 32, 480.0);   // H100 at NCCL's 32-channel maximum (a DGX H100 node runs 24)
 
 TEST(NcclTuner, LatenciesAreTuningCcs) {
   // One node of 8: ring = base + 2(n-1) NVLink hops; LL 6.6 + 14 x 0.6, Simple 8.4 + 14 x 3.4.
