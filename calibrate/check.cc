@@ -60,15 +60,23 @@ const char* kRunHint =
 struct StepLines {
   std::vector<double> steps_s;
   std::vector<double> tokens;  // step_time_s x tokens_per_s: the tokens of that step
+  int bad_line = 0;            // first line whose step_time_s is not a positive finite number (0: none)
 };
 
 StepLines read_step_lines(const std::string& path) {
   std::ifstream in(path);
   StepLines out;
+  int line_no = 0;
   for (std::string line; std::getline(in, line);) {
+    ++line_no;
     const base::Json j = base::Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("step_time_s") || !j["step_time_s"].is_number()) continue;
-    out.steps_s.push_back(j["step_time_s"].get<double>());
+    const double step_s = j["step_time_s"].get<double>();
+    if (!(step_s > 0) || !std::isfinite(step_s)) {
+      if (out.bad_line == 0) out.bad_line = line_no;
+      continue;
+    }
+    out.steps_s.push_back(step_s);
     out.tokens.push_back(j.contains("tokens_per_s") && j["tokens_per_s"].is_number()
                              ? j["tokens_per_s"].get<double>() * out.steps_s.back()
                              : -1.0);
@@ -114,6 +122,10 @@ RecordedRun read_recorded_run(const std::string& dir, const model::Scenario& s) 
   if (!fs::is_regular_file(jsonl)) throw std::invalid_argument(jsonl + ": missing (" + kRunHint + ")");
   if (!fs::is_regular_file(csv)) throw std::invalid_argument(csv + ": missing (" + kRunHint + ")");
   const StepLines lines = read_step_lines(jsonl);
+  if (lines.bad_line > 0) {
+    throw std::invalid_argument(fmt::format("{}:{}: step_time_s must be a positive number of seconds: a corrupt "
+                                            "step report", jsonl, lines.bad_line));
+  }
   if (lines.steps_s.empty()) {
     throw std::invalid_argument(jsonl + ": no step reports (JSON lines with step_time_s): the run printed no step");
   }

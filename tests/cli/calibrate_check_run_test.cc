@@ -281,6 +281,19 @@ TEST_F(CalibrateCheckRun, BadRunsNameTheFileAndTheReason) {
   std::ofstream(fs::path(bad) / "train.jsonl", std::ios::trunc) << "not json\n";
   expect_bad(from_run(cpu_scenario(), bad), bad + "/train.jsonl", "no step reports");
 
+  // A step that took no time would make every error infinite.
+  bad = copy_run("bad-zero-step");
+  {
+    std::ifstream in(fs::path(run_dir()) / "train.jsonl");
+    std::string first, rest, line;
+    std::getline(in, first);
+    while (std::getline(in, line)) rest += line + "\n";
+    Json j = Json::parse(first);
+    j["step_time_s"] = 0.0;
+    std::ofstream(fs::path(bad) / "train.jsonl", std::ios::trunc) << j.dump() << "\n" << rest;
+  }
+  expect_bad(from_run(cpu_scenario(), bad), bad + "/train.jsonl:1", "positive number of seconds");
+
   // Another scenario: twice the tokens per step; then one more layer than traced
   // in a model with twice the micro-batches (same tokens): the trace disagrees.
   expect_bad(from_run(cuda_scenario(), run_dir(), {"--set", "parallel.global_batch=12"}), run_dir() + "/train.jsonl",
