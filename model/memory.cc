@@ -19,6 +19,10 @@ constexpr double kOptimizerBytes = 12.0;  // fp32 master weight + 2 fp32 moments
 // 3D-parallel job). Assumed, not measured here; `calibrate` can replace it.
 constexpr double kFixedOverheadBytes = 1.5e9;
 
+// ZeRO-3 / FSDP: transformer-layer units unsharded at once, the one computing and
+// the prefetched next (PyTorch FSDP limit_all_gathers; see memory_per_gpu).
+constexpr double kZero3UnsharedUnits = 2.0;
+
 // Megatron-LM's distributed-optimizer bucket: max(40M, 1M * dp) parameters
 // (REFERENCE.md), fp32, one in flight.
 double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradElementBytes; }
@@ -107,8 +111,13 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   r.other_bytes = kFixedOverheadBytes;
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp);
   if (p.zero_stage >= 3) {
-    // Gathered bf16 weights of the chunk being computed (and the prefetched next).
-    r.other_bytes += 2.0 * layer_params * layers_per_chunk * kParamBytes;
+    // ZeRO-3 / FSDP gathers one unit (a transformer layer) at a time, never a
+    // whole chunk: PyTorch FSDP's limit_all_gathers (default True since PR
+    // #104900) keeps two units unsharded, the one computing and the prefetched
+    // next (FSDP docstring); in backward the computing unit's unsharded fp32
+    // gradient lives until its reduce-scatter. DeepSpeed ZeRO-3 likewise gathers
+    // per submodule (stage3_prefetch_bucket_size).
+    r.other_bytes += layer_params * (kZero3UnsharedUnits * kParamBytes + kGradElementBytes);
   }
   r.total_bytes =
       r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes + r.other_bytes;

@@ -57,6 +57,25 @@ TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
   EXPECT_NEAR(z0.optimizer_bytes, 6 * z0.parameters_bytes, 1.0);
 }
 
+TEST(Memory, ZeroThreeGathersOneLayerAtATimeNotTheWholeChunk) {
+  // FSDP / ZeRO-3 with PP 1: the whole model is one chunk, but only the layer
+  // computing and the prefetched next are unsharded (plus one layer's fp32
+  // gradient), so the transient grows with the layer, not the layer count.
+  Scenario s = base();
+  const GpuProfile& gpu = hardware_profile(s);
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  s.parallel.zero_stage = 1;
+  const MemoryBreakdown z1 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.parallel.zero_stage = 3;
+  const MemoryBreakdown z3 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  const double layer = static_cast<double>(s.model.parameters_per_layer()) / s.parallel.tp;
+  EXPECT_NEAR(z3.other_bytes - z1.other_bytes, layer * (2 * 2.0 + 4.0), 1.0);
+  s.model.layers *= 2;
+  const MemoryBreakdown deeper = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_DOUBLE_EQ(deeper.other_bytes, z3.other_bytes);
+}
+
 TEST(Memory, InFlightMicrobatchesOfOneFOneBAndInterleaved) {
   Scenario s = base();
   const GpuProfile& gpu = hardware_profile(s);
