@@ -4,6 +4,7 @@
 #include <simgrid/Exception.hpp>
 
 #include <simgrid/s4u.hpp>
+#include <simgrid/simix.hpp>  // simcall_answered: several s4u calls in one simcall
 
 #include <algorithm>
 #include <array>
@@ -144,8 +145,7 @@ class Run {
         } else {
           transfer(replica, rank, rank, duration_s_[me]);
           rdv.done = true;
-          for (int w : rdv.waiters) wake_[w]->resume();
-          rdv.waiters.clear();
+          resume_all(rdv.waiters);
         }
       } else if (model::is_dp_collective(op.kind)) {
         transfer(replica, rank, rank, duration_s_[me]);  // a ring: sends and receives on its own NICs
@@ -182,15 +182,25 @@ class Run {
     }
     ++activities_;
     const size_t base = static_cast<size_t>(replica) * s_.ranks.size();
+    const double work = d * kNicWorkPerS;
+    sg::Host* const from_host = tx_[base + rank];
+    sg::Host* const to_host = rx_[base + to];
+    // Created here, so that they belong to this actor (SimGrid cancels an
+    // actor's executions when it dies), and set up and started in one simcall:
+    // in maestro context the s4u calls run directly, where from an actor
+    // set_flops_amount, set_host and start are each a simcall of their own (a
+    // switch to maestro and back). Same executions, started at the same time.
     sg::ExecPtr out = sg::Exec::init();
-    out->set_flops_amount(d * kNicWorkPerS);
-    out->set_host(tx_[base + rank]);
     sg::ExecPtr in = sg::Exec::init();
-    in->set_flops_amount(d * kNicWorkPerS);
-    in->set_host(rx_[base + to]);
-    out->start();
     try {
-      in->start();
+      simgrid::kernel::actor::simcall_answered([&] {
+        out->set_flops_amount(work);
+        out->set_host(from_host);
+        in->set_flops_amount(work);
+        in->set_host(to_host);
+        out->start();
+        in->start();
+      });
       out->wait();
       in->wait();
     } catch (const simgrid::HostFailureException&) {
@@ -256,11 +266,20 @@ class Run {
     sg::this_actor::suspend();
   }
 
+  // Resumes the actors in `waiters` (in order) in one simcall (from an actor,
+  // each Actor::resume is a simcall of its own) and clears it.
+  void resume_all(std::vector<int>& waiters) {
+    if (waiters.empty()) return;
+    simgrid::kernel::actor::simcall_answered([&] {
+      for (int w : waiters) wake_[w]->resume();
+    });
+    waiters.clear();
+  }
+
   void finish(int64_t op) {
     end_s_[op] = now_s();
     done_[op] = 1;
-    for (int w : waiters_[op]) wake_[w]->resume();
-    waiters_[op].clear();
+    resume_all(waiters_[op]);
   }
 
   const model::Schedule& s_;
