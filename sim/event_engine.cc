@@ -201,14 +201,25 @@ class Run {
         out->start();
         in->start();
       });
-      out->wait();
-      in->wait();
+      // Activity::wait on a running execution also starts a "synchro" (an
+      // infinite sleep of the waiting actor's host, another CPU action, so that
+      // a failure of that host ends the wait); wait_any with no timeout only
+      // registers the waiter. This actor's host failing kills this actor anyway
+      // (Host::turn_off), and the executions fail as before when their NIC
+      // hosts go down. Same completion, same times, one action fewer per wait.
+      wait_one(out);
+      wait_one(in);
     } catch (const simgrid::HostFailureException&) {
       // The receiver's host failed (an injected failure, sim/failure_sim.h): the
       // transfer never completes and this stream hangs, as an RDMA write to a
       // dead node does, until the step is declared stuck.
       sg::Semaphore::create(0)->acquire();
     }
+  }
+
+  static void wait_one(const sg::ExecPtr& exec) {
+    const std::vector<sg::ActivityPtr> one{exec};
+    sg::Activity::wait_any(one);
   }
 
   void wait_for(int actor, int64_t op) {
