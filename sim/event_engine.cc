@@ -145,7 +145,8 @@ class Run {
         } else {
           transfer(replica, rank, rank, duration_s_[me]);
           rdv.done = true;
-          resume_all(rdv.waiters);
+          for (int w : rdv.waiters) wake_[w]->resume();
+          rdv.waiters.clear();
         }
       } else if (model::is_dp_collective(op.kind)) {
         transfer(replica, rank, rank, duration_s_[me]);  // a ring: sends and receives on its own NICs
@@ -189,7 +190,10 @@ class Run {
     // actor's executions when it dies), and set up and started in one simcall:
     // in maestro context the s4u calls run directly, where from an actor
     // set_flops_amount, set_host and start are each a simcall of their own (a
-    // switch to maestro and back). Same executions, started at the same time.
+    // switch to maestro and back). Same executions, started at the same time;
+    // this actor then blocks until they end, so the actors running at this
+    // simulated time still run in the same order (unlike batching resumes,
+    // see finish()).
     sg::ExecPtr out = sg::Exec::init();
     sg::ExecPtr in = sg::Exec::init();
     try {
@@ -277,20 +281,16 @@ class Run {
     sg::this_actor::suspend();
   }
 
-  // Resumes the actors in `waiters` (in order) in one simcall (from an actor,
-  // each Actor::resume is a simcall of its own) and clears it.
-  void resume_all(std::vector<int>& waiters) {
-    if (waiters.empty()) return;
-    simgrid::kernel::actor::simcall_answered([&] {
-      for (int w : waiters) wake_[w]->resume();
-    });
-    waiters.clear();
-  }
-
+  // One Actor::resume (one simcall) per waiter, deliberately: batching them in
+  // one simcall saves switches but changes the order in which actors that
+  // wake at the same simulated time run, and with it which replica arrives
+  // last at a DP rendezvous when several arrive at once (the one whose NICs
+  // the collective loads): measured, 4 NeMo fp8 scenarios moved by <= 0.05%.
   void finish(int64_t op) {
     end_s_[op] = now_s();
     done_[op] = 1;
-    resume_all(waiters_[op]);
+    for (int w : waiters_[op]) wake_[w]->resume();
+    waiters_[op].clear();
   }
 
   const model::Schedule& s_;
