@@ -28,8 +28,18 @@ struct PublishedRunRow {
   std::string gpu;
   double event_s = 0, analytical_s = 0;
   bool fits_memory = true;
+  int hidden = 0;  // the model's hidden size (width), for the grouped summary
   double error() const { return event_s / run.iteration_s - 1.0; }
   double analytical_error() const { return analytical_s / run.iteration_s - 1.0; }
+};
+
+// The scored rows of one group (a GPU profile, a band of model widths): where
+// the simulator is biased, not only how far off it is.
+struct RunsGroup {
+  std::string label;
+  int runs = 0;
+  double median_error = 0;      // signed, event fidelity: < 0 predicted too fast
+  double median_abs_error = 0;
 };
 
 struct RunsCheck {
@@ -38,7 +48,12 @@ struct RunsCheck {
   double median_abs_error = 0, max_abs_error = 0;                        // event, scored rows
   double analytical_median_abs_error = 0, analytical_max_abs_error = 0;  // closed form, scored rows
   bool pass = false;  // scored rows exist and meet both bounds
+  std::vector<RunsGroup> by_gpu;    // per GPU profile, in order of first appearance
+  std::vector<RunsGroup> by_width;  // hidden <= 4,096 / 4,097-8,192 / > 8,192 (empty bands left out)
 };
+
+// Fills `check->by_gpu` and `check->by_width` from its scored rows.
+void group_errors(RunsCheck* check);
 
 // Throws model::ScenarioError for a broken scenario file.
 RunsCheck check_published_runs(const std::vector<MeasuredRun>& runs);

@@ -21,8 +21,19 @@ std::string runs_check_markdown(const calibrate::RunsCheck& check, const std::st
   fmt::format_to(o, "| event | {} | {:.1f}% | {:.1f}% | {:.0f}% / {:.0f}% | {} |\n", check.scored,
                  100 * check.median_abs_error, 100 * check.max_abs_error, 100 * calibrate::kRunsMedianBound,
                  100 * calibrate::kRunsMaxBound, check.pass ? "yes" : "**no**");
-  fmt::format_to(o, "| analytical | {} | {:.1f}% | {:.1f}% | | |\n\n## Runs\n\n", check.scored,
+  fmt::format_to(o, "| analytical | {} | {:.1f}% | {:.1f}% | | |\n\n", check.scored,
                  100 * check.analytical_median_abs_error, 100 * check.analytical_max_abs_error);
+  if (!check.by_gpu.empty() || !check.by_width.empty()) {
+    md += "## Where the errors lie\n\nScored runs grouped by GPU profile and by model width; the median signed "
+          "error shows the bias (< 0: predicted too fast).\n\n"
+          "| group | scored runs | median error | median abs error |\n|---|---|---|---|\n";
+    for (const std::vector<calibrate::RunsGroup>* groups : {&check.by_gpu, &check.by_width})
+      for (const calibrate::RunsGroup& g : *groups)
+        fmt::format_to(o, "| {} | {} | {:+.1f}% | {:.1f}% |\n", g.label, g.runs, 100 * g.median_error,
+                       100 * g.median_abs_error);
+    md += "\n";
+  }
+  md += "## Runs\n\n";
   md += "| run | GPUs | GPU profile | published s | event s | error | analytical s | error | source | note |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const calibrate::PublishedRunRow& r : check.rows) {
@@ -43,6 +54,12 @@ base::Json runs_check_json(const calibrate::RunsCheck& check) {
   j["median_abs_error"] = check.median_abs_error;
   j["max_abs_error"] = check.max_abs_error;
   j["scored_runs"] = check.scored;
+  for (const auto& [name, groups] : {std::pair{"by_gpu", &check.by_gpu}, std::pair{"by_width", &check.by_width}})
+    for (const calibrate::RunsGroup& g : *groups)
+      j[name].push_back({{"group", g.label},
+                         {"runs", g.runs},
+                         {"median_error", g.median_error},
+                         {"median_abs_error", g.median_abs_error}});
   for (const calibrate::PublishedRunRow& r : check.rows) {
     j["runs"].push_back({{"name", r.run.name},
                          {"gpus", r.gpus},
@@ -52,6 +69,7 @@ base::Json runs_check_json(const calibrate::RunsCheck& check) {
                          {"analytical_s", r.analytical_s},
                          {"error", r.error()},
                          {"scored", r.run.unscored.empty()},
+                         {"hidden", r.hidden},
                          {"source", r.run.source}});
   }
   return j;

@@ -64,6 +64,42 @@ TEST(RunsCheckReport, MarkdownRowHasBothErrorsAndTheMemoryNote) {
   EXPECT_TRUE(j["runs"][0]["scored"].get<bool>());
 }
 
+TEST(RunsCheckReport, GroupsScoredErrorsByGpuAndWidthNarrowToWide) {
+  calibrate::RunsCheck c = runs_check();
+  calibrate::PublishedRunRow row = c.rows[0];
+  auto add = [&](const std::string& gpu, int hidden, double event_s, const std::string& unscored) {
+    row.gpu = gpu;
+    row.hidden = hidden;
+    row.event_s = event_s;
+    row.run.unscored = unscored;
+    c.rows.push_back(row);
+  };
+  c.rows[0].hidden = 12288;        // H100, wide: +10%
+  add("A100", 4096, 8, "");        // narrow: -20%
+  add("H100", 2048, 7, "");        // narrow: -30%
+  add("H100", 2048, 1, "no: x");   // unscored: left out of every group
+  add("A100", 6144, 10.5, "");     // middle: +5%
+  calibrate::group_errors(&c);
+  ASSERT_EQ(c.by_gpu.size(), 2u);
+  EXPECT_EQ(c.by_gpu[0].label, "H100");
+  EXPECT_EQ(c.by_gpu[0].runs, 2);
+  EXPECT_NEAR(c.by_gpu[0].median_error, -0.10, 1e-12);  // (+10% - 30%) / 2
+  EXPECT_NEAR(c.by_gpu[0].median_abs_error, 0.20, 1e-12);
+  ASSERT_EQ(c.by_width.size(), 3u);
+  EXPECT_EQ(c.by_width[0].label, "hidden <= 4,096");
+  EXPECT_EQ(c.by_width[0].runs, 2);
+  EXPECT_NEAR(c.by_width[0].median_error, -0.25, 1e-12);
+  EXPECT_EQ(c.by_width[1].label, "hidden 4,097-8,192");
+  EXPECT_EQ(c.by_width[2].label, "hidden > 8,192");
+  const std::string md = runs_check_markdown(c, "x");
+  EXPECT_NE(md.find("| hidden <= 4,096 | 2 | -25.0% | 25.0% |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| A100 | 2 | -7.5% | 12.5% |\n"), std::string::npos) << md;
+  EXPECT_LT(md.find("## Where the errors lie"), md.find("## Runs"));
+  const base::Json j = runs_check_json(c);
+  EXPECT_EQ(j["by_width"].size(), 3u);
+  EXPECT_EQ(j["runs"][1]["hidden"].get<int>(), 4096);
+}
+
 TEST(NetCheckReport, MarkdownScoresClassesAndListsPoints) {
   calibrate::NetRun run;
   run.machine.file = "/x/all_reduce_perf.txt";
