@@ -37,7 +37,7 @@ int inflight_chunks(const ParallelConfig& p) {
 }  // namespace
 
 double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
-                                  bool flash_attention) {
+                                  bool flash_attention, bool fp8) {
   const double sbh = static_cast<double>(m.seq_len) * p.micro_batch * m.hidden;
   const double t = p.tp;
   const double f_over_h = static_cast<double>(m.ffn_hidden) / m.hidden;
@@ -50,8 +50,21 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
   if (m.block == BlockKind::kParallel) linear -= 3.0;
   // Parts kept whole on every TP rank without SP: LayerNorm inputs, dropout
   // masks and outputs outside the TP region (10 sbh in the paper).
-  const double replicated = std::min(10.0, linear);
-  const double sharded = linear - replicated;
+  double replicated = std::min(10.0, linear);
+  double sharded = linear - replicated;
+  if (fp8) {
+    // Transformer Engine saves each FP8 GEMM's input for the weight gradient as
+    // its FP8 (column-wise) copy, 1 byte a value instead of 2: Linear keeps
+    // inputmat_t, LayerNormLinear its quantised ln_out (TE 1.x linear.py /
+    // layernorm_linear.py save_for_backward; TE 2.x the same tensors as
+    // Float8Tensor with column-wise usage only). Halved: the LayerNorm outputs
+    // feeding QKV and FC1 (1 sbh each, replicated without SP; the parallel
+    // block has one), the projection input (1 sbh) and the FC2 input (1 sbf).
+    const double ln_outputs = m.block == BlockKind::kParallel ? 1.0 : 2.0;
+    replicated -= ln_outputs;
+    sharded -= 1.0 + f_over_h;
+    linear = replicated + sharded;
+  }
   // Score matrix (2 as^2 b softmax out, a s^2 b mask, 2 a s^2 b dropout out).
   const double keys = m.attention_window > 0
                           ? std::min<double>(m.seq_len, m.attention_window + 1)
@@ -103,7 +116,7 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   r.gradients_bytes = params * kGradElementBytes / (p.zero_stage >= 2 ? dp : 1.0);
   r.optimizer_bytes = params * kOptimizerBytes / (p.zero_stage >= 1 ? dp : 1.0);
 
-  r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators);
+  r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators, o.fp8);
   r.inflight_chunks = inflight_chunks(p);
   const int layers_per_chunk = m.layers / (p.pp * p.vpp);
   r.activations_bytes = r.activation_bytes_per_layer * layers_per_chunk * r.inflight_chunks;

@@ -43,8 +43,10 @@ struct MemoryBreakdown {
 MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
                                const Optimizations& o, const GpuProfile& gpu);
 
-// Activation bytes of one layer for one micro-batch on one TP rank.
+// Activation bytes of one layer for one micro-batch on one TP rank. `fp8`:
+// Transformer Engine's FP8 recipe, which keeps the inputs of the four linear
+// GEMMs for their weight gradients as FP8 copies (1 byte, not 2).
 double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
-                                  bool flash_attention);
+                                  bool flash_attention, bool fp8 = false);
 
 }  // namespace megascale::model

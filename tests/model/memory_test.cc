@@ -35,6 +35,27 @@ TEST(Memory, FlashAttentionDropsTheScoreMatrix) {
   EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, true), sbh * 34 / 8, 1.0);
 }
 
+TEST(Memory, Fp8KeepsTheLinearGemmInputsInOneByte) {
+  // Transformer Engine's FP8 recipe saves the QKV / FC1 inputs (LayerNorm
+  // outputs, 2 sbh each in bf16), the projection input (2 sbh) and the FC2
+  // input (2 sbf = 8 sbh at f = 4h) in 1 byte instead of 2: 7 of the 34 sbh.
+  Scenario s = base();
+  s.parallel.sequence_parallel = true;
+  const double sbh = 2048.0 * 12288;
+  const double t = s.parallel.tp;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, true, false), sbh * 34 / t, 1.0);
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, true, true), sbh * 27 / t, 1.0);
+  // Without SP the LayerNorm outputs are replicated, the rest sharded.
+  s.parallel.sequence_parallel = false;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, true, false) -
+                  activation_bytes_per_layer(s.model, s.parallel, true, true),
+              sbh * (2.0 + 5.0 / t), 1.0);
+  // Full recompute keeps only the layer input (bf16): FP8 changes nothing.
+  s.parallel.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s.model, s.parallel, true, true),
+                   activation_bytes_per_layer(s.model, s.parallel, true, false));
+}
+
 TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
   Scenario s = base();
   const GpuProfile& gpu = hardware_profile(s);
