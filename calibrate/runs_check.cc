@@ -4,6 +4,7 @@
 #include "calibrate/statistics.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -16,13 +17,13 @@ namespace {
 
 double max_of(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
-// Width bands of the grouped summary: the per-GPU GEMMs of a model of hidden
-// <= 4,096 are small enough that the bias differs visibly (results/published-runs.md).
-std::string width_band(int hidden) {
-  if (hidden <= 4096) return "hidden <= 4,096";
-  if (hidden <= 8192) return "hidden 4,097-8,192";
-  return "hidden > 8,192";
-}
+// Width bands of the grouped summary, narrow to wide: the per-GPU GEMMs of a
+// model of hidden <= 4,096 are small enough that the bias differs visibly
+// (results/published-runs.md).
+constexpr std::array<const char*, 3> kWidthBands = {"hidden <= 4,096", "hidden 4,097-8,192", "hidden > 8,192"};
+
+// Index into kWidthBands.
+size_t width_band(int hidden) { return hidden <= 4096 ? 0 : hidden <= 8192 ? 1 : 2; }
 
 // Groups the signed event errors of `rows` by `key`, in order of first appearance.
 template <typename Key>
@@ -53,13 +54,13 @@ std::vector<RunsGroup> group_by(const std::vector<PublishedRunRow>& rows, Key ke
 
 void group_errors(RunsCheck* check) {
   check->by_gpu = group_by(check->rows, [](const PublishedRunRow& r) { return r.gpu; });
-  check->by_width = group_by(check->rows, [](const PublishedRunRow& r) { return width_band(r.hidden); });
-  // Narrow to wide, whatever order the CSV lists them in.
-  auto rank = [](const RunsGroup& g) {
-    return g.label == width_band(0) ? 0 : g.label == width_band(8192) ? 1 : 2;
+  check->by_width = group_by(check->rows, [](const PublishedRunRow& r) { return kWidthBands[width_band(r.hidden)]; });
+  // Narrow to wide, whatever order the CSV lists the runs in.
+  auto band = [](const RunsGroup& g) {
+    return std::find_if(kWidthBands.begin(), kWidthBands.end(), [&](const char* b) { return g.label == b; });
   };
-  std::stable_sort(check->by_width.begin(), check->by_width.end(),
-                   [&](const RunsGroup& a, const RunsGroup& b) { return rank(a) < rank(b); });
+  std::sort(check->by_width.begin(), check->by_width.end(),
+            [&](const RunsGroup& a, const RunsGroup& b) { return band(a) < band(b); });
 }
 
 RunsCheck check_published_runs(const std::vector<MeasuredRun>& runs) {
