@@ -146,11 +146,11 @@ std::optional<std::string> SlowDetector::uniform_slowdown() const {
     double fastest = per_rank.begin()->second;
     for (const auto& [r, c] : per_rank) fastest = std::min(fastest, c);
     if (fastest > factor_ * *base && fastest - *base > kMinSlowExcess_s) {
-      if (++run >= steps_) {
+      if (++run >= kUniformStepsFactor * steps_) {
         return fmt::format(
             "every rank slowed alike: the fastest of {} rank(s) computed {:.4f} s at step {}, {:.2f}x the job's "
             "baseline ({:.4f} s, its first {} healthy steps), above {:.2f}x for {} steps in a row",
-            ranks_, fastest, step, fastest / *base, *base, kBaselineSteps, factor_, steps_);
+            ranks_, fastest, step, fastest / *base, *base, kBaselineSteps, factor_, kUniformStepsFactor * steps_);
       }
     } else {
       run = 0;

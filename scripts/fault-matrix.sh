@@ -131,6 +131,8 @@ for spec in "${FAULTS[@]}"; do
   extra="$(jq -r '[.faults[] | select(.fault == "none")] | length' "$json")"
   if [ "$extra" != "0" ]; then
     echo "    ($extra detection(s) with no injected fault: false positives)"; status=1
+    jq -r '.faults[] | select(.fault == "none") | "      \(.detected_by): \(.detection_detail) -> \(.diagnosis)"' "$json"
+    jq -r '.events[]' "$json" | sed 's/^/      /' | tail -30
   fi
   case "$line" in
     *diagnosis=right*loss=identical*) ;;

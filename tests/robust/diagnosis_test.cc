@@ -132,15 +132,16 @@ TEST(Detector, UniformSlowdownAgainstTheJobsOwnBaseline) {
   d.add(1, {{1, 0.052}, {2, 0.010}, {3, 0.010}, {4, 0.012}});
   ASSERT_TRUE(d.baseline_s());
   EXPECT_NEAR(*d.baseline_s(), 0.0105, 1e-9);  // median of the step medians 0.010, 0.0105, 0.011
-  d.add(0, {{5, 0.041}, {6, 0.040}});
-  d.add(1, {{5, 0.040}, {6, 0.042}});
-  EXPECT_FALSE(d.uniform_slowdown()) << "two slow steps, three needed";
+  d.add(0, {{5, 0.041}, {6, 0.040}, {7, 0.043}, {8, 0.040}, {9, 0.044}});
+  d.add(1, {{5, 0.040}, {6, 0.042}, {7, 0.041}, {8, 0.041}, {9, 0.040}});
+  EXPECT_FALSE(d.uniform_slowdown()) << "five slow steps, twice three needed (a host pause lasts a few steps)";
   EXPECT_FALSE(d.slow_rank()) << "no rank stands out from the other";
-  d.add(0, {{7, 0.043}});
-  d.add(1, {{7, 0.041}});
+  d.add(0, {{10, 0.043}});
+  d.add(1, {{10, 0.041}});
   const auto u = d.uniform_slowdown();
   ASSERT_TRUE(u);
-  EXPECT_NE(u->find("step 7"), std::string::npos) << *u;
+  EXPECT_NE(u->find("step 10"), std::string::npos) << *u;
+  EXPECT_NE(u->find("for 6 steps in a row"), std::string::npos) << *u;
   EXPECT_NE(u->find("every rank"), std::string::npos) << *u;
   EXPECT_FALSE(d.slow_rank());
 
@@ -152,6 +153,13 @@ TEST(Detector, UniformSlowdownAgainstTheJobsOwnBaseline) {
   EXPECT_FALSE(one.uniform_slowdown());
   ASSERT_TRUE(one.slow_rank());
   EXPECT_EQ(one.slow_rank()->first, 1);
+
+  // A pause of the whole host as long as the per-rank detector's run (every
+  // rank 4x for 3 steps, then back) is not a slowdown of the job.
+  SlowDetector pause(2.5, 3, 2);
+  pause.add(0, {{1, 0.05}, {2, 0.010}, {3, 0.010}, {4, 0.010}, {5, 0.040}, {6, 0.040}, {7, 0.040}, {8, 0.010}});
+  pause.add(1, {{1, 0.05}, {2, 0.010}, {3, 0.010}, {4, 0.010}, {5, 0.041}, {6, 0.042}, {7, 0.040}, {8, 0.011}});
+  EXPECT_FALSE(pause.uniform_slowdown());
 
   // Noise below the factor, and a slowdown under the 2 ms floor, are not flagged.
   SlowDetector noise(2.5, 3, 2);
