@@ -104,6 +104,14 @@ Optimizations Optimizations::megatron_core() {
   return o;
 }
 
+// Megatron-LM's default for both --hidden-dropout and --attention-dropout
+// (megatron/training/arguments.py: default=0.1).
+constexpr double kMegatronDefaultDropout = 0.1;
+
+bool ModelConfig::hidden_dropout_on() const { return hidden_dropout.value_or(kMegatronDefaultDropout) > 0; }
+
+bool ModelConfig::attention_dropout_on() const { return attention_dropout.value_or(kMegatronDefaultDropout) > 0; }
+
 double ModelConfig::mean_keys_per_query() const {
   if (seq_len <= 0) return 0.0;
   const double s = span();  // the whole sequence, also when CP shards the queries

@@ -47,6 +47,15 @@ struct ModelConfig {
   // no embedding-gradient all-reduce between the first and last stage, and one
   // more vocab x hidden matrix when both sit on one stage.
   bool tie_embeddings = true;
+  // Dropout probabilities (Megatron-LM --hidden-dropout after the projection
+  // and FC2, --attention-dropout on the softmax output); unset: Megatron-LM's
+  // default, kMegatronDefaultDropout. At 0 no mask is kept and no dropout
+  // kernel runs (PyTorch's dropout returns its input when p = 0), as in the
+  // Llama and MPT recipes.
+  std::optional<double> hidden_dropout;
+  std::optional<double> attention_dropout;
+  bool hidden_dropout_on() const;
+  bool attention_dropout_on() const;
   // Keys one query's sequence spans: the full sequence when context parallelism
   // shards it (seq_len is then a CP rank's share, ParallelConfig::cp); 0 =
   // seq_len. Attention FLOPs, the sliding window and the MFU formula use it.

@@ -52,6 +52,14 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
   // masks and outputs outside the TP region (10 sbh in the paper).
   double replicated = std::min(10.0, linear);
   double sharded = linear - replicated;
+  if (!m.hidden_dropout_on()) {
+    // No hidden dropout: no 1-byte mask after the projection and after FC2
+    // (1 sbh each in the paper's 11 and 19 sbh; the parallel block has one),
+    // both outside the TP region.
+    const double masks = m.block == BlockKind::kParallel ? 1.0 : 2.0;
+    replicated -= masks;
+    linear -= masks;
+  }
   if (fp8) {
     // Transformer Engine saves each FP8 GEMM's input for the weight gradient as
     // its FP8 (column-wise) copy, 1 byte a value instead of 2: Linear keeps
@@ -65,11 +73,13 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
     sharded -= 1.0 + f_over_h;
     linear = replicated + sharded;
   }
-  // Score matrix (2 as^2 b softmax out, a s^2 b mask, 2 a s^2 b dropout out).
+  // Score matrix (2 as^2 b softmax out, a s^2 b mask, 2 a s^2 b dropout out;
+  // without attention dropout only the softmax output).
   const double keys = m.attention_window > 0
                           ? std::min<double>(m.seq_len, m.attention_window + 1)
                           : m.seq_len;
-  const double scores = flash_attention ? 0.0 : 5.0 * m.heads * keys / (m.hidden * t);
+  const double score_bytes = m.attention_dropout_on() ? 5.0 : 2.0;
+  const double scores = flash_attention ? 0.0 : score_bytes * m.heads * keys / (m.hidden * t);
 
   switch (p.recompute) {
     case Recompute::kFull:

@@ -78,12 +78,15 @@ OperatorCost layer_norm(const std::string& name, double tokens, double h) {
 // Bias + dropout + residual add on `tokens` x h. Fused (one kernel): read x and
 // residual, write out and the mask. Unfused: bias add, dropout, add as three
 // kernels each reading and writing the whole tensor.
-OperatorCost bias_dropout_add(const std::string& name, double tokens, double h, bool fused) {
+OperatorCost bias_dropout_add(const std::string& name, double tokens, double h, bool fused, bool dropout) {
   const double elems = tokens * h;
+  // Without dropout there is no mask to write or read, and the unfused path
+  // runs no dropout kernel (PyTorch's dropout returns its input at p = 0).
+  const double mask = dropout ? kMaskBytes : 0.0;
   if (fused) {
-    return memory(name, (3 * kBf16Bytes + kMaskBytes) * elems,
-                  (2 * kBf16Bytes + kMaskBytes) * elems, 1, 1);
+    return memory(name, (3 * kBf16Bytes + mask) * elems, (2 * kBf16Bytes + mask) * elems, 1, 1);
   }
+  if (!dropout) return memory(name, (2 * kBf16Bytes + 3 * kBf16Bytes) * elems, 2 * kBf16Bytes * elems, 2, 1);
   const double fwd = (2 * kBf16Bytes + (2 * kBf16Bytes + kMaskBytes) + 3 * kBf16Bytes) * elems;
   const double bwd = (2 * kBf16Bytes + kMaskBytes) * elems * 2;
   return memory(name, fwd, bwd, 3, 2);
@@ -142,10 +145,12 @@ void append_attention_core(const ModelConfig& m, const Dims& x, bool efficient,
   softmax.attention_core = true;
   ops->push_back(softmax);
 
-  OperatorCost dropout = memory("attn_dropout", (2 * kBf16Bytes + kMaskBytes) * score_elems,
-                                (2 * kBf16Bytes + kMaskBytes) * score_elems, 1, 1);
-  dropout.attention_core = true;
-  ops->push_back(dropout);
+  if (m.attention_dropout_on()) {
+    OperatorCost dropout = memory("attn_dropout", (2 * kBf16Bytes + kMaskBytes) * score_elems,
+                                  (2 * kBf16Bytes + kMaskBytes) * score_elems, 1, 1);
+    dropout.attention_core = true;
+    ops->push_back(dropout);
+  }
 
   OperatorCost context;
   context.name = "attn_context";
@@ -182,19 +187,19 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
     append_attention_core(m, x, efficient_operators, &ops);
     ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused));
     ops.push_back(gemm("proj_fc2", x.tokens, x.h, (x.h + x.f) / x.t));
-    ops.push_back(bias_dropout_add("bias_dropout_add", x.sp_tokens, x.h, fused));
+    ops.push_back(bias_dropout_add("bias_dropout_add", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
     return ops;
   }
   ops.push_back(layer_norm("ln1", x.sp_tokens, x.h));
   ops.push_back(gemm("qkv", x.tokens, qkv_out, x.h));
   append_attention_core(m, x, efficient_operators, &ops);
   ops.push_back(gemm("proj", x.tokens, x.h, x.h / x.t));
-  ops.push_back(bias_dropout_add("bias_dropout_add1", x.sp_tokens, x.h, fused));
+  ops.push_back(bias_dropout_add("bias_dropout_add1", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
   ops.push_back(layer_norm("ln2", x.sp_tokens, x.h));
   ops.push_back(gemm("fc1", x.tokens, fc1_out, x.h));
   ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused));
   ops.push_back(gemm("fc2", x.tokens, x.h, x.f / x.t));
-  ops.push_back(bias_dropout_add("bias_dropout_add2", x.sp_tokens, x.h, fused));
+  ops.push_back(bias_dropout_add("bias_dropout_add2", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
   return ops;
 }
 

@@ -7,6 +7,7 @@
 // documents them.
 #include "model/scenario.h"
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -43,7 +44,8 @@ std::string divisibility(std::string_view what, int64_t value, std::string_view 
 
 constexpr std::string_view kModelKeys[] = {"name",     "layers",  "hidden",          "heads",
                                            "kv_heads", "seq_len", "vocab",           "ffn_hidden",
-                                           "mlp",      "block",   "attention_window", "tie_embeddings"};
+                                           "mlp",      "block",   "attention_window", "tie_embeddings",
+                                           "hidden_dropout", "attention_dropout"};
 
 ModelConfig read_model(const Section& s) {
   s.reject_unknown_keys(kModelKeys);
@@ -62,6 +64,11 @@ ModelConfig read_model(const Section& s) {
       s.enum_choice("block", {BlockKind::kSequential, BlockKind::kParallel}).value_or(m.block);
   m.attention_window = s.integer("attention_window", 0).value_or(m.attention_window);
   m.tie_embeddings = s.boolean("tie_embeddings").value_or(m.tie_embeddings);
+  for (const char* key : {"hidden_dropout", "attention_dropout"}) {
+    const std::optional<double> p = s.fraction(key);
+    if (p && *p >= 1.0) s.fail(key, "a dropout probability must be below 1, got " + std::to_string(*p));
+    (std::string_view(key) == "hidden_dropout" ? m.hidden_dropout : m.attention_dropout) = p;
+  }
   if (m.hidden % m.heads != 0) s.fail("heads", divisibility("hidden", m.hidden, "heads", m.heads));
   if (m.heads % m.kv_heads != 0) {
     s.fail("kv_heads", divisibility("heads", m.heads, "kv_heads", m.kv_heads));
@@ -710,6 +717,16 @@ void check_trainable(const Scenario& s) {
     throw ScenarioError(s.source, 0, 0, "hardware.gpu",
                         "train.device = \"cuda\" needs a GPU profile for its MFU (e.g. gpu = \"H200-SXM-141GB\"), got "
                         "\"cpu\"");
+  }
+  // The engine's bias-dropout-add and attention run with dropout off
+  // (engine/README.md); a probability it would not apply is refused, not dropped.
+  for (const auto& [key, p] : {std::pair{"model.hidden_dropout", s.model.hidden_dropout},
+                               std::pair{"model.attention_dropout", s.model.attention_dropout}}) {
+    if (p && *p > 0) {
+      throw ScenarioError(s.source, 0, 0, key,
+                          "the engine trains without dropout, got " + fmt::format("{:g}", *p) +
+                              "; set it to 0 or leave it out to train this scenario");
+    }
   }
 }
 

@@ -56,6 +56,44 @@ TEST(Memory, Fp8KeepsTheLinearGemmInputsInOneByte) {
                    activation_bytes_per_layer(s.model, s.parallel, true, false));
 }
 
+TEST(Memory, NoDropoutKeepsNoMasks) {
+  // Korthikanti et al. Table 2 counts a 1-byte hidden-dropout mask after the
+  // projection and after FC2 (1 sbh each of the 34) and, without fused
+  // attention, a s^2 b mask plus the 2 a s^2 b dropout output. At p = 0
+  // PyTorch's dropout returns its input: none of them is kept.
+  Scenario s = base();
+  s.parallel.sequence_parallel = true;
+  const double sbh = 2048.0 * 12288;
+  const double t = s.parallel.tp;
+  const double with = activation_bytes_per_layer(s.model, s.parallel, true, false);
+  s.model.hidden_dropout = 0.0;
+  EXPECT_NEAR(activation_bytes_per_layer(s.model, s.parallel, true, false), with - 2 * sbh / t, 1.0);
+  // Without SP the masks are replicated on every TP rank: 2 sbh whole.
+  s.parallel.sequence_parallel = false;
+  const double replicated_with = [&] {
+    Scenario d = s;
+    d.model.hidden_dropout.reset();
+    return activation_bytes_per_layer(d.model, d.parallel, true, false);
+  }();
+  EXPECT_NEAR(replicated_with - activation_bytes_per_layer(s.model, s.parallel, true, false), 2 * sbh, 1.0);
+  // The parallel block has one mask.
+  s.model.block = BlockKind::kParallel;
+  Scenario d = s;
+  d.model.hidden_dropout = 0.1;
+  EXPECT_NEAR(activation_bytes_per_layer(d.model, d.parallel, true, false) -
+                  activation_bytes_per_layer(s.model, s.parallel, true, false),
+              sbh, 1.0);
+  // Attention dropout: the unfused score matrix keeps 2 of its 5 as^2 b.
+  s = base();
+  s.parallel.sequence_parallel = true;
+  const double as2b = static_cast<double>(s.model.heads) * 2048.0 * 2048.0 / t;
+  const double unfused = activation_bytes_per_layer(s.model, s.parallel, false, false);
+  s.model.attention_dropout = 0.0;
+  EXPECT_NEAR(unfused - activation_bytes_per_layer(s.model, s.parallel, false, false), 3 * as2b, 1.0);
+  // Fused attention keeps no score matrix either way.
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s.model, s.parallel, true, false), with);
+}
+
 TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
   Scenario s = base();
   const GpuProfile& gpu = hardware_profile(s);

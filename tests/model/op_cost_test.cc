@@ -81,6 +81,32 @@ TEST(OpCost, UnfusedAttentionComputesTheWholeSquare) {
   EXPECT_EQ(scores.k, 96);
 }
 
+TEST(OpCost, DropoutZeroRunsNoMaskTraffic) {
+  // Fused bias-dropout-add: 3 bf16 reads/writes + a 1-byte mask per element
+  // forward, 2 bf16 + the mask backward; without dropout the mask goes.
+  Scenario s = gpt175(8);
+  const double elems = 2048.0 * 12288 / 8;  // SP: a TP rank holds 1/8 of the tokens
+  const auto with = layer_operators(s.model, s.parallel, true);
+  const OperatorCost& bda = with[find_operator(with, "bias_dropout_add1")];
+  EXPECT_DOUBLE_EQ(bda.fwd_bytes, 7 * elems);
+  EXPECT_DOUBLE_EQ(bda.bwd_bytes, 5 * elems);
+  s.model.hidden_dropout = 0.0;
+  const auto without = layer_operators(s.model, s.parallel, true);
+  EXPECT_DOUBLE_EQ(without[find_operator(without, "bias_dropout_add1")].fwd_bytes, 6 * elems);
+  EXPECT_DOUBLE_EQ(without[find_operator(without, "bias_dropout_add2")].bwd_bytes, 4 * elems);
+  // Unfused: no dropout kernel (bias add, residual add forward; one backward).
+  const auto unfused = layer_operators(s.model, s.parallel, false);
+  const OperatorCost& plain = unfused[find_operator(unfused, "bias_dropout_add2")];
+  EXPECT_EQ(plain.fwd_kernels, 2);
+  EXPECT_DOUBLE_EQ(plain.fwd_bytes, 10 * elems);
+  // Attention dropout 0: no dropout pass over the unfused score matrix.
+  EXPECT_GE(find_operator(unfused, "attn_dropout"), 0);
+  s.model.attention_dropout = 0.0;
+  const auto no_attn = layer_operators(s.model, s.parallel, false);
+  EXPECT_EQ(find_operator(no_attn, "attn_dropout"), -1);
+  EXPECT_EQ(no_attn.size() + 1, unfused.size());
+}
+
 TEST(OpCost, FlashAttentionSkipsMaskedBlocksAndTheWindow) {
   Scenario s = gpt175(8);
   auto full = layer_operators(s.model, s.parallel, true);

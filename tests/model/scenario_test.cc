@@ -195,6 +195,39 @@ TEST(ScenarioTest, CheckTrainableMatchesTheDeviceAndTheProfile) {
   EXPECT_THROW(check_trainable(s), ScenarioError);
 }
 
+// Dropout: unset means Megatron-LM's 0.1; a probability is below 1; the
+// engine, which trains without dropout, refuses one above 0.
+TEST(ScenarioTest, DropoutKeysAreProbabilitiesTheEngineRefuses) {
+  auto with = [](const std::string& line) {
+    std::string text = kValid;
+    text.replace(text.find("vocab = 51200\n"), 14, "vocab = 51200\n" + line + "\n");
+    return text;
+  };
+  const Scenario unset = parse_scenario(kValid, "t.toml");
+  EXPECT_FALSE(unset.model.hidden_dropout);
+  EXPECT_TRUE(unset.model.hidden_dropout_on());
+  EXPECT_TRUE(unset.model.attention_dropout_on());
+  const Scenario off = parse_scenario(with("hidden_dropout = 0.0\nattention_dropout = 0"), "t.toml");
+  EXPECT_FALSE(off.model.hidden_dropout_on());
+  EXPECT_FALSE(off.model.attention_dropout_on());
+  expect_error(with("hidden_dropout = 1.0"), 7, "model.hidden_dropout", "must be below 1");
+  expect_error(with("attention_dropout = -0.1"), 7, "model.attention_dropout", "");
+  expect_error(with("hidden_dropout = \"none\""), 7, "model.hidden_dropout", "");
+
+  Scenario train = off;
+  train.train.device = "cpu";
+  train.hardware.gpu = "cpu";
+  EXPECT_NO_THROW(check_trainable(train));
+  train.model.attention_dropout = 0.1;
+  try {
+    check_trainable(train);
+    ADD_FAILURE() << "attention dropout 0.1 accepted for the engine";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.key(), "model.attention_dropout");
+    EXPECT_NE(e.reason().find("without dropout, got 0.1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
   const ScenarioError e = error_of(text);
