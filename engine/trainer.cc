@@ -11,13 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <iostream>
-#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -436,59 +435,12 @@ struct Trainer::Impl {
     }
   }
 
-  // Stops the job when this rank makes no progress for options.watchdog_s: a
-  // stopped or hung peer leaves every other rank blocked in a collective, which
-  // otherwise waits forever with no message (issue 13).
-  class Watchdog {
-   public:
-    Watchdog(double limit_s, int rank) : limit_s_(limit_s), rank_(rank) {
-      if (limit_s_ > 0) thread_ = std::thread([this] { watch(); });
-    }
-    ~Watchdog() {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        done_ = true;
-      }
-      wake_.notify_all();
-      if (thread_.joinable()) thread_.join();
-    }
-    Watchdog(const Watchdog&) = delete;
-    Watchdog& operator=(const Watchdog&) = delete;
-    void progress(int64_t step) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      step_ = step;
-      last_ = std::chrono::steady_clock::now();
-    }
-
-   private:
-    void watch() {
-      std::unique_lock<std::mutex> lock(mutex_);
-      while (!done_) {
-        wake_.wait_for(lock, std::chrono::milliseconds(200));
-        if (done_) return;
-        const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
-        if (idle_s > limit_s_) {
-          std::fprintf(stderr,
-                       "megascale train: rank %d: no step finished for %.0f s (after step %lld): a peer rank "
-                       "stopped or hung, or train.watchdog_s (%.0f s) is shorter than a step; stopping the job\n",
-                       rank_, idle_s, static_cast<long long>(step_), limit_s_);
-          std::fflush(stderr);
-          std::_Exit(1);  // mpirun sees a rank fail and stops every other one
-        }
-      }
-    }
-    double limit_s_;
-    int rank_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    bool done_ = false;
-    int64_t step_ = 0;
-    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-    std::thread thread_;
-  };
-
   void run(const std::function<void(const StepReport&)>& on_step) {
-    Watchdog watchdog(options.watchdog_s, world.rank());
+    // The caller's watchdog (armed before start-up), else one for this run.
+    std::optional<Watchdog> own;
+    if (options.watchdog == nullptr) own.emplace(options.watchdog_s, options.watchdog_s, world.rank());
+    Watchdog& watchdog = options.watchdog != nullptr ? *options.watchdog : *own;
+    watchdog.progress(start_step);
     const int cores = std::max(1u, std::thread::hardware_concurrency());
     // On CPU the processes share the machine's cores; on CUDA each has its GPU.
     const bool on_cpu = std::string(device->name()) == "cpu";

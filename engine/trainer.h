@@ -27,6 +27,7 @@
 #include "engine/device.h"
 #include "engine/device_factory.h"
 #include "engine/optimizer.h"
+#include "engine/watchdog.h"
 #include "model/config.h"
 
 namespace megascale::engine {
@@ -54,6 +55,10 @@ struct TrainOptions {
   // rank stopped or hung, so a collective never completes), the rank says so on
   // stderr and exits 1, which makes mpirun stop the job. 0 = off.
   double watchdog_s = 300;
+  // An already running watchdog that run() reports its steps to, in place of
+  // one of its own from watchdog_s (not owned): `megascale-train` arms it
+  // before MPI_Init so that start-up is watched too (engine/watchdog.h).
+  Watchdog* watchdog = nullptr;
   // The backend ("cpu" or "cuda") and, on CUDA, the GEMM precision
   // (engine/device_factory.h). Used when the Trainer is given no Device.
   DeviceOptions device;

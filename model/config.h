@@ -211,6 +211,11 @@ struct TrainConfig {
   double weight_decay = 0.01;        // AdamW / LAMB decoupled weight decay
   double max_grad_norm = 1.0;        // global-norm clipping; 0 = off
   double watchdog_s = 300;           // a rank with no finished step for this long stops the job; 0 = off
+  // The same before the first step (MPI init, building the model, loading a
+  // checkpoint), which at scale takes far longer than a step: 600 s is
+  // PyTorch's default ProcessGroupNCCL timeout (10 minutes since
+  // pytorch/pytorch PR #110947). 0 = off.
+  double startup_watchdog_s = 600;
   std::string device = "cpu";        // engine backend: "cpu" (Eigen + MPI) | "cuda" (CUDA + NCCL)
   std::string precision = "fp32";    // CUDA GEMMs: "fp32" | "bf16" (bf16 inputs, fp32 accumulation)
   // CUDA attention kernel (engine/cuda/device_cuda.h AttentionPath): "auto"

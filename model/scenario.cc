@@ -510,8 +510,8 @@ RunConfig read_run(const Section& s) {
 constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "seed",
                                            "data",           "work_dir",      "checkpoint_dir",
                                            "checkpoint_every", "trace",       "weight_decay",
-                                           "max_grad_norm",  "watchdog_s",    "device",
-                                           "precision",      "attention"};
+                                           "max_grad_norm",  "watchdog_s",    "startup_watchdog_s",
+                                           "device",         "precision",     "attention"};
 constexpr std::string_view kTrainDevices[] = {"cpu", "cuda"};
 constexpr std::string_view kTrainPrecisions[] = {"fp32", "bf16"};
 constexpr std::string_view kTrainAttention[] = {"auto", "flash", "cublas"};
@@ -530,6 +530,7 @@ TrainConfig read_train(const Section& s) {
   t.weight_decay = s.non_negative_number("weight_decay").value_or(t.weight_decay);
   t.max_grad_norm = s.non_negative_number("max_grad_norm").value_or(t.max_grad_norm);
   t.watchdog_s = s.non_negative_number("watchdog_s").value_or(t.watchdog_s);
+  t.startup_watchdog_s = s.non_negative_number("startup_watchdog_s").value_or(t.startup_watchdog_s);
   t.device = s.choice("device", kTrainDevices).value_or(t.device);
   t.precision = s.choice("precision", kTrainPrecisions).value_or(t.precision);
   t.attention = s.choice("attention", kTrainAttention).value_or(t.attention);

@@ -29,6 +29,7 @@
 #include "base/options.h"
 #include "engine/device_factory.h"
 #include "engine/trainer.h"
+#include "engine/watchdog.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -60,10 +61,20 @@ engine::TrainOptions train_options(const model::Scenario& s) {
 }
 
 int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world, engine::Comm& node,
-                  std::ostream& out, robust::RankAgent* agent);
+                  std::ostream& out, robust::RankAgent* agent, engine::Watchdog& watchdog);
+
+// This process's world rank from mpirun's environment (MPI_Init has not run
+// yet), 0 when started without mpirun.
+int rank_from_env() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return rank != nullptr ? std::atoi(rank) : 0;
+}
 
 int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::ostream& out,
              std::ostream& err) {
+  // Armed before MPI_Init and ended after MPI_Finalize (declared first): a
+  // peer that stops during start-up or at the end is caught too.
+  engine::Watchdog watchdog(s.train.watchdog_s, s.train.startup_watchdog_s, rank_from_env());
   engine::MpiEnvironment env(argc, argv);
   auto world = engine::MpiComm::world();
   auto node = world->split_shared();
@@ -88,7 +99,7 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
     return 2;
   }
   try {
-    return train_on_rank(s, json, agent ? agent->wrap(*world) : *world, *node, out, agent.get());
+    return train_on_rank(s, json, agent ? agent->wrap(*world) : *world, *node, out, agent.get(), watchdog);
   } catch (const engine::TrainingDiverged& e) {
     // Every rank stops at the same step with the same message: rank 0 says it.
     if (world->rank() == 0) err << "megascale train: " << e.what() << "\n" << std::flush;
@@ -106,11 +117,12 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
 }
 
 int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
-                  engine::Comm& node, std::ostream& out, robust::RankAgent* agent) {
+                  engine::Comm& node, std::ostream& out, robust::RankAgent* agent, engine::Watchdog& watchdog) {
   // train.device = "cuda": one GPU per rank (the node-local rank's), and an
   // NcclComm over the MPI world for everything the engine moves; the node
   // communicator stays MPI (the data loader shares host memory through it).
   engine::TrainOptions options = train_options(s);
+  options.watchdog = &watchdog;
   if (agent != nullptr) {
     options.on_checkpoint = [agent](int64_t step, double snapshot_s, double persist_s, uint64_t bytes) {
       agent->on_checkpoint(step, snapshot_s, persist_s, bytes);

@@ -205,26 +205,38 @@ TEST_F(TrainCommandTest, CheckpointDirIsLockedAndPartialSavesAreNamed) {
 }
 
 // A stopped rank no longer hangs the job forever with no message (issue 13): the
-// other ranks' watchdog (train.watchdog_s) names the stall and the job stops.
-TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStopped) {
-  replace("steps = 3", "steps = 1000000");
-  scenario_ += "watchdog_s = 2\n";
-  const std::string scenario = write_scenario();
-  const fs::path err_file = dir_ / "err.txt";
+// other ranks' watchdog (train.watchdog_s) names the stall and the job stops,
+// whether the rank stops mid-run or during start-up (MPI_Init, building the
+// model: megascale-train arms the watchdog before MPI_Init; a CI run once
+// stopped a rank there on a loaded machine, and the job waited forever).
+struct StoppedRankRun {
+  bool ended = false;  // the job ended by itself within 30 s
+  int status = 0;      // its wait status
+  std::string out, err;
+};
+
+StoppedRankRun stop_a_rank(const std::string& scenario, const fs::path& dir, bool during_start_up) {
+  const fs::path out_file = dir / "out.txt", err_file = dir / "err.txt";
+  StoppedRankRun run;
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
+  if (child < 0) return run;
   if (child == 0) {
-    const int devnull = open("/dev/null", O_WRONLY);
+    const int outfd = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int errfd = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(devnull, STDOUT_FILENO);
+    dup2(outfd, STDOUT_FILENO);
     dup2(errfd, STDERR_FILENO);
     execl(kBinary.c_str(), kBinary.c_str(), "train", scenario.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  auto slurp = [](const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
   // The ranks only: their command line starts with the binary's path, whereas
   // mpirun's (which also names the binary and the scenario) starts with
-  // "mpirun". Stopping mpirun instead of a rank (when the ranks are not up yet
-  // on a loaded machine) would hang the test, not the job.
+  // "mpirun". Stopping mpirun instead of a rank would hang the test, not the job.
   const std::string pattern = "'^[^ ]*[m]egascale-train " + scenario + "'";
   auto ranks = [&] {
     FILE* p = popen(("pgrep -c -f " + pattern).c_str(), "r");
@@ -235,29 +247,52 @@ TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStopped) {
     }
     return n;
   };
-  for (int i = 0; i < 300 && ranks() < 2; ++i) usleep(100 * 1000);
-  ASSERT_GE(ranks(), 2) << "the job's ranks never started";
-  usleep(1000 * 1000);
-  // Stop one rank (the newest rank process of the job).
-  ASSERT_EQ(std::system(("kill -STOP $(pgrep -n -f " + pattern + ")").c_str()), 0);
+  bool ready = false;
+  for (int i = 0; i < 3000 && !ready; ++i) {  // 30 s at most
+    // During start-up: as soon as two ranks exist (they are in MPI_Init or
+    // building the model). Mid-run: once rank 0 printed step 1.
+    ready = during_start_up ? ranks() >= 2 : slurp(out_file).find("\nstep ") != std::string::npos;
+    if (!ready) usleep(10 * 1000);
+  }
   int status = 0;
   pid_t done = 0;
-  for (int i = 0; i < 300 && done == 0; ++i) {  // 30 s at most
-    done = waitpid(child, &status, WNOHANG);
-    if (done == 0) usleep(100 * 1000);
+  if (ready && std::system(("kill -STOP $(pgrep -n -f " + pattern + ")").c_str()) == 0) {
+    for (int i = 0; i < 300 && done == 0; ++i) {  // 30 s at most
+      done = waitpid(child, &status, WNOHANG);
+      if (done == 0) usleep(100 * 1000);
+    }
   }
   if (done == 0) {
     kill(child, SIGKILL);
     waitpid(child, &status, 0);
-    (void)!std::system(("pkill -9 -f '[m]egascale-train " + scenario + "'").c_str());
-    FAIL() << "the job kept waiting on its stopped rank";
   }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-  std::ifstream in(err_file);
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_NE(text.str().find("no step finished for"), std::string::npos) << text.str().substr(0, 600);
-  (void)!std::system(("pkill -9 -f " + pattern).c_str());
+  (void)!std::system(("pkill -9 -f '[m]egascale-train " + scenario + "'").c_str());
+  run.ended = done != 0;
+  run.status = status;
+  run.out = slurp(out_file);
+  run.err = slurp(err_file);
+  return run;
+}
+
+TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStopped) {
+  replace("steps = 3", "steps = 1000000");
+  scenario_ += "watchdog_s = 2\n";
+  const StoppedRankRun r = stop_a_rank(write_scenario(), dir_, /*during_start_up=*/false);
+  ASSERT_NE(r.out.find("\nstep "), std::string::npos) << "the job never reached step 1\n" << r.out << r.err;
+  ASSERT_TRUE(r.ended) << "the job kept waiting on its stopped rank\n" << r.err;
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) != 0);
+  EXPECT_NE(r.err.find("no step finished for"), std::string::npos) << r.err.substr(0, 600);
+  EXPECT_NE(r.err.find("(in step "), std::string::npos) << r.err.substr(0, 600);
+}
+
+TEST_F(TrainCommandTest, WatchdogStopsAJobWhoseRankStoppedDuringStartUp) {
+  replace("steps = 3", "steps = 1000000");
+  scenario_ += "watchdog_s = 2\n";
+  scenario_ += "startup_watchdog_s = 2\n";
+  const StoppedRankRun r = stop_a_rank(write_scenario(), dir_, /*during_start_up=*/true);
+  ASSERT_TRUE(r.ended) << "the job kept waiting on its stopped rank\n" << r.out << r.err;
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) != 0);
+  EXPECT_NE(r.err.find("no step finished for"), std::string::npos) << r.err.substr(0, 600);
 }
 
 TEST_F(TrainCommandTest, RefusesAHardwareGpuOtherThanCpu) {

@@ -265,6 +265,8 @@ checkpoint_dir = "/abs/ckpt"
 checkpoint_every = 3
 max_grad_norm = 0
 attention = "cublas"
+watchdog_s = 30
+startup_watchdog_s = 0
 )",
                                      "dir/t.toml");
   EXPECT_EQ(sc.train.work_dir, "dir/scratch");  // like every other path key (issue 13)
@@ -276,6 +278,9 @@ attention = "cublas"
   EXPECT_EQ(sc.train.checkpoint_every, 3);
   EXPECT_EQ(sc.train.max_grad_norm, 0.0);
   EXPECT_EQ(sc.train.attention, "cublas");
+  EXPECT_DOUBLE_EQ(sc.train.watchdog_s, 30);
+  EXPECT_DOUBLE_EQ(sc.train.startup_watchdog_s, 0);  // off
+  EXPECT_DOUBLE_EQ(parse_scenario(kValid, "t.toml").train.startup_watchdog_s, 600);
   EXPECT_EQ(parse_scenario(kValid, "t.toml").train.attention, "auto");
   EXPECT_DOUBLE_EQ(parse_scenario(kValid, "t.toml").train.weight_decay, 0.01);
 }
@@ -285,6 +290,7 @@ TEST(ScenarioErrorTest, TrainTableErrors) {
                "unknown key 'step' (did you mean 'steps'?)");
   expect_error(std::string(kValid) + "[train]\nsteps = 0\n", 14, "train.steps", "must be");
   expect_error(std::string(kValid) + "[train]\nattention = \"cudnn\"\n", 14, "train.attention", "cudnn");
+  expect_error(std::string(kValid) + "[train]\nstartup_watchdog_s = -1\n", 14, "train.startup_watchdog_s", "must be a finite number >= 0");
   expect_error(std::string(kValid) + "[train]\ncheckpoint_every = 5\n", 14,
                "train.checkpoint_every", "needs train.checkpoint_dir");
 }
