@@ -5,9 +5,10 @@
 // defines: Watchdog.
 //
 // A thread checks five times a second how long ago the last step finished
-// (or the watchdog started: then the start-up limit applies). Past the limit it writes one line to stderr,
-// naming the rank, the idle seconds and the step it waits in (or start-up),
-// and exits the process with status 1; mpirun then stops every other rank.
+// (or the watchdog started: then the start-up limit applies). Past the limit
+// it writes one line to stderr, naming the rank, the idle seconds and the
+// step it waits in (or start-up), and exits the process with status 1;
+// mpirun then stops every other rank.
 // `megascale-train` arms one before MPI_Init, so that a peer that stops
 // during start-up (MPI init, building the model, loading a checkpoint) is
 // caught as surely as one that stops mid-run, and hands it to the Trainer
