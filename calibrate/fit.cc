@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "base/number_text.h"
+#include "calibrate/csv_line.h"
 #include "calibrate/nccl_tests.h"  // ImportError
 #include "model/profile.h"
 
@@ -20,28 +21,6 @@ namespace megascale::calibrate {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  for (std::string& s : out) {
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
-    while (!s.empty() && s.front() == ' ') s.erase(s.begin());
-  }
-  return out;
-}
 
 // `base` with every in-situ class value times `scale` (created at `scale` for
 // one busy rank when the base has none) and `overhead_s` per step.
@@ -81,7 +60,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
   while (std::getline(in, line)) {
     ++n;
     if (line.empty() || line[0] == '#') continue;
-    const std::vector<std::string> cells = split_csv(line);
+    const std::vector<std::string> cells = split_csv_line(line, path, n);
     if (col_scenario < 0) {
       for (size_t i = 0; i < cells.size(); ++i) {
         if (cells[i] == "scenario") col_scenario = static_cast<int>(i);

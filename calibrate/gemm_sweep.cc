@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "base/number_text.h"
+#include "calibrate/csv_line.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -26,39 +27,6 @@ namespace {
 
 std::string trim(std::string_view s) { return std::string(base::trim(s)); }
 using base::lower;
-
-// One CSV record (quotes may not span lines: a GEMM table has no multi-line fields).
-std::vector<std::string> split_csv(std::string_view line, const std::string& source, int line_no) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false, was_quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"' && trim(cur).empty()) {
-      quoted = was_quoted = true;
-      cur.clear();
-    } else if (c == ',') {
-      out.push_back(was_quoted ? cur : trim(cur));
-      cur.clear();
-      was_quoted = false;
-    } else {
-      cur += c;
-    }
-  }
-  if (quoted) fail(source, line_no, "unterminated quoted field");
-  out.push_back(was_quoted ? cur : trim(cur));
-  return out;
-}
-
 
 std::string normalise_dtype(const std::string& raw) {
   static const std::map<std::string, std::string> names = {
@@ -103,7 +71,7 @@ std::vector<GemmSweepRow> parse_gemm_sweep(std::string_view csv, const std::stri
     ++line_no;
     std::string line = trim(raw);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> f = split_csv(line, source, line_no);
+    std::vector<std::string> f = split_csv_line(line, source, line_no);
 
     if (header.empty()) {
       header_line = line_no;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "calibrate/fit.h"  // defines: MeasuredRun
+#include "calibrate/layer_check.h"  // defines: LayerCheckRow
 
 namespace megascale::calibrate {
 
@@ -50,6 +51,9 @@ struct RunsCheck {
   bool pass = false;  // scored rows exist and meet both bounds
   std::vector<RunsGroup> by_gpu;    // per GPU profile, in order of first appearance
   std::vector<RunsGroup> by_width;  // hidden <= 4,096 / 4,097-8,192 / > 8,192 (empty bands left out)
+  // Published per-layer times (runs-check --layers; calibrate/layer_check.h):
+  // reported beside the runs, not part of the bounds.
+  std::vector<LayerCheckRow> layers;
 };
 
 // Fills `check->by_gpu` and `check->by_width` from its scored rows.

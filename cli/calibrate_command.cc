@@ -18,6 +18,7 @@
 #include "calibrate/import.h"
 #include "calibrate/nccl_tests.h"
 #include "calibrate/net_check.h"
+#include "calibrate/layer_check.h"
 #include "calibrate/runs_check.h"
 #include "base/mpirun.h"
 #include "base/text_file.h"
@@ -230,7 +231,10 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& er
 int calibrate_runs_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (!p.positional.empty()) throw UsageError("runs-check takes --runs FILE.csv, not '" + p.positional[0] + "'");
   if (!p.has("--runs")) throw UsageError("runs-check needs --runs FILE.csv (e.g. calibrate/runs/published.csv)");
-  const calibrate::RunsCheck check = calibrate::check_published_runs(calibrate::read_measured_runs(p.text("--runs")));
+  calibrate::RunsCheck check = calibrate::check_published_runs(calibrate::read_measured_runs(p.text("--runs")));
+  if (p.has("--layers")) {
+    check.layers = calibrate::check_published_layers(calibrate::read_published_layers(p.text("--layers")));
+  }
   const std::string md = report::runs_check_markdown(check, command_line("runs-check", p));
   if (p.has("--write")) {
     const std::string path = p.text("--write");
@@ -314,7 +318,10 @@ std::vector<CommandEntry> calibrate_commands() {
       {"calibrate runs-check", "--runs RUNS.csv [options]",
        "the simulator against published iteration times of whole training runs\n"
        "(calibrate/runs/published.csv); exit 1 when median |error| > 8% or max > 20%",
-       {{"--runs", Kind::kText, "RUNS.csv", "the published runs"}, write, json}},
+       {{"--runs", Kind::kText, "RUNS.csv", "the published runs"},
+        {"--layers", Kind::kText, "LAYERS.csv", "also published one-layer forward / backward times\n"
+                                                "(calibrate/runs/published-layers.csv), not in the bounds"},
+        write, json}},
       calibrate_runs_check};
   std::vector<CommandEntry> all = {micro, import, check, fit, net_check, runs_check};
   for (CommandEntry& e : all) e.other_errors_exit_1 = true;

@@ -241,6 +241,22 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
   return h;
 }
 
+LayerPasses layer_passes(const Scenario& s, const GpuProfile& gpu, const std::vector<OperatorCost>& ops,
+                         const Link& tp_link, const GpuProfile* shared) {
+  LayerPasses l;
+  l.forward = program_time(layer_forward_program(s.model, s.parallel, ops), ops, false, s, tp_link, gpu, shared);
+  l.backward = program_time(layer_backward_program(s.model, s.parallel, ops), ops, true, s, tp_link, gpu, shared);
+  return l;
+}
+
+LayerPasses layer_passes(const Scenario& s) {
+  GpuProfile cpu_storage;
+  const GpuProfile& gpu = job_profile(s, &cpu_storage);
+  std::optional<GpuProfile> shared;
+  if (s.optimizations.tp_overlap) shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  return layer_passes(s, gpu, job_layer_operators(s, gpu), parallel_links(s, gpu).tp, shared ? &*shared : nullptr);
+}
+
 Estimate estimate(const Scenario& s) {
   GpuProfile cpu_storage;
   const GpuProfile& gpu = job_profile(s, &cpu_storage);
@@ -259,10 +275,11 @@ Estimate estimate(const Scenario& s) {
   std::optional<GpuProfile> shared;
   if (o.tp_overlap) shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
   const GpuProfile* shared_ptr = shared ? &*shared : nullptr;
-  const ProgramTime fwd = program_time(layer_forward_program(m, p, ops), ops, false, s, link.tp, gpu, shared_ptr);
-  const ProgramTime bwd = program_time(layer_backward_program(m, p, ops), ops, true, s, link.tp, gpu, shared_ptr);
-  e.chunk_forward_s = layers_per_chunk * (fwd.compute_s + fwd.tp_exposed_s);
-  e.chunk_backward_s = layers_per_chunk * (bwd.compute_s + bwd.recompute_s + bwd.tp_exposed_s);
+  const LayerPasses passes = layer_passes(s, gpu, ops, link.tp, shared_ptr);
+  const ProgramTime& fwd = passes.forward;
+  const ProgramTime& bwd = passes.backward;
+  e.chunk_forward_s = layers_per_chunk * passes.forward_s();
+  e.chunk_backward_s = layers_per_chunk * passes.backward_s();
 
   const HeadTime emb = head_time(job_embedding_operators(s, gpu), s, link.tp, gpu, false);
   const HeadTime out = head_time(job_output_operators(s, gpu), s, link.tp, gpu, true);

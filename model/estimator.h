@@ -116,6 +116,23 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
                          bool backward, const Scenario& s, const Link& tp_link,
                          const GpuProfile& gpu, const GpuProfile* shared = nullptr);
 
+// One transformer layer's forward and backward pass for one micro-batch on one
+// TP rank: kernels, recomputation and the TP/SP (and CP ring) time they expose,
+// what each model chunk of estimate() repeats once per layer. Published per-layer
+// measurements are compared with it (calibrate/layer_check.h).
+struct LayerPasses {
+  ProgramTime forward;
+  ProgramTime backward;
+  double forward_s() const { return forward.compute_s + forward.recompute_s + forward.tp_exposed_s; }
+  double backward_s() const { return backward.compute_s + backward.recompute_s + backward.tp_exposed_s; }
+};
+// `ops`: job_layer_operators(s, gpu); `shared` as for program_time().
+LayerPasses layer_passes(const Scenario& s, const GpuProfile& gpu, const std::vector<OperatorCost>& ops,
+                         const Link& tp_link, const GpuProfile* shared = nullptr);
+// The same with the scenario's own profile, operators and TP link. REQUIRES: as
+// estimate().
+LayerPasses layer_passes(const Scenario& s);
+
 // The same pass step by step (program_time() is their sum): a compute step's
 // kernels (op_s[j] for operator step.ops[j], run forward when !backward or the
 // step is recomputation); a collective's full time (collective_s) and what it

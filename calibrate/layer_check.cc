@@ -1,0 +1,91 @@
+// calibrate/layer_check.cc: see layer_check.h.
+#include "calibrate/layer_check.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "base/number_text.h"
+#include "calibrate/csv_line.h"
+#include "calibrate/nccl_tests.h"  // ImportError
+#include "model/estimator.h"
+#include "model/scenario.h"
+
+namespace megascale::calibrate {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail(const std::string& path, int line, const std::string& why) {
+  throw ImportError(path + ":" + std::to_string(line) + ": " + why);
+}
+
+double milliseconds(const std::string& cell, const std::string& column, const std::string& path, int line) {
+  const std::optional<double> v = base::finite_number(cell);
+  if (!v || !(*v > 0)) fail(path, line, "column '" + column + "': expected milliseconds > 0, got '" + cell + "'");
+  return *v;
+}
+
+}  // namespace
+
+std::vector<PublishedLayer> read_published_layers(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, 0, "cannot open file");
+  static const char* kRequired[] = {"name", "scenario", "set", "forward_ms", "backward_ms", "source"};
+  std::map<std::string, size_t> col;
+  std::vector<PublishedLayer> out;
+  const fs::path dir = fs::path(path).parent_path();
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (base::trim(line).empty() || line[0] == '#') continue;
+    const std::vector<std::string> cells = split_csv_line(line, path, n);
+    if (col.empty()) {
+      for (size_t i = 0; i < cells.size(); ++i) col[cells[i]] = i;
+      for (const char* c : kRequired) {
+        if (!col.count(c)) fail(path, n, std::string("the header must name column '") + c + "'");
+      }
+      continue;
+    }
+    auto cell = [&](const char* c) -> std::string {
+      const size_t i = col.at(c);
+      if (i >= cells.size()) fail(path, n, std::string("column '") + c + "': missing (the row has " +
+                                              std::to_string(cells.size()) + " cells)");
+      return cells[i];
+    };
+    PublishedLayer l;
+    l.line = n;
+    l.name = cell("name");
+    if (l.name.empty()) fail(path, n, "column 'name': empty");
+    l.scenario_file = (dir / cell("scenario")).lexically_normal().string();
+    if (!fs::is_regular_file(l.scenario_file)) fail(path, n, "column 'scenario': no such file " + l.scenario_file);
+    std::istringstream set(cell("set"));
+    for (std::string kv; set >> kv;) l.overrides.push_back(kv);
+    l.forward_ms = milliseconds(cell("forward_ms"), "forward_ms", path, n);
+    l.backward_ms = milliseconds(cell("backward_ms"), "backward_ms", path, n);
+    l.source = cell("source");
+    if (col.count("note") && col.at("note") < cells.size()) l.note = cells[col.at("note")];
+    out.push_back(l);
+  }
+  if (out.empty()) fail(path, 1, "no rows");
+  return out;
+}
+
+std::vector<LayerCheckRow> check_published_layers(const std::vector<PublishedLayer>& layers) {
+  std::vector<LayerCheckRow> rows;
+  for (const PublishedLayer& l : layers) {
+    const model::Scenario s = model::load_scenario(l.scenario_file, l.overrides);
+    const model::LayerPasses passes = model::layer_passes(s);
+    LayerCheckRow r;
+    r.layer = l;
+    r.forward_ms = 1e3 * passes.forward_s();
+    r.backward_ms = 1e3 * passes.backward_s();
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace megascale::calibrate
