@@ -128,6 +128,13 @@ void TransformerLayer::gather_gemm(const LayerContext& ctx, const char* ag_name,
   if (gemm.after) gemm.after();
 }
 
+void TransformerLayer::regather_input(const LayerContext& ctx, const char* ag_name, float* ln_full) const {
+  if (!d_.sp) return;
+  const size_t shard = static_cast<size_t>(d_.Nl()) * d_.C;
+  tp_all_gather(ctx, ag_name, layer_, /*backward=*/true, ln_full + static_cast<size_t>(ctx.tp_rank()) * shard,
+                ln_full, shard);
+}
+
 const float* TransformerLayer::gemm_reduce(const LayerContext& ctx, const char* rs_name,
                                            const char* ar_name, bool backward, const Scratch& sc,
                                            const BlockedGemm& gemm) const {
@@ -293,6 +300,7 @@ void TransformerLayer::backward_sequential(const LayerContext& ctx, const LayerW
     dev.matmul(sc.full + size_t(r0) * C, sc.dh + size_t(r0) * d_.Fo, w.fc1_w, n, C, d_.Fo, false,
                false, 0.0f);
   };
+  regather_input(ctx, "ag_in_fc1", st.ln2);
   const float* dln2 = gemm_reduce(ctx, "rs_dfc1", "ar_dfc1", true, sc, fc1);
   {
     OpScope op(ctx.observer, ctx.event("ln2", layer_, true, 0, 3 * kF32 * shard));
@@ -328,6 +336,7 @@ void TransformerLayer::backward_sequential(const LayerContext& ctx, const LayerW
     dev.matmul(sc.full + size_t(r0) * C, sc.dqkv + size_t(r0) * d_.Sq, w.qkv_w, n, C, d_.Sq, false,
                false, 0.0f);
   };
+  regather_input(ctx, "ag_in_qkv", st.ln1);
   const float* dln1 = gemm_reduce(ctx, "rs_dqkv", "ar_dqkv", true, sc, qkv);
   {
     OpScope op(ctx.observer, ctx.event("ln1", layer_, true, 0, 3 * kF32 * shard));
@@ -420,6 +429,7 @@ void TransformerLayer::backward_parallel(const LayerContext& ctx, const LayerWei
     dev.matmul(o, sc.dqkv + size_t(r0) * d_.Sq, w.qkv_w, n, C, d_.Sq, false, false, 0.0f);
     dev.matmul(o, sc.dh + size_t(r0) * d_.Fo, w.fc1_w, n, C, d_.Fo, false, false, 1.0f);
   };
+  regather_input(ctx, "ag_in_qkv_fc1", st.ln1);
   const float* dln = gemm_reduce(ctx, "rs_dqkv_fc1", "ar_dqkv_fc1", true, sc, qkv_fc1);
   {
     OpScope op(ctx.observer, ctx.event("ln", layer_, true, 0, 3 * kF32 * shard));

@@ -17,7 +17,9 @@
 // row-parallel; their partial outputs are reduce-scattered along the sequence
 // (SP) or all-reduced (no SP). Per layer and direction:
 //   sequential + SP: 2 all-gathers + 2 reduce-scatters; parallel + SP: 1 + 1;
-//   without SP: 2 (sequential) or 1 (parallel) all-reduces.
+//   without SP: 2 (sequential) or 1 (parallel) all-reduces. Backward under SP
+//   also re-gathers each column-parallel GEMM's input (2 or 1 more all-gathers;
+//   regather_input).
 // With LayerContext::tp_overlap (SP only) each all-gather is fused with the
 // column-parallel GEMM it feeds and each reduce-scatter with the row-parallel
 // GEMM that feeds it (engine/layers.h, tp_gather_gemm / tp_gemm_reduce_scatter).
@@ -135,6 +137,12 @@ class TransformerLayer {
   // under tp_overlap (tp_gather_gemm); without SP `gemm` runs on all rows.
   void gather_gemm(const LayerContext& ctx, const char* ag_name, bool backward, const float* shard,
                    float* input_full, const BlockedGemm& gemm) const;
+  // SP backward: all-gathers the column-parallel GEMM's input again from this
+  // rank's block of `ln_full` (collective `ag_name`), as Megatron-LM does for the
+  // weight gradient (model/layer_program.h). This engine keeps the gathered
+  // input, so the values are unchanged; the collective is run so that the
+  // engine's communication is the Schedule IR's. No-op without SP.
+  void regather_input(const LayerContext& ctx, const char* ag_name, float* ln_full) const;
   // The row-parallel GEMM `gemm` writing partials (T, B, C) into sc.full, then
   // reduced: SP reduce-scatter into sc.shard (fused under tp_overlap), else
   // all-reduce in place. Returns the (Tl, B, C) result.

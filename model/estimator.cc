@@ -63,6 +63,20 @@ double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s,
   return best_extra_s;
 }
 
+// Extra time of a collective issued just before GEMM `op`'s input-gradient
+// product and run beside all of it (SP backward's input re-gather, which
+// Megatron-LM starts asynchronously before the dgrad GEMM and waits for before
+// the weight gradient): while it is in flight the GEMM runs on the SMs its NCCL
+// kernel leaves (`shared`), after it on all of them; a collective longer than
+// that is exposed by the difference.
+double beside_dgrad_extra_s(const OperatorCost& op, double comm_s, const GpuProfile& gpu,
+                            const GpuProfile& shared) {
+  const double alone_s = gemm_time_s(gpu, op.m, op.k, op.n) / op.gemm_speedup;
+  const double beside_s = gemm_time_s(shared, op.m, op.k, op.n) / op.gemm_speedup;
+  if (comm_s >= beside_s) return comm_s - alone_s;
+  return comm_s * (1.0 - alone_s / beside_s);
+}
+
 // Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
 // c may start at ready_s[c] and the compute it overlaps ends at end_s.
 double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<double>& dur_s,
@@ -141,8 +155,12 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
   std::vector<StepTime> out;
   out.reserve(program.size());
   const bool overlap = s.optimizations.tp_overlap;
+  // The profile less the SMs an NCCL kernel holds, for fused (tp_overlap) and
+  // beside-the-GEMM collectives; built once, when a step needs it.
+  const bool beside = !gpu.is_cpu() && std::any_of(program.begin(), program.end(),
+                                                   [](const LayerStep& st) { return st.beside_dgrad; });
   std::optional<GpuProfile> own;
-  if (overlap && shared_in == nullptr) own = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  if ((overlap || beside) && shared_in == nullptr) own = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
   const GpuProfile& shared = shared_in != nullptr ? *shared_in : own ? *own : gpu;
   for (const LayerStep& step : program) {
     const bool as_forward = !backward || step.recompute;
@@ -155,6 +173,15 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
     } else {
       st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
                                           step_bytes(step, gpu.activation_bytes), tp_link);
+      if (step.beside_dgrad && step.fused_with >= 0) {
+        // A GPU overlaps it with the input-gradient GEMM whether or not
+        // tp_overlap is on; the CPU engine runs it before the GEMM.
+        st.added_s = gpu.is_cpu() ? st.collective_s
+                                  : std::max(0.0, beside_dgrad_extra_s(ops[step.fused_with], st.collective_s, gpu,
+                                                                       shared));
+        out.push_back(std::move(st));
+        continue;
+      }
       st.added_s = overlap && step.fused_with >= 0
                        ? std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, st.collective_s,
                                                      step.kind == LayerStepKind::kTpAllGather ? CommSide::kBefore

@@ -4,12 +4,9 @@
 namespace megascale::model {
 namespace {
 
-// Column-parallel GEMMs open a TP region (their input must be whole on every
-// rank: SP all-gathers it; backward reduces its gradient). Row-parallel GEMMs
-// close one (their partial outputs are summed: SP reduce-scatters them).
-bool opens_tp_region(const std::string& name) {
-  return name == "qkv" || name == "fc1" || name == "qkv_fc1";
-}
+bool opens_tp_region(const std::string& name) { return is_column_parallel(name); }
+// Row-parallel GEMMs close a TP region (their partial outputs are summed: SP
+// reduce-scatters them).
 bool closes_tp_region(const std::string& name) {
   return name == "proj" || name == "fc2" || name == "proj_fc2";
 }
@@ -31,7 +28,8 @@ class ProgramBuilder {
     pending_.clear();
   }
 
-  void add_collective(LayerStepKind kind, const std::string& name, int64_t bytes, int fused) {
+  void add_collective(LayerStepKind kind, const std::string& name, int64_t bytes, int fused,
+                      bool beside_dgrad = false) {
     flush();
     LayerStep step;
     step.kind = kind;
@@ -39,6 +37,7 @@ class ProgramBuilder {
     step.bytes = bytes;
     step.fused_with = fused;
     step.recompute = recompute_;
+    step.beside_dgrad = beside_dgrad;
     program_.push_back(step);
   }
 
@@ -83,6 +82,10 @@ LayerProgram forward_program(const ModelConfig& m, const ParallelConfig& p,
 
 }  // namespace
 
+bool is_column_parallel(const std::string& op_name) {
+  return op_name == "qkv" || op_name == "fc1" || op_name == "qkv_fc1";
+}
+
 LayerProgram layer_forward_program(const ModelConfig& m, const ParallelConfig& p,
                                    const std::vector<OperatorCost>& ops) {
   return forward_program(m, p, ops, /*recompute=*/false);
@@ -113,6 +116,11 @@ LayerProgram layer_backward_program(const ModelConfig& m, const ParallelConfig& 
     if (tp && sp && closes_tp_region(name)) {
       // The gradient of a reduce-scatter is an all-gather.
       b.add_collective(LayerStepKind::kTpAllGather, "ag_d" + name, bytes, i);
+    }
+    if (tp && sp && opens_tp_region(name)) {
+      // Only the input's sequence shard was kept: gather it again for the
+      // weight gradient, beside the input-gradient GEMM.
+      b.add_collective(LayerStepKind::kTpAllGather, "ag_in_" + name, bytes, i, /*beside_dgrad=*/true);
     }
     b.add_compute(i);
     if (tp && opens_tp_region(name)) {

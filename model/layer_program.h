@@ -9,6 +9,13 @@
 //   LN | AG | QKV+FC1, attention, act, proj+FC2 | RS | residual
 // Without SP the AG disappears and each RS becomes an all-reduce. Backward mirrors
 // forward (AG <-> RS); recomputation prepends a re-run of (part of) the forward.
+// Under SP the backward also all-gathers each column-parallel GEMM's input again
+// for its weight gradient ("ag_in_<gemm>", beside its input-gradient GEMM):
+// Megatron-LM keeps only the sequence shard of that input for backward
+// (Korthikanti et al. 2022, section 4.2.2: "we store only the Y_i^s part ... and
+// perform an extra all-gather in the backward pass ... overlap[ped] with the
+// computation required to calculate gradients with respect to Y"; Megatron-LM
+// LinearWithGradAccumulationAndAsyncCommunication.backward).
 //
 // Compute segments name the operators of model/op_cost.h that they contain, so the
 // estimator, the simulator and the engine all time the same pieces.
@@ -44,6 +51,11 @@ struct LayerStep {
   // column-parallel GEMM, the reduce-scatter fed by a row-parallel one), or -1.
   int fused_with = -1;
   bool recompute = false;   // part of the re-run forward before a backward
+  // SP backward's re-gather of a column-parallel GEMM's input (kTpAllGather,
+  // fused_with = that GEMM): on a GPU it runs beside the GEMM's input-gradient
+  // product, with or without tp_overlap (Megatron-LM issues it asynchronously);
+  // the CPU engine runs it before the GEMM.
+  bool beside_dgrad = false;
 };
 
 using LayerProgram = std::vector<LayerStep>;
@@ -59,10 +71,15 @@ LayerProgram layer_forward_program(const ModelConfig& m, const ParallelConfig& p
                                    const std::vector<OperatorCost>& ops);
 
 // The backward program: recomputation first (full: the whole forward program;
-// selective: the attention core), then the mirrored forward with AG <-> RS.
+// selective: the attention core), then the mirrored forward with AG <-> RS and,
+// under SP, the input re-gather before each column-parallel GEMM.
 // Compute steps of the backward refer to the same operator indices; their time is
 // the operators' backward time (recompute steps: forward time).
 LayerProgram layer_backward_program(const ModelConfig& m, const ParallelConfig& p,
                                     const std::vector<OperatorCost>& ops);
+
+// Column-parallel GEMMs open a TP region (qkv, fc1, qkv_fc1): their input is
+// whole on every rank (SP all-gathers it), their input gradient is reduced.
+bool is_column_parallel(const std::string& op_name);
 
 }  // namespace megascale::model

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <vector>
 
+#include "model/estimator.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 
 namespace megascale::model {
@@ -34,11 +38,22 @@ Built build(BlockKind block, bool sp, int tp, Recompute rc = Recompute::kNone) {
   return b;
 }
 
+// The names of a program's collectives, in order.
+std::vector<std::string> collectives(const LayerProgram& p) {
+  std::vector<std::string> out;
+  for (const LayerStep& s : p) {
+    if (s.kind != LayerStepKind::kCompute) out.push_back(s.name);
+  }
+  return out;
+}
+
 TEST(LayerProgram, SequentialBlockWithSpHasTwoAllGathersAndTwoReduceScatters) {
   const Built b = build(BlockKind::kSequential, true, 8);
   for (const LayerProgram* p : {&b.fwd, &b.bwd}) {
     auto c = count(*p);
-    EXPECT_EQ(c[LayerStepKind::kTpAllGather], 2);
+    // Backward also re-gathers the inputs of qkv and fc1 (Megatron-LM keeps
+    // only their sequence shard).
+    EXPECT_EQ(c[LayerStepKind::kTpAllGather], p == &b.fwd ? 2 : 4);
     EXPECT_EQ(c[LayerStepKind::kTpReduceScatter], 2);
     EXPECT_EQ(c[LayerStepKind::kTpAllReduce], 0);
   }
@@ -46,15 +61,46 @@ TEST(LayerProgram, SequentialBlockWithSpHasTwoAllGathersAndTwoReduceScatters) {
   EXPECT_EQ(b.fwd[1].kind, LayerStepKind::kTpAllGather);
   EXPECT_EQ(b.ops[b.fwd[1].fused_with].name, "qkv");
   EXPECT_EQ(b.fwd[1].bytes, int64_t{1} * 2048 * 12288 * 2);
+  EXPECT_EQ(collectives(b.bwd),
+            (std::vector<std::string>{"ag_dfc2", "ag_in_fc1", "rs_dfc1", "ag_dproj", "ag_in_qkv", "rs_dqkv"}));
+  for (const LayerStep& s : b.bwd) {
+    EXPECT_EQ(s.beside_dgrad, s.name.rfind("ag_in_", 0) == 0) << s.name;
+    if (s.beside_dgrad) {
+      EXPECT_EQ("ag_in_" + b.ops[s.fused_with].name, s.name);
+      EXPECT_EQ(s.bytes, b.fwd[1].bytes);
+    }
+  }
 }
 
 TEST(LayerProgram, ParallelBlockHasOneAllGatherAndOneReduceScatter) {
   const Built b = build(BlockKind::kParallel, true, 8);
   for (const LayerProgram* p : {&b.fwd, &b.bwd}) {
     auto c = count(*p);
-    EXPECT_EQ(c[LayerStepKind::kTpAllGather], 1);
+    EXPECT_EQ(c[LayerStepKind::kTpAllGather], p == &b.fwd ? 1 : 2);
     EXPECT_EQ(c[LayerStepKind::kTpReduceScatter], 1);
   }
+  EXPECT_EQ(collectives(b.bwd), (std::vector<std::string>{"ag_dproj_fc2", "ag_in_qkv_fc1", "rs_dqkv_fc1"}));
+}
+
+// The re-gather runs beside the input-gradient GEMM on a GPU: it costs a part
+// of its own time (the GEMM runs on the SMs NCCL leaves while it is in flight),
+// more than nothing and less than running alone.
+TEST(LayerProgram, TheInputRegatherHidesBehindTheInputGradientGemm) {
+  Scenario s = default_scenario("megatron");
+  s.parallel.sequence_parallel = true;
+  const GpuProfile gpu = hardware_profile(s);
+  const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
+  const LayerProgram bwd = layer_backward_program(s.model, s.parallel, ops);
+  const Link tp = parallel_links(s, gpu).tp;
+  const std::vector<StepTime> t = program_step_times(bwd, ops, true, s, tp, gpu);
+  int seen = 0;
+  for (size_t k = 0; k < bwd.size(); ++k) {
+    if (!bwd[k].beside_dgrad) continue;
+    ++seen;
+    EXPECT_GT(t[k].added_s, 0.0) << bwd[k].name;
+    EXPECT_LT(t[k].added_s, 0.5 * t[k].collective_s) << bwd[k].name;
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 TEST(LayerProgram, WithoutSpEachRegionEndsInAnAllReduce) {
