@@ -276,11 +276,21 @@ LayerPasses layer_passes(const Scenario& s, const GpuProfile& gpu, const std::ve
   return l;
 }
 
+// The profile less an NCCL kernel's SMs when a layer pass needs it (a collective
+// fused under tp_overlap, or SP's backward re-gather beside its GEMM), built once
+// per job rather than once per pass.
+std::optional<GpuProfile> shared_sms_profile(const Scenario& s, const GpuProfile& gpu) {
+  const ParallelConfig& p = s.parallel;
+  if (s.optimizations.tp_overlap || (p.sequence_parallel && p.tp > 1 && !gpu.is_cpu())) {
+    return without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  }
+  return std::nullopt;
+}
+
 LayerPasses layer_passes(const Scenario& s) {
   GpuProfile cpu_storage;
   const GpuProfile& gpu = job_profile(s, &cpu_storage);
-  std::optional<GpuProfile> shared;
-  if (s.optimizations.tp_overlap) shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  const std::optional<GpuProfile> shared = shared_sms_profile(s, gpu);
   return layer_passes(s, gpu, job_layer_operators(s, gpu), parallel_links(s, gpu).tp, shared ? &*shared : nullptr);
 }
 
@@ -299,8 +309,7 @@ Estimate estimate(const Scenario& s) {
   Estimate e;
   // --- one layer, one micro-batch -------------------------------------------------
   const std::vector<OperatorCost> ops = job_layer_operators(s, gpu);
-  std::optional<GpuProfile> shared;
-  if (o.tp_overlap) shared = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  const std::optional<GpuProfile> shared = shared_sms_profile(s, gpu);
   const GpuProfile* shared_ptr = shared ? &*shared : nullptr;
   const LayerPasses passes = layer_passes(s, gpu, ops, link.tp, shared_ptr);
   const ProgramTime& fwd = passes.forward;
