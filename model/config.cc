@@ -47,6 +47,15 @@ const char* to_string(OptimizerKind v) {
   return "?";
 }
 
+const char* to_string(CrossEntropyImpl v) {
+  switch (v) {
+    case CrossEntropyImpl::kUnfused: return "unfused";
+    case CrossEntropyImpl::kJitFused: return "jit-fused";
+    case CrossEntropyImpl::kSingleKernel: return "single-kernel";
+  }
+  return "?";
+}
+
 // The paper's Megatron-LM baseline: none of MegaScale's techniques, Adam.
 Optimizations Optimizations::megatron() {
   Optimizations o;
@@ -89,6 +98,8 @@ Optimizations Optimizations::megascale() {
 //                   attention; fused_attention: cuDNN fused attention (Hopper:
 //                   FlashAttention-3 class) where the profile knows it;
 //   data_pipeline   Megatron's DataLoader with worker processes (asynchronous);
+//   cross_entropy   unfused (TransformerConfig.cross_entropy_loss_fusion defaults
+//                   to False; --cross-entropy-loss-fusion is "jit-fused");
 //   Adam (the default optimizer).
 Optimizations Optimizations::megatron_core() {
   Optimizations o;

@@ -23,11 +23,19 @@ enum class MlpKind { kGelu, kSwiGlu };
 enum class BlockKind { kSequential, kParallel };
 enum class Recompute { kNone, kSelective, kFull };
 enum class OptimizerKind { kAdam, kLamb };
+// The loss over the vocabulary-parallel logits (model/op_cost.h output_operators):
+// kUnfused: Megatron's vocab_parallel_cross_entropy as written (fp32 upcast, then
+// separate max / subtract / exp / sum / divide passes); kJitFused: Megatron-Core's
+// --cross-entropy-loss-fusion (the same steps, fused by its jit in fewer passes);
+// kSingleKernel: one kernel that reads the bf16 logits once per pass (flash-attn's
+// xentropy, Transformer Engine's fused cross-entropy).
+enum class CrossEntropyImpl { kUnfused, kJitFused, kSingleKernel };
 
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
 const char* to_string(Recompute v);
 const char* to_string(OptimizerKind v);
+const char* to_string(CrossEntropyImpl v);
 
 // The transformer. Units: counts of elements (not bytes).
 struct ModelConfig {
@@ -191,6 +199,10 @@ struct Optimizations {
   // FP8 rate, plus the casts to FP8 and the per-step amax reduction; attention,
   // norms and the output layer stay BF16. Needs a profile with fp8_peak_tflops.
   bool fp8 = false;
+  // Megatron-LM and Megatron-Core default to the unfused loss (Megatron-Core's
+  // TransformerConfig.cross_entropy_loss_fusion = False); NeMo 2.0's GPTConfig and
+  // Megatron-Bridge's GPTModelProvider turn the fusion on.
+  CrossEntropyImpl cross_entropy = CrossEntropyImpl::kUnfused;
   OptimizerKind optimizer = OptimizerKind::kAdam;
 
   static Optimizations megatron();

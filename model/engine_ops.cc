@@ -231,8 +231,8 @@ std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuPr
 }
 
 std::vector<OperatorCost> job_output_operators(const Scenario& s, const GpuProfile& gpu) {
-  if (!gpu.is_cpu()) return output_operators(s.model, s.parallel, s.optimizations.efficient_operators);
-  std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, true);
+  std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, s.optimizations.cross_entropy);
+  if (!gpu.is_cpu()) return ops;
   const EngineDims d = dims(s.model, s.parallel);
   const double shard = static_cast<double>(d.Nl) * d.C;
   for (OperatorCost& op : ops) {

@@ -229,19 +229,38 @@ std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const Parall
                  2 * kFp32Bytes * x.tokens * x.h, 2, 2)};
 }
 
+// The vocabulary-parallel loss over `elems` logits of this rank (tokens x V/t),
+// bytes per logit element read + written, from each implementation's source:
+// - unfused (Megatron-LM / Megatron-Core megatron/core/tensor_parallel/
+//   cross_entropy.py): forward .float() (read bf16, write fp32: 6), max (4),
+//   in-place subtract (8), in-place exp (8), sum (4), in-place divide by the sum
+//   (8) = 38 in 6 kernels; backward the in-place multiply by the output gradient
+//   (8) and autograd's cast of the fp32 gradient back to bf16 (6) = 14 in 2
+//   kernels (the per-token target scatter is negligible).
+// - jit-fused (megatron/core/fusions/fused_cross_entropy.py,
+//   --cross-entropy-loss-fusion): the upcast fused with the max (6), subtract
+//   fused with exp (8), sum (4), divide (8) = 26 in 4 kernels; backward as above,
+//   14 in 2.
+// - single-kernel (flash-attn's xentropy, Transformer Engine's fused
+//   cross-entropy): the forward reads the bf16 logits once (2), the backward
+//   reads them again and writes the bf16 gradient (4), one kernel each.
+OperatorCost cross_entropy(double elems, CrossEntropyImpl impl) {
+  switch (impl) {
+    case CrossEntropyImpl::kUnfused: return memory("cross_entropy", 38 * elems, 14 * elems, 6, 2);
+    case CrossEntropyImpl::kJitFused: return memory("cross_entropy", 26 * elems, 14 * elems, 4, 2);
+    case CrossEntropyImpl::kSingleKernel:
+      return memory("cross_entropy", kBf16Bytes * elems, 2 * kBf16Bytes * elems, 1, 1);
+  }
+  throw std::logic_error("cross_entropy: unknown implementation");
+}
+
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
-                                           bool efficient_operators) {
+                                           CrossEntropyImpl cross_entropy_impl) {
   const Dims x = dims(m, p);
   std::vector<OperatorCost> ops;
   ops.push_back(layer_norm("final_ln", x.sp_tokens, x.h));
   ops.push_back(gemm("logits", x.tokens, x.v / x.t, x.h));
-  // Vocab-parallel cross-entropy in fp32: max, exp-sum, loss (three passes over
-  // the logits shard when unfused, one when fused); backward writes the softmax
-  // gradient once.
-  const double elems = x.tokens * x.v / x.t;
-  const int passes = efficient_operators ? 1 : 3;
-  ops.push_back(memory("cross_entropy", passes * (kBf16Bytes + kFp32Bytes) * elems,
-                       (kFp32Bytes + kBf16Bytes) * elems, passes, 1));
+  ops.push_back(cross_entropy(x.tokens * x.v / x.t, cross_entropy_impl));
   return ops;
 }
 

@@ -93,8 +93,10 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup);
 // Operators outside the layers: the first stage's embedding and the last stage's
 // final LayerNorm, logits GEMM and loss.
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p);
+// The loss is `cross_entropy_impl`'s (model/config.h CrossEntropyImpl; bytes per
+// logit element in op_cost.cc cross_entropy).
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
-                                           bool efficient_operators);
+                                           CrossEntropyImpl cross_entropy_impl);
 
 // Seconds of a list of calls on `gpu` from its measured tables (busy_ranks for
 // the concurrency), each class times the profile's in-situ scale. A kernel the

@@ -317,7 +317,8 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
-    "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8"};
+    "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
+    "cross_entropy"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // The preset first, then each switch given explicitly overrides it.
@@ -338,6 +339,9 @@ Optimizations read_optimizations(const Section& s) {
   }
   o.optimizer = s.enum_choice("optimizer", {OptimizerKind::kAdam, OptimizerKind::kLamb})
                     .value_or(o.optimizer);
+  o.cross_entropy = s.enum_choice("cross_entropy", {CrossEntropyImpl::kUnfused, CrossEntropyImpl::kJitFused,
+                                                   CrossEntropyImpl::kSingleKernel})
+                        .value_or(o.cross_entropy);
   return o;
 }
 

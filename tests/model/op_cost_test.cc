@@ -150,6 +150,30 @@ TEST(OpCost, EfficientOperatorsMakeTheLayerFaster) {
   EXPECT_LT(fast, slow);
 }
 
+// The loss moves the bytes per logit element its implementation's source does
+// (op_cost.cc cross_entropy): Megatron's unfused passes 38 + 14, Megatron-Core's
+// jit-fused 26 + 14, a single kernel 2 + 4, over tokens x V/t elements.
+TEST(OpCost, CrossEntropyBytesFollowTheImplementation) {
+  const Scenario s = gpt175(8);
+  const double elems = static_cast<double>(s.parallel.micro_batch) * s.model.seq_len * s.model.vocab / 8;
+  struct Case {
+    CrossEntropyImpl impl;
+    double fwd, bwd;
+  };
+  double previous_s = 1e30;
+  const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
+  for (const Case& c : {Case{CrossEntropyImpl::kUnfused, 38, 14}, Case{CrossEntropyImpl::kJitFused, 26, 14},
+                        Case{CrossEntropyImpl::kSingleKernel, 2, 4}}) {
+    const std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, c.impl);
+    ASSERT_EQ(ops.back().name, "cross_entropy");
+    EXPECT_DOUBLE_EQ(ops.back().fwd_bytes / elems, c.fwd) << to_string(c.impl);
+    EXPECT_DOUBLE_EQ(ops.back().bwd_bytes / elems, c.bwd) << to_string(c.impl);
+    const double t = forward_time_s(ops.back(), gpu) + backward_time_s(ops.back(), gpu);
+    EXPECT_LT(t, previous_s) << to_string(c.impl);
+    previous_s = t;
+  }
+}
+
 TEST(OpCost, SequenceParallelShardsTheNormsAcrossTp) {
   Scenario s = gpt175(8);
   s.parallel.sequence_parallel = false;

@@ -124,6 +124,23 @@ TEST(ParseDurationTest, UnitsAndOverflow) {
   EXPECT_EQ(parse_duration_s("h"), std::nullopt);
 }
 
+// [optimizations] cross_entropy: every preset keeps Megatron's unfused loss; the
+// key picks another implementation, and an unknown one is refused at its line
+// with the accepted names.
+TEST(ScenarioTest, CrossEntropyImplementationKey) {
+  for (const char* preset : {"megatron", "megatron-core", "megascale"}) {
+    const Scenario s = parse_scenario(std::string(kValid) + "[optimizations]\npreset = \"" + preset + "\"\n", "t.toml");
+    EXPECT_EQ(s.optimizations.cross_entropy, CrossEntropyImpl::kUnfused) << preset;
+  }
+  const std::string base = std::string(kValid) + "[optimizations]\npreset = \"megatron-core\"\n";
+  EXPECT_EQ(parse_scenario(base + "cross_entropy = \"jit-fused\"\n", "t.toml").optimizations.cross_entropy,
+            CrossEntropyImpl::kJitFused);
+  EXPECT_EQ(parse_scenario(base + "cross_entropy = \"single-kernel\"\n", "t.toml").optimizations.cross_entropy,
+            CrossEntropyImpl::kSingleKernel);
+  const int line = static_cast<int>(std::count(base.begin(), base.end(), '\n')) + 1;
+  expect_error(base + "cross_entropy = \"fused\"\n", line, "optimizations.cross_entropy", "single-kernel");
+}
+
 // [optimizations]: the megatron-core preset and its keys; a fractional or
 // negative bucket size is refused at its line.
 TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {
