@@ -23,6 +23,16 @@ constexpr double kFixedOverheadBytes = 1.5e9;
 // the prefetched next (PyTorch FSDP limit_all_gathers; see memory_per_gpu).
 constexpr double kZero3UnsharedUnits = 2.0;
 
+// The loss's logits, bytes per logit element alive at its peak (model/op_cost.cc
+// cross_entropy walks the same sources): the unfused and jit-fused losses
+// upcast the bf16 logits to an fp32 copy that is kept as the softmax for
+// backward (bf16 2 + fp32 4 while both exist; in backward the fp32 gradient,
+// written in place, and its bf16 cast); a single-kernel loss keeps the bf16
+// logits and writes a bf16 gradient (2 + 2).
+double loss_bytes_per_logit(CrossEntropyImpl impl) {
+  return impl == CrossEntropyImpl::kSingleKernel ? 4.0 : 6.0;
+}
+
 // Megatron-LM's distributed-optimizer bucket: max(40M, 1M * dp) parameters
 // (REFERENCE.md), fp32, one in flight.
 double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradElementBytes; }
@@ -133,6 +143,12 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
 
   r.other_bytes = kFixedOverheadBytes;
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp);
+  if (p.pp == 1) {
+    // Rank 0 is also the last stage: one micro-batch's logits (its tokens x
+    // vocab / TP; the whole sequence, sequence parallel or not) while the loss runs.
+    r.other_bytes += loss_bytes_per_logit(o.cross_entropy) * p.micro_batch * static_cast<double>(m.seq_len) *
+                     static_cast<double>(m.vocab) / p.tp;
+  }
   if (p.zero_stage >= 3) {
     // ZeRO-3 / FSDP gathers one unit (a transformer layer) at a time, never a
     // whole chunk: PyTorch FSDP's limit_all_gathers (default True since PR

@@ -116,6 +116,25 @@ TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
   EXPECT_NEAR(z0.optimizer_bytes, 6 * z0.parameters_bytes, 1.0);
 }
 
+// With one pipeline stage, rank 0 also runs the loss: one micro-batch's logits
+// (tokens x vocab / TP) at 6 bytes each for Megatron's fp32-upcasting losses, 4
+// for a single-kernel loss; with more stages rank 0 holds no logits.
+TEST(Memory, OneStageHoldsTheLossLogits) {
+  Scenario s = base();
+  const GpuProfile& gpu = hardware_profile(s);
+  const MemoryBreakdown staged = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.optimizations.cross_entropy = CrossEntropyImpl::kSingleKernel;
+  EXPECT_DOUBLE_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).other_bytes, staged.other_bytes);
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  const double logits = static_cast<double>(s.parallel.micro_batch) * s.model.seq_len * s.model.vocab / s.parallel.tp;
+  const MemoryBreakdown single = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.optimizations.cross_entropy = CrossEntropyImpl::kUnfused;
+  const MemoryBreakdown unfused = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_NEAR(unfused.other_bytes - staged.other_bytes, 6 * logits, 1.0);
+  EXPECT_NEAR(single.other_bytes - staged.other_bytes, 4 * logits, 1.0);
+}
+
 TEST(Memory, ZeroThreeGathersOneLayerAtATimeNotTheWholeChunk) {
   // FSDP / ZeRO-3 with PP 1: the whole model is one chunk, but only the layer
   // computing and the prefetched next are unsharded (plus one layer's fp32
