@@ -36,7 +36,7 @@ struct MemoryBreakdown {
   int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by rank 0
   double activation_bytes_per_layer = 0;  // one micro-batch, one layer
   bool fits() const { return total_bytes <= capacity_bytes; }
-  // "needs 93.1 GB of 80.0 GB: parameters 5.5, gradients 10.9, ..." (GB = 1e9 B).
+  // "needs 93.1 GB of 85.9 GB: parameters 5.5, gradients 10.9, ..." (GB = 1e9 B).
   std::string describe() const;
 };
 

@@ -11,7 +11,7 @@ namespace {
 TEST(Hardware, ProfilesCarrySpecSheetFigures) {
   const GpuProfile& a40 = gpu_profile("A100-SXM4-40GB");
   EXPECT_EQ(a40.peak_tflops, 312.0);
-  EXPECT_EQ(a40.memory_bytes, 40e9);
+  EXPECT_EQ(a40.memory_bytes, 40960.0 * 1048576);  // nvidia-smi's total, MiB
   EXPECT_EQ(a40.memory_gbs, 1555.0);
   const GpuProfile& a80 = gpu_profile("A100-SXM4-80GB");
   EXPECT_EQ(a80.memory_gbs, 2039.0);
@@ -22,7 +22,7 @@ TEST(Hardware, ProfilesCarrySpecSheetFigures) {
   EXPECT_EQ(h100.memory_gbs, 3350.0);
   EXPECT_EQ(h100.nvlink_gbs, 900.0);
   const GpuProfile& h200 = gpu_profile("H200-SXM-141GB");
-  EXPECT_EQ(h200.memory_bytes, 141e9);
+  EXPECT_EQ(h200.memory_bytes, 143771.0 * 1048576);
   EXPECT_EQ(h200.memory_gbs, 4800.0);
   EXPECT_EQ(gpu_profile_names().size(), 5u);  // and "cpu"
   // PCIe x16 per direction: Gen4 on A100 (64 GB/s bidirectional), Gen5 on Hopper.
