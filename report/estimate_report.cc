@@ -62,6 +62,10 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["dp_overlap"] = o.dp_overlap;
   opt["efficient_operators"] = o.efficient_operators;
   opt["data_pipeline"] = o.data_pipeline;
+  opt["fused_attention"] = o.fused_attention;
+  opt["fp8"] = o.fp8;
+  opt["dp_bucket_params"] = o.dp_bucket_params;
+  opt["cross_entropy"] = model::to_string(o.cross_entropy);
   opt["optimizer"] = model::to_string(o.optimizer);
 
   Json j;

@@ -38,6 +38,23 @@ TEST(EstimateReport, JsonBreakdownHasEveryPartInOrderWithItsValue) {
   EXPECT_EQ(j["parallel"]["tp"], s.parallel.tp);
 }
 
+// The JSON echoes every [optimizations] switch the estimate used, as the
+// scenario file names it.
+TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
+  model::Scenario s = model::default_scenario("megatron-core");
+  s.optimizations.cross_entropy = model::CrossEntropyImpl::kJitFused;
+  const base::Json o = estimate_json(s, model::estimate(s))["optimizations"];
+  EXPECT_EQ(o["preset"], "megatron-core");
+  EXPECT_EQ(o["cross_entropy"], "jit-fused");
+  EXPECT_EQ(o["fused_attention"], true);
+  EXPECT_EQ(o["fp8"], false);
+  EXPECT_EQ(o["dp_bucket_params"], -1);
+  EXPECT_EQ(o["optimizer"], model::to_string(s.optimizations.optimizer));
+  for (const char* key : {"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators", "data_pipeline"}) {
+    EXPECT_TRUE(o.contains(key)) << key;
+  }
+}
+
 TEST(EstimateReport, BubbleShareOfTheStepStaysBelowOneWhereMegatronsRatioDoesNot) {
   // PP 8 with 2 micro-batches per replica: Megatron-LM's bubble / compute is
   // (P - 1) / M = 3.5; as a share of the step it is below 1.
