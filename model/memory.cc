@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "model/engine_ops.h"
+#include "model/op_cost.h"
 #include "model/payload.h"
 
 namespace megascale::model {
@@ -144,10 +145,8 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   r.other_bytes = kFixedOverheadBytes;
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp);
   if (p.pp == 1) {
-    // Rank 0 is also the last stage: one micro-batch's logits (its tokens x
-    // vocab / TP; the whole sequence, sequence parallel or not) while the loss runs.
-    r.other_bytes += loss_bytes_per_logit(o.cross_entropy) * p.micro_batch * static_cast<double>(m.seq_len) *
-                     static_cast<double>(m.vocab) / p.tp;
+    // Rank 0 is also the last stage: one micro-batch's logits while the loss runs.
+    r.other_bytes += loss_bytes_per_logit(o.cross_entropy) * logits_per_rank(m, p);
   }
   if (p.zero_stage >= 3) {
     // ZeRO-3 / FSDP gathers one unit (a transformer layer) at a time, never a

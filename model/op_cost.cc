@@ -254,13 +254,18 @@ OperatorCost cross_entropy(double elems, CrossEntropyImpl impl) {
   throw std::logic_error("cross_entropy: unknown implementation");
 }
 
+double logits_per_rank(const ModelConfig& m, const ParallelConfig& p) {
+  const Dims x = dims(m, p);
+  return x.tokens * x.v / x.t;
+}
+
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
                                            CrossEntropyImpl cross_entropy_impl) {
   const Dims x = dims(m, p);
   std::vector<OperatorCost> ops;
   ops.push_back(layer_norm("final_ln", x.sp_tokens, x.h));
   ops.push_back(gemm("logits", x.tokens, x.v / x.t, x.h));
-  ops.push_back(cross_entropy(x.tokens * x.v / x.t, cross_entropy_impl));
+  ops.push_back(cross_entropy(logits_per_rank(m, p), cross_entropy_impl));
   return ops;
 }
 

@@ -93,6 +93,10 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup);
 // Operators outside the layers: the first stage's embedding and the last stage's
 // final LayerNorm, logits GEMM and loss.
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p);
+// Logits one TP rank computes for one micro-batch: tokens x vocab / TP (the whole
+// sequence, sequence parallel or not; the loss runs over them).
+double logits_per_rank(const ModelConfig& m, const ParallelConfig& p);
+
 // The loss is `cross_entropy_impl`'s (model/config.h CrossEntropyImpl; bytes per
 // logit element in op_cost.cc cross_entropy).
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
