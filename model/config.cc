@@ -47,6 +47,14 @@ const char* to_string(OptimizerKind v) {
   return "?";
 }
 
+const char* to_string(TpOverlapComm v) {
+  switch (v) {
+    case TpOverlapComm::kNccl: return "nccl";
+    case TpOverlapComm::kUserBuffers: return "userbuffers";
+  }
+  return "?";
+}
+
 const char* to_string(CrossEntropyImpl v) {
   switch (v) {
     case CrossEntropyImpl::kUnfused: return "unfused";
@@ -88,7 +96,8 @@ Optimizations Optimizations::megascale() {
 // megatron/core/distributed/distributed_data_parallel.py; NeMo's GPT / Llama
 // performance recipes turn on the same switches):
 //   tp_overlap      --tp-comm-overlap (TE userbuffers: AG/RS overlapped with the
-//                   TP GEMMs);
+//                   TP GEMMs; tp_overlap_comm "userbuffers": TE's default
+//                   per-GEMM methods, model/fused_overlap.h);
 //   pp_overlap      overlap_p2p_comm (on by default for the interleaved schedule:
 //                   --no-overlap-p2p-communication turns it off);
 //   dp_overlap      --overlap-grad-reduce and --overlap-param-gather with the
@@ -105,6 +114,7 @@ Optimizations Optimizations::megatron_core() {
   Optimizations o;
   o.preset = "megatron-core";
   o.tp_overlap = true;
+  o.tp_overlap_comm = TpOverlapComm::kUserBuffers;
   o.pp_overlap = true;
   o.dp_overlap = true;
   o.efficient_operators = true;

@@ -30,12 +30,20 @@ enum class OptimizerKind { kAdam, kLamb };
 // kSingleKernel: one kernel that reads the bf16 logits once per pass (flash-attn's
 // xentropy, Transformer Engine's fused cross-entropy).
 enum class CrossEntropyImpl { kUnfused, kJitFused, kSingleKernel };
+// How tp_overlap moves a TP collective beside its GEMM (model/fused_overlap.h):
+// kNccl: NCCL collectives on a side stream beside GEMM pieces, each NCCL kernel
+// holding one SM per channel (MegaScale section 3.2; Megatron-LM's chunked
+// overlap); kUserBuffers: Transformer Engine's userbuffers (Megatron-Core
+// --tp-comm-overlap): all-gathers as ring exchanges by the copy engines,
+// reduce-scatters and the backward's bulk overlaps on a few SMs.
+enum class TpOverlapComm { kNccl, kUserBuffers };
 
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
 const char* to_string(Recompute v);
 const char* to_string(OptimizerKind v);
 const char* to_string(CrossEntropyImpl v);
+const char* to_string(TpOverlapComm v);
 
 // The transformer. Units: counts of elements (not bytes).
 struct ModelConfig {
@@ -183,6 +191,7 @@ struct NetworkConfig {
 struct Optimizations {
   std::string preset = "megatron";
   bool tp_overlap = false;           // AG/RS fused with the FFN/attention GEMMs
+  TpOverlapComm tp_overlap_comm = TpOverlapComm::kNccl;  // how tp_overlap communicates
   bool pp_overlap = false;           // async decoupled send/recv
   bool dp_overlap = false;           // prefetched AG, per-chunk RS
   bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU

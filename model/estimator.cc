@@ -77,6 +77,37 @@ double beside_dgrad_extra_s(const OperatorCost& op, double comm_s, const GpuProf
   return comm_s * (1.0 - alone_s / beside_s);
 }
 
+// Extra time of TP collective `step` under Transformer Engine's userbuffers
+// overlap (model/fused_overlap.h: TE's default method for that GEMM), `comm_s`
+// its whole time. `ring`: the GPU less the ring exchange's SM; `margin`: less
+// the pipeline / bulk SMs, on which TE launches those GEMMs throughout.
+//  - all-gather before a GEMM (forward qkv/fc1, backward proj/fc2 dgrad): ring
+//    exchange in tp pieces, the GEMM on all SMs but one while a piece is in
+//    flight;
+//  - forward reduce-scatter after a GEMM (proj/fc2): pipeline of 4 pieces, every
+//    piece on the margin SMs;
+//  - backward input re-gather (beside the dgrad GEMM) and backward reduce-
+//    scatter of the input gradient (beside the wgrad GEMM, timed as the dgrad
+//    GEMM: the same FLOPs): bulk, the collective beside one whole GEMM on the
+//    margin SMs, exposed where it outlasts it.
+double userbuffers_extra_s(const LayerStep& step, const OperatorCost& op, bool backward, double comm_s, int tp,
+                           const GpuProfile& gpu, const GpuProfile& ring, const GpuProfile& margin) {
+  auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
+    return (backward ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) / op.gemm_speedup;
+  };
+  const double whole_s = gemm_s(gpu, op.m);
+  const bool bulk = backward && (step.beside_dgrad || step.kind == LayerStepKind::kTpReduceScatter);
+  if (bulk) return std::max(comm_s, gemm_s(margin, op.m)) - whole_s;
+  if (step.kind == LayerStepKind::kTpAllGather) {
+    if (tp < 2 || op.m % tp != 0) return comm_s;
+    return fused_pair_time_s(tp, gemm_s(gpu, op.m / tp), gemm_s(ring, op.m / tp), comm_s, CommSide::kBefore) -
+           whole_s;
+  }
+  if (op.m % kUbPipelineSplits != 0) return comm_s;
+  const double piece_s = gemm_s(margin, op.m / kUbPipelineSplits);
+  return fused_pair_time_s(kUbPipelineSplits, piece_s, piece_s, comm_s, CommSide::kAfter) - whole_s;
+}
+
 // Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
 // c may start at ready_s[c] and the compute it overlaps ends at end_s.
 double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<double>& dur_s,
@@ -151,17 +182,18 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
 
 std::vector<StepTime> program_step_times(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                                          bool backward, const Scenario& s, const Link& tp_link,
-                                         const GpuProfile& gpu, const GpuProfile* shared_in) {
+                                         const GpuProfile& gpu, const CommSmProfiles* shared_in) {
   std::vector<StepTime> out;
   out.reserve(program.size());
   const bool overlap = s.optimizations.tp_overlap;
-  // The profile less the SMs an NCCL kernel holds, for fused (tp_overlap) and
-  // beside-the-GEMM collectives; built once, when a step needs it.
-  const bool beside = !gpu.is_cpu() && std::any_of(program.begin(), program.end(),
-                                                   [](const LayerStep& st) { return st.beside_dgrad; });
-  std::optional<GpuProfile> own;
-  if ((overlap || beside) && shared_in == nullptr) own = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
-  const GpuProfile& shared = shared_in != nullptr ? *shared_in : own ? *own : gpu;
+  // The profiles less the SMs TP communication holds, built once, when a step
+  // needs them.
+  std::optional<CommSmProfiles> own;
+  if (shared_in == nullptr) own = comm_sm_profiles(s, gpu);
+  const CommSmProfiles& shared = shared_in != nullptr ? *shared_in : *own;
+  const GpuProfile& nccl = shared.nccl ? *shared.nccl : gpu;
+  const bool userbuffers = overlap && s.optimizations.tp_overlap_comm == TpOverlapComm::kUserBuffers &&
+                           shared.ub_ring && shared.ub_margin;
   for (const LayerStep& step : program) {
     const bool as_forward = !backward || step.recompute;
     StepTime st;
@@ -173,12 +205,18 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
     } else {
       st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
                                           step_bytes(step, gpu.activation_bytes), tp_link);
+      if (userbuffers && step.fused_with >= 0 && step.kind != LayerStepKind::kTpAllReduce) {
+        st.added_s = std::max(0.0, userbuffers_extra_s(step, ops[step.fused_with], !as_forward, st.collective_s,
+                                                       s.parallel.tp, gpu, *shared.ub_ring, *shared.ub_margin));
+        out.push_back(std::move(st));
+        continue;
+      }
       if (step.beside_dgrad && step.fused_with >= 0) {
         // A GPU overlaps it with the input-gradient GEMM whether or not
         // tp_overlap is on; the CPU engine runs it before the GEMM.
         st.added_s = gpu.is_cpu() ? st.collective_s
                                   : std::max(0.0, beside_dgrad_extra_s(ops[step.fused_with], st.collective_s, gpu,
-                                                                       shared));
+                                                                       nccl));
         out.push_back(std::move(st));
         continue;
       }
@@ -186,7 +224,7 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
                        ? std::max(0.0, fused_extra_s(ops[step.fused_with], !as_forward, st.collective_s,
                                                      step.kind == LayerStepKind::kTpAllGather ? CommSide::kBefore
                                                                                               : CommSide::kAfter,
-                                                     s.parallel.tp, gpu, shared))
+                                                     s.parallel.tp, gpu, nccl))
                        : st.collective_s;
     }
     out.push_back(std::move(st));
@@ -223,7 +261,7 @@ double cp_ring_exposed_s(const std::vector<OperatorCost>& ops, bool backward, co
 
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
-                         const GpuProfile& gpu, const GpuProfile* shared) {
+                         const GpuProfile& gpu, const CommSmProfiles* shared) {
   ProgramTime t;
   const std::vector<StepTime> steps = program_step_times(program, ops, backward, s, tp_link, gpu, shared);
   for (size_t k = 0; k < program.size(); ++k) {
@@ -269,29 +307,37 @@ HeadTime head_time(const std::vector<OperatorCost>& ops, const Scenario& s, cons
 }
 
 LayerPasses layer_passes(const Scenario& s, const GpuProfile& gpu, const std::vector<OperatorCost>& ops,
-                         const Link& tp_link, const GpuProfile* shared) {
+                         const Link& tp_link, const CommSmProfiles* shared) {
   LayerPasses l;
   l.forward = program_time(layer_forward_program(s.model, s.parallel, ops), ops, false, s, tp_link, gpu, shared);
   l.backward = program_time(layer_backward_program(s.model, s.parallel, ops), ops, true, s, tp_link, gpu, shared);
   return l;
 }
 
-// The profile less an NCCL kernel's SMs when a layer pass needs it (a collective
-// fused under tp_overlap, or SP's backward re-gather beside its GEMM), built once
-// per job rather than once per pass.
-std::optional<GpuProfile> shared_sms_profile(const Scenario& s, const GpuProfile& gpu) {
+CommSmProfiles comm_sm_profiles(const Scenario& s, const GpuProfile& gpu) {
+  CommSmProfiles c;
+  if (gpu.is_cpu()) return c;
   const ParallelConfig& p = s.parallel;
-  if (s.optimizations.tp_overlap || (p.sequence_parallel && p.tp > 1 && !gpu.is_cpu())) {
-    return without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
+  const Optimizations& o = s.optimizations;
+  // NCCL: the fused collectives of tp_overlap, and SP's backward re-gather
+  // beside its GEMM (Megatron-LM's asynchronous all-gather) without userbuffers.
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  const bool userbuffers = o.tp_overlap && o.tp_overlap_comm == TpOverlapComm::kUserBuffers;
+  if ((o.tp_overlap && !userbuffers) || (sp && !userbuffers) || (userbuffers && !sp)) {
+    c.nccl = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
   }
-  return std::nullopt;
+  if (userbuffers) {
+    c.ub_ring = without_comm_sms(gpu, kUbRingExchangeSms);
+    c.ub_margin = without_comm_sms(gpu, kUbCommSms);
+  }
+  return c;
 }
 
 LayerPasses layer_passes(const Scenario& s) {
   GpuProfile cpu_storage;
   const GpuProfile& gpu = job_profile(s, &cpu_storage);
-  const std::optional<GpuProfile> shared = shared_sms_profile(s, gpu);
-  return layer_passes(s, gpu, job_layer_operators(s, gpu), parallel_links(s, gpu).tp, shared ? &*shared : nullptr);
+  const CommSmProfiles shared = comm_sm_profiles(s, gpu);
+  return layer_passes(s, gpu, job_layer_operators(s, gpu), parallel_links(s, gpu).tp, &shared);
 }
 
 Estimate estimate(const Scenario& s) {
@@ -309,9 +355,8 @@ Estimate estimate(const Scenario& s) {
   Estimate e;
   // --- one layer, one micro-batch -------------------------------------------------
   const std::vector<OperatorCost> ops = job_layer_operators(s, gpu);
-  const std::optional<GpuProfile> shared = shared_sms_profile(s, gpu);
-  const GpuProfile* shared_ptr = shared ? &*shared : nullptr;
-  const LayerPasses passes = layer_passes(s, gpu, ops, link.tp, shared_ptr);
+  const CommSmProfiles shared = comm_sm_profiles(s, gpu);
+  const LayerPasses passes = layer_passes(s, gpu, ops, link.tp, &shared);
   const ProgramTime& fwd = passes.forward;
   const ProgramTime& bwd = passes.backward;
   e.chunk_forward_s = layers_per_chunk * passes.forward_s();

@@ -20,6 +20,7 @@
 // Thread-safety: pure functions; Estimator caches nothing.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <vector>
@@ -109,12 +110,22 @@ struct ProgramTime {
   double tp_exposed_s = 0;
   double flops = 0;
 };
-// `shared` (optional): without_comm_sms(gpu, gpu.nccl_nvlink_ctas), when the
-// caller already has it (a profile copy per call is a measurable part of an
-// estimate).
+// The GPU as a GEMM beside TP communication sees it (without_comm_sms): less an
+// NCCL kernel's channels, or less Transformer Engine's userbuffers SMs
+// (model/fused_overlap.h), whichever the scenario's overlap needs; empty where
+// it needs none.
+struct CommSmProfiles {
+  std::optional<GpuProfile> nccl;       // nccl_nvlink_ctas SMs held
+  std::optional<GpuProfile> ub_ring;    // kUbRingExchangeSms held
+  std::optional<GpuProfile> ub_margin;  // kUbCommSms held (pipeline, bulk)
+};
+CommSmProfiles comm_sm_profiles(const Scenario& s, const GpuProfile& gpu);
+
+// `shared` (optional): comm_sm_profiles(s, gpu), when the caller already has it
+// (a profile copy per call is a measurable part of an estimate).
 ProgramTime program_time(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                          bool backward, const Scenario& s, const Link& tp_link,
-                         const GpuProfile& gpu, const GpuProfile* shared = nullptr);
+                         const GpuProfile& gpu, const CommSmProfiles* shared = nullptr);
 
 // One transformer layer's forward and backward pass for one micro-batch on one
 // TP rank: kernels, recomputation and the TP/SP (and CP ring) time they expose,
@@ -128,7 +139,7 @@ struct LayerPasses {
 };
 // `ops`: job_layer_operators(s, gpu); `shared` as for program_time().
 LayerPasses layer_passes(const Scenario& s, const GpuProfile& gpu, const std::vector<OperatorCost>& ops,
-                         const Link& tp_link, const GpuProfile* shared = nullptr);
+                         const Link& tp_link, const CommSmProfiles* shared = nullptr);
 // The same with the scenario's own profile, operators and TP link. REQUIRES: as
 // estimate().
 LayerPasses layer_passes(const Scenario& s);
@@ -145,7 +156,7 @@ struct StepTime {
 };
 std::vector<StepTime> program_step_times(const LayerProgram& program, const std::vector<OperatorCost>& ops,
                                          bool backward, const Scenario& s, const Link& tp_link,
-                                         const GpuProfile& gpu, const GpuProfile* shared = nullptr);
+                                         const GpuProfile& gpu, const CommSmProfiles* shared = nullptr);
 
 // Embedding (output_head = false) or output head work per micro-batch: kernels
 // plus the TP collectives around them (SP: RS of the embedding output, AG before

@@ -30,6 +30,24 @@ enum class CommSide { kBefore, kAfter };  // all-gather feeds the GEMM / RS foll
 double fused_pair_time_s(int chunks, double piece_s, double piece_shared_s, double comm_s,
                           CommSide side);
 
+// Transformer Engine's userbuffers TP overlap (Megatron-Core --tp-comm-overlap,
+// Optimizations::tp_overlap_comm = kUserBuffers), the default configuration of
+// initialize_ub (NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py
+// @ d0067d0d, get_default_config), per GEMM:
+//  - "ring_exchange" (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad: the all-gather
+//    before a GEMM): num_splits = tp, the pieces moved peer to peer by the copy
+//    engines (use_ce = True) with num_sm = 1 and no SM margin for the GEMM;
+//  - "pipeline" (proj_fprop, fc2_fprop: the reduce-scatter after a GEMM):
+//    num_splits = 4, num_sm = 16, set_sm_margin: the GEMM pieces are launched on
+//    the SMs the communication leaves, for the whole GEMM;
+//  - "bulk" (qkv/fc1 dgrad and wgrad: the backward's input re-gather beside the
+//    input-gradient GEMM, and the input gradient's reduce-scatter beside the
+//    weight-gradient GEMM): one collective beside one whole GEMM, num_sm = 16,
+//    with the SM margin.
+constexpr int kUbRingExchangeSms = 1;
+constexpr int kUbCommSms = 16;
+constexpr int kUbPipelineSplits = 4;
+
 // A copy of `gpu` with the SMs an NCCL collective holds removed (at least one
 // left) and the peak scaled to the SMs that remain; HBM bandwidth unchanged.
 GpuProfile without_comm_sms(const GpuProfile& gpu, int comm_ctas);

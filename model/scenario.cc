@@ -318,7 +318,7 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
-    "cross_entropy"};
+    "cross_entropy", "tp_overlap_comm"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // The preset first, then each switch given explicitly overrides it.
@@ -327,6 +327,8 @@ Optimizations read_optimizations(const Section& s) {
   Optimizations o;
   apply_preset(s.choice("preset", kPresets).value_or("megatron"), &o);
   o.tp_overlap = s.boolean("tp_overlap").value_or(o.tp_overlap);
+  o.tp_overlap_comm = s.enum_choice("tp_overlap_comm", {TpOverlapComm::kNccl, TpOverlapComm::kUserBuffers})
+                          .value_or(o.tp_overlap_comm);
   o.pp_overlap = s.boolean("pp_overlap").value_or(o.pp_overlap);
   o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);

@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "model/estimator.h"
+#include "model/fused_overlap.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 
@@ -101,6 +104,65 @@ TEST(LayerProgram, TheInputRegatherHidesBehindTheInputGradientGemm) {
     EXPECT_LT(t[k].added_s, 0.5 * t[k].collective_s) << bwd[k].name;
   }
   EXPECT_EQ(seen, 2);
+}
+
+// Transformer Engine's userbuffers (tp_overlap_comm = "userbuffers"): each TP
+// collective costs what TE's default method for its GEMM gives
+// (model/fused_overlap.h): the backward's re-gather and reduce-scatter are bulk
+// overlaps, max(collective, GEMM on the SMs 16 communication SMs leave) less
+// the GEMM alone; the forward reduce-scatter is a 4-piece pipeline with every
+// piece on those SMs; the all-gathers are tp-piece ring exchanges.
+TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
+  Scenario s = default_scenario("megascale");
+  s.model.block = BlockKind::kSequential;
+  s.parallel.sequence_parallel = true;
+  s.optimizations.tp_overlap = true;
+  s.optimizations.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  const GpuProfile gpu = hardware_profile(s);
+  const GpuProfile margin = without_comm_sms(gpu, kUbCommSms);
+  const GpuProfile ring = without_comm_sms(gpu, kUbRingExchangeSms);
+  const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
+  const Link tp = parallel_links(s, gpu).tp;
+  const int t = s.parallel.tp;
+  int checked = 0;
+  for (bool backward : {false, true}) {
+    const LayerProgram prog = backward ? layer_backward_program(s.model, s.parallel, ops)
+                                       : layer_forward_program(s.model, s.parallel, ops);
+    const std::vector<StepTime> times = program_step_times(prog, ops, backward, s, tp, gpu);
+    for (size_t k = 0; k < prog.size(); ++k) {
+      const LayerStep& step = prog[k];
+      if (step.kind == LayerStepKind::kCompute || step.fused_with < 0 || step.recompute) continue;
+      const OperatorCost& op = ops[step.fused_with];
+      auto gemm = [&](const GpuProfile& g, int64_t rows) {
+        return (backward ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) / op.gemm_speedup;
+      };
+      const double comm = times[k].collective_s;
+      const double whole = gemm(gpu, op.m);
+      double want = 0;
+      if (backward && step.kind == LayerStepKind::kTpReduceScatter) {
+        want = std::max(comm, gemm(margin, op.m)) - whole;
+      } else if (step.beside_dgrad) {
+        want = std::max(comm, gemm(margin, op.m)) - whole;
+      } else if (step.kind == LayerStepKind::kTpAllGather) {
+        want = fused_pair_time_s(t, gemm(gpu, op.m / t), gemm(ring, op.m / t), comm, CommSide::kBefore) - whole;
+      } else {
+        const double piece = gemm(margin, op.m / kUbPipelineSplits);
+        want = fused_pair_time_s(kUbPipelineSplits, piece, piece, comm, CommSide::kAfter) - whole;
+      }
+      EXPECT_NEAR(times[k].added_s, std::max(0.0, want), 1e-12) << step.name << (backward ? " bwd" : " fwd");
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 10);  // 2 AG + 2 RS forward; 2 AG, 2 re-gathers, 2 RS backward
+  // The NCCL form of the same job costs the collectives differently.
+  s.optimizations.tp_overlap_comm = TpOverlapComm::kNccl;
+  const LayerProgram fwd = layer_forward_program(s.model, s.parallel, ops);
+  const std::vector<StepTime> nccl = program_step_times(fwd, ops, false, s, tp, gpu);
+  s.optimizations.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  const std::vector<StepTime> ub = program_step_times(fwd, ops, false, s, tp, gpu);
+  double diff = 0;
+  for (size_t k = 0; k < fwd.size(); ++k) diff += std::abs(nccl[k].added_s - ub[k].added_s);
+  EXPECT_GT(diff, 0.0);
 }
 
 TEST(LayerProgram, WithoutSpEachRegionEndsInAnAllReduce) {

@@ -141,6 +141,22 @@ TEST(ScenarioTest, CrossEntropyImplementationKey) {
   expect_error(base + "cross_entropy = \"fused\"\n", line, "optimizations.cross_entropy", "single-kernel");
 }
 
+// [optimizations] tp_overlap_comm: Megatron-Core's --tp-comm-overlap is
+// Transformer Engine's userbuffers, the other presets overlap with NCCL; an
+// unknown value is refused at its line with the accepted names.
+TEST(ScenarioTest, TpOverlapCommKey) {
+  const auto comm = [](const std::string& text) { return parse_scenario(text, "t.toml").optimizations.tp_overlap_comm; };
+  const std::string opt = std::string(kValid) + "[optimizations]\n";
+  EXPECT_EQ(comm(opt + "preset = \"megatron-core\"\n"), TpOverlapComm::kUserBuffers);
+  EXPECT_EQ(comm(opt + "preset = \"megascale\"\n"), TpOverlapComm::kNccl);
+  EXPECT_EQ(comm(opt + "preset = \"megatron\"\n"), TpOverlapComm::kNccl);
+  EXPECT_EQ(comm(opt + "preset = \"megatron-core\"\ntp_overlap_comm = \"nccl\"\n"), TpOverlapComm::kNccl);
+  EXPECT_EQ(comm(opt + "preset = \"megascale\"\ntp_overlap_comm = \"userbuffers\"\n"), TpOverlapComm::kUserBuffers);
+  const std::string base = opt + "preset = \"megascale\"\n";
+  const int line = static_cast<int>(std::count(base.begin(), base.end(), '\n')) + 1;
+  expect_error(base + "tp_overlap_comm = \"ub\"\n", line, "optimizations.tp_overlap_comm", "userbuffers");
+}
+
 // [optimizations]: the megatron-core preset and its keys; a fractional or
 // negative bucket size is refused at its line.
 TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {
