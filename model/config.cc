@@ -115,6 +115,7 @@ Optimizations Optimizations::megatron_core() {
   o.preset = "megatron-core";
   o.tp_overlap = true;
   o.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  o.tp_overlap_sm_margin = true;  // TE 2.0+'s default (model/fused_overlap.h)
   o.pp_overlap = true;
   o.dp_overlap = true;
   o.efficient_operators = true;

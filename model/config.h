@@ -192,6 +192,11 @@ struct Optimizations {
   std::string preset = "megatron";
   bool tp_overlap = false;           // AG/RS fused with the FFN/attention GEMMs
   TpOverlapComm tp_overlap_comm = TpOverlapComm::kNccl;  // how tp_overlap communicates
+  // Userbuffers: Transformer Engine's set_sm_margin for its pipeline and bulk
+  // overlaps (those GEMMs launched on the SMs the communication leaves, for
+  // their whole run); false: the GEMM starts on every SM and shares them while
+  // the communication runs. TE >= 2.0 defaults to true, TE 1.8-1.13 to false.
+  bool tp_overlap_sm_margin = false;
   bool pp_overlap = false;           // async decoupled send/recv
   bool dp_overlap = false;           // prefetched AG, per-chunk RS
   bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU

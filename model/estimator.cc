@@ -80,32 +80,38 @@ double beside_dgrad_extra_s(const OperatorCost& op, double comm_s, const GpuProf
 // Extra time of TP collective `step` under Transformer Engine's userbuffers
 // overlap (model/fused_overlap.h: TE's default method for that GEMM), `comm_s`
 // its whole time. `ring`: the GPU less the ring exchange's SM; `margin`: less
-// the pipeline / bulk SMs, on which TE launches those GEMMs throughout.
+// the pipeline / bulk SMs; `sm_margin`: those GEMMs run on `margin` throughout
+// (TE's set_sm_margin), else only while the communication runs.
 //  - all-gather before a GEMM (forward qkv/fc1, backward proj/fc2 dgrad): ring
 //    exchange in tp pieces, the GEMM on all SMs but one while a piece is in
 //    flight;
-//  - forward reduce-scatter after a GEMM (proj/fc2): pipeline of 4 pieces, every
-//    piece on the margin SMs;
+//  - forward reduce-scatter after a GEMM (proj/fc2): pipeline of 4 pieces;
 //  - backward input re-gather (beside the dgrad GEMM) and backward reduce-
 //    scatter of the input gradient (beside the wgrad GEMM, timed as the dgrad
-//    GEMM: the same FLOPs): bulk, the collective beside one whole GEMM on the
-//    margin SMs, exposed where it outlasts it.
+//    GEMM: the same FLOPs): bulk, the collective beside one whole GEMM,
+//    exposed where it outlasts it.
 double userbuffers_extra_s(const LayerStep& step, const OperatorCost& op, bool backward, double comm_s, int tp,
-                           const GpuProfile& gpu, const GpuProfile& ring, const GpuProfile& margin) {
+                           const GpuProfile& gpu, const GpuProfile& ring, const GpuProfile& margin,
+                           bool sm_margin) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
     return (backward ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) / op.gemm_speedup;
   };
   const double whole_s = gemm_s(gpu, op.m);
   const bool bulk = backward && (step.beside_dgrad || step.kind == LayerStepKind::kTpReduceScatter);
-  if (bulk) return std::max(comm_s, gemm_s(margin, op.m)) - whole_s;
+  if (bulk) {
+    const double beside_s = gemm_s(margin, op.m);
+    if (sm_margin || comm_s >= beside_s) return std::max(comm_s, beside_s) - whole_s;
+    return comm_s * (1.0 - whole_s / beside_s);  // shared while it runs, then all SMs
+  }
   if (step.kind == LayerStepKind::kTpAllGather) {
     if (tp < 2 || op.m % tp != 0) return comm_s;
     return fused_pair_time_s(tp, gemm_s(gpu, op.m / tp), gemm_s(ring, op.m / tp), comm_s, CommSide::kBefore) -
            whole_s;
   }
   if (op.m % kUbPipelineSplits != 0) return comm_s;
-  const double piece_s = gemm_s(margin, op.m / kUbPipelineSplits);
-  return fused_pair_time_s(kUbPipelineSplits, piece_s, piece_s, comm_s, CommSide::kAfter) - whole_s;
+  const double shared_s = gemm_s(margin, op.m / kUbPipelineSplits);
+  const double piece_s = sm_margin ? shared_s : gemm_s(gpu, op.m / kUbPipelineSplits);
+  return fused_pair_time_s(kUbPipelineSplits, piece_s, shared_s, comm_s, CommSide::kAfter) - whole_s;
 }
 
 // Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
@@ -203,11 +209,16 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
         st.added_s += st.op_s.back();
       }
     } else {
+      // Userbuffers under FP8 all-gather FP8 copies (TE initialize_ub: fp8_buf
+      // for every all-gather overlap), one byte per element.
+      const bool fp8_gather = userbuffers && s.optimizations.fp8 && step.fused_with >= 0 &&
+                              step.kind == LayerStepKind::kTpAllGather;
       st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
-                                          step_bytes(step, gpu.activation_bytes), tp_link);
+                                          step_bytes(step, fp8_gather ? 1.0 : gpu.activation_bytes), tp_link);
       if (userbuffers && step.fused_with >= 0 && step.kind != LayerStepKind::kTpAllReduce) {
         st.added_s = std::max(0.0, userbuffers_extra_s(step, ops[step.fused_with], !as_forward, st.collective_s,
-                                                       s.parallel.tp, gpu, *shared.ub_ring, *shared.ub_margin));
+                                                       s.parallel.tp, gpu, *shared.ub_ring, *shared.ub_margin,
+                                                       s.optimizations.tp_overlap_sm_margin));
         out.push_back(std::move(st));
         continue;
       }

@@ -38,12 +38,16 @@ double fused_pair_time_s(int chunks, double piece_s, double piece_shared_s, doub
 //    before a GEMM): num_splits = tp, the pieces moved peer to peer by the copy
 //    engines (use_ce = True) with num_sm = 1 and no SM margin for the GEMM;
 //  - "pipeline" (proj_fprop, fc2_fprop: the reduce-scatter after a GEMM):
-//    num_splits = 4, num_sm = 16, set_sm_margin: the GEMM pieces are launched on
-//    the SMs the communication leaves, for the whole GEMM;
+//    num_splits = 4, num_sm = 16;
 //  - "bulk" (qkv/fc1 dgrad and wgrad: the backward's input re-gather beside the
 //    input-gradient GEMM, and the input gradient's reduce-scatter beside the
-//    weight-gradient GEMM): one collective beside one whole GEMM, num_sm = 16,
-//    with the SM margin.
+//    weight-gradient GEMM): one collective beside one whole GEMM, num_sm = 16.
+// set_sm_margin (Optimizations::tp_overlap_sm_margin) launches the pipeline and
+// bulk GEMMs on the SMs the communication leaves for their whole run: TE's
+// default from v2.0 (Feb 2025; "set_sm_margin": not ring_exchange); v1.8-1.13
+// (2024) default to 0, the GEMM then shares the SMs only while the
+// communication runs. Under FP8 every all-gather overlap moves FP8 copies
+// (fp8_buf, v1.8+), 1 byte per element; the reduce-scatters stay BF16.
 constexpr int kUbRingExchangeSms = 1;
 constexpr int kUbCommSms = 16;
 constexpr int kUbPipelineSplits = 4;

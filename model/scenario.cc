@@ -318,7 +318,7 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
-    "cross_entropy", "tp_overlap_comm"};
+    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // The preset first, then each switch given explicitly overrides it.
@@ -329,6 +329,7 @@ Optimizations read_optimizations(const Section& s) {
   o.tp_overlap = s.boolean("tp_overlap").value_or(o.tp_overlap);
   o.tp_overlap_comm = s.enum_choice("tp_overlap_comm", {TpOverlapComm::kNccl, TpOverlapComm::kUserBuffers})
                           .value_or(o.tp_overlap_comm);
+  o.tp_overlap_sm_margin = s.boolean("tp_overlap_sm_margin").value_or(o.tp_overlap_sm_margin);
   o.pp_overlap = s.boolean("pp_overlap").value_or(o.pp_overlap);
   o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);

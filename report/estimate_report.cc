@@ -67,6 +67,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["dp_bucket_params"] = o.dp_bucket_params;
   opt["cross_entropy"] = model::to_string(o.cross_entropy);
   opt["tp_overlap_comm"] = model::to_string(o.tp_overlap_comm);
+  opt["tp_overlap_sm_margin"] = o.tp_overlap_sm_margin;
   opt["optimizer"] = model::to_string(o.optimizer);
 
   Json j;

@@ -109,9 +109,10 @@ TEST(LayerProgram, TheInputRegatherHidesBehindTheInputGradientGemm) {
 // Transformer Engine's userbuffers (tp_overlap_comm = "userbuffers"): each TP
 // collective costs what TE's default method for its GEMM gives
 // (model/fused_overlap.h): the backward's re-gather and reduce-scatter are bulk
-// overlaps, max(collective, GEMM on the SMs 16 communication SMs leave) less
-// the GEMM alone; the forward reduce-scatter is a 4-piece pipeline with every
-// piece on those SMs; the all-gathers are tp-piece ring exchanges.
+// overlaps beside one whole GEMM; the forward reduce-scatter is a 4-piece
+// pipeline; the all-gathers are tp-piece ring exchanges. With set_sm_margin the
+// pipeline and bulk GEMMs run on the SMs 16 communication SMs leave throughout;
+// without, only while the communication runs.
 TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
   Scenario s = default_scenario("megascale");
   s.model.block = BlockKind::kSequential;
@@ -124,36 +125,44 @@ TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
   const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
   const Link tp = parallel_links(s, gpu).tp;
   const int t = s.parallel.tp;
-  int checked = 0;
-  for (bool backward : {false, true}) {
-    const LayerProgram prog = backward ? layer_backward_program(s.model, s.parallel, ops)
-                                       : layer_forward_program(s.model, s.parallel, ops);
-    const std::vector<StepTime> times = program_step_times(prog, ops, backward, s, tp, gpu);
-    for (size_t k = 0; k < prog.size(); ++k) {
-      const LayerStep& step = prog[k];
-      if (step.kind == LayerStepKind::kCompute || step.fused_with < 0 || step.recompute) continue;
-      const OperatorCost& op = ops[step.fused_with];
-      auto gemm = [&](const GpuProfile& g, int64_t rows) {
-        return (backward ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) / op.gemm_speedup;
-      };
-      const double comm = times[k].collective_s;
-      const double whole = gemm(gpu, op.m);
-      double want = 0;
-      if (backward && step.kind == LayerStepKind::kTpReduceScatter) {
-        want = std::max(comm, gemm(margin, op.m)) - whole;
-      } else if (step.beside_dgrad) {
-        want = std::max(comm, gemm(margin, op.m)) - whole;
-      } else if (step.kind == LayerStepKind::kTpAllGather) {
-        want = fused_pair_time_s(t, gemm(gpu, op.m / t), gemm(ring, op.m / t), comm, CommSide::kBefore) - whole;
-      } else {
-        const double piece = gemm(margin, op.m / kUbPipelineSplits);
-        want = fused_pair_time_s(kUbPipelineSplits, piece, piece, comm, CommSide::kAfter) - whole;
+  double margin_total = 0, shared_total = 0;
+  for (bool sm_margin : {true, false}) {
+    s.optimizations.tp_overlap_sm_margin = sm_margin;
+    int checked = 0;
+    for (bool backward : {false, true}) {
+      const LayerProgram prog = backward ? layer_backward_program(s.model, s.parallel, ops)
+                                         : layer_forward_program(s.model, s.parallel, ops);
+      const std::vector<StepTime> times = program_step_times(prog, ops, backward, s, tp, gpu);
+      for (size_t k = 0; k < prog.size(); ++k) {
+        const LayerStep& step = prog[k];
+        if (step.kind == LayerStepKind::kCompute || step.fused_with < 0 || step.recompute) continue;
+        const OperatorCost& op = ops[step.fused_with];
+        auto gemm = [&](const GpuProfile& g, int64_t rows) {
+          return (backward ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) / op.gemm_speedup;
+        };
+        const double comm = times[k].collective_s;
+        const double whole = gemm(gpu, op.m);
+        double want = 0;
+        if (backward && (step.kind == LayerStepKind::kTpReduceScatter || step.beside_dgrad)) {
+          const double beside = gemm(margin, op.m);
+          want = sm_margin || comm >= beside ? std::max(comm, beside) - whole : comm * (1.0 - whole / beside);
+        } else if (step.kind == LayerStepKind::kTpAllGather) {
+          want = fused_pair_time_s(t, gemm(gpu, op.m / t), gemm(ring, op.m / t), comm, CommSide::kBefore) - whole;
+        } else {
+          const double shared = gemm(margin, op.m / kUbPipelineSplits);
+          const double piece = sm_margin ? shared : gemm(gpu, op.m / kUbPipelineSplits);
+          want = fused_pair_time_s(kUbPipelineSplits, piece, shared, comm, CommSide::kAfter) - whole;
+        }
+        EXPECT_NEAR(times[k].added_s, std::max(0.0, want), 1e-12)
+            << step.name << (backward ? " bwd" : " fwd") << (sm_margin ? " margin" : " shared");
+        (sm_margin ? margin_total : shared_total) += times[k].added_s;
+        ++checked;
       }
-      EXPECT_NEAR(times[k].added_s, std::max(0.0, want), 1e-12) << step.name << (backward ? " bwd" : " fwd");
-      ++checked;
     }
+    EXPECT_EQ(checked, 10);  // 2 AG + 2 RS forward; 2 AG, 2 re-gathers, 2 RS backward
   }
-  EXPECT_EQ(checked, 10);  // 2 AG + 2 RS forward; 2 AG, 2 re-gathers, 2 RS backward
+  // Holding SMs for a whole GEMM costs more than sharing them while needed.
+  EXPECT_GT(margin_total, shared_total);
   // The NCCL form of the same job costs the collectives differently.
   s.optimizations.tp_overlap_comm = TpOverlapComm::kNccl;
   const LayerProgram fwd = layer_forward_program(s.model, s.parallel, ops);
@@ -163,6 +172,41 @@ TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
   double diff = 0;
   for (size_t k = 0; k < fwd.size(); ++k) diff += std::abs(nccl[k].added_s - ub[k].added_s);
   EXPECT_GT(diff, 0.0);
+}
+
+// Under FP8, Transformer Engine's userbuffers all-gather FP8 copies (fp8_buf):
+// half the BF16 bytes; reduce-scatters keep BF16; NCCL overlap keeps BF16.
+TEST(LayerProgram, UserbuffersGatherFp8CopiesUnderFp8) {
+  Scenario s = default_scenario("megascale");
+  s.hardware.gpu = "H100-SXM5-80GB";
+  s.model.block = BlockKind::kSequential;
+  s.parallel.sequence_parallel = true;
+  s.optimizations.tp_overlap = true;
+  const GpuProfile gpu = hardware_profile(s);
+  const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
+  const Link tp = parallel_links(s, gpu).tp;
+  const LayerProgram fwd = layer_forward_program(s.model, s.parallel, ops);
+  auto times = [&](TpOverlapComm comm, bool fp8) {
+    s.optimizations.tp_overlap_comm = comm;
+    s.optimizations.fp8 = fp8;
+    return program_step_times(fwd, ops, false, s, tp, gpu);
+  };
+  const std::vector<StepTime> ub_bf16 = times(TpOverlapComm::kUserBuffers, false);
+  const std::vector<StepTime> ub_fp8 = times(TpOverlapComm::kUserBuffers, true);
+  const std::vector<StepTime> nccl_fp8 = times(TpOverlapComm::kNccl, true);
+  int gathers = 0;
+  for (size_t k = 0; k < fwd.size(); ++k) {
+    if (fwd[k].kind == LayerStepKind::kTpAllGather) {
+      ++gathers;
+      const double half = collective_time_s(CollectiveKind::kAllGather, s.parallel.tp, fwd[k].bytes / 2.0, tp);
+      EXPECT_DOUBLE_EQ(ub_fp8[k].collective_s, half) << fwd[k].name;
+      EXPECT_LT(ub_fp8[k].collective_s, ub_bf16[k].collective_s) << fwd[k].name;
+      EXPECT_DOUBLE_EQ(nccl_fp8[k].collective_s, ub_bf16[k].collective_s) << fwd[k].name;
+    } else if (fwd[k].kind == LayerStepKind::kTpReduceScatter) {
+      EXPECT_DOUBLE_EQ(ub_fp8[k].collective_s, ub_bf16[k].collective_s) << fwd[k].name;
+    }
+  }
+  EXPECT_EQ(gathers, 2);
 }
 
 TEST(LayerProgram, WithoutSpEachRegionEndsInAnAllReduce) {

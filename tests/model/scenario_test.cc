@@ -152,9 +152,16 @@ TEST(ScenarioTest, TpOverlapCommKey) {
   EXPECT_EQ(comm(opt + "preset = \"megatron\"\n"), TpOverlapComm::kNccl);
   EXPECT_EQ(comm(opt + "preset = \"megatron-core\"\ntp_overlap_comm = \"nccl\"\n"), TpOverlapComm::kNccl);
   EXPECT_EQ(comm(opt + "preset = \"megascale\"\ntp_overlap_comm = \"userbuffers\"\n"), TpOverlapComm::kUserBuffers);
+  const auto margin = [](const std::string& text) {
+    return parse_scenario(text, "t.toml").optimizations.tp_overlap_sm_margin;
+  };
+  EXPECT_TRUE(margin(opt + "preset = \"megatron-core\"\n"));  // TE 2.0+'s set_sm_margin default
+  EXPECT_FALSE(margin(opt + "preset = \"megatron-core\"\ntp_overlap_sm_margin = false\n"));
+  EXPECT_FALSE(margin(opt + "preset = \"megascale\"\n"));
   const std::string base = opt + "preset = \"megascale\"\n";
   const int line = static_cast<int>(std::count(base.begin(), base.end(), '\n')) + 1;
   expect_error(base + "tp_overlap_comm = \"ub\"\n", line, "optimizations.tp_overlap_comm", "userbuffers");
+  expect_error(base + "tp_overlap_sm_margin = 1\n", line, "optimizations.tp_overlap_sm_margin", "a boolean");
 }
 
 // [optimizations]: the megatron-core preset and its keys; a fractional or
