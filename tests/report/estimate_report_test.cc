@@ -49,6 +49,8 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["fused_attention"], true);
   EXPECT_EQ(o["fp8"], false);
   EXPECT_EQ(o["dp_bucket_params"], -1);
+  EXPECT_EQ(o["tp_overlap_comm"], "userbuffers");
+  EXPECT_EQ(o["tp_overlap_sm_margin"], true);
   EXPECT_EQ(o["optimizer"], model::to_string(s.optimizations.optimizer));
   for (const char* key : {"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators", "data_pipeline"}) {
     EXPECT_TRUE(o.contains(key)) << key;
