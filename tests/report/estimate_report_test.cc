@@ -57,6 +57,18 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   }
 }
 
+// Under FP8 the text says MFU is against the BF16 peak (it may pass 100%);
+// without FP8 it says nothing more.
+TEST(EstimateReport, Fp8TextNamesTheBf16PeakBehindMfu) {
+  model::Scenario s = model::default_scenario("megatron-core");
+  s.hardware.gpu = "H100-SXM5-80GB";
+  const std::string bf16 = estimate_text(s, model::estimate(s));
+  EXPECT_EQ(bf16.find("against the dense BF16 peak"), std::string::npos);
+  s.optimizations.fp8 = true;
+  const std::string fp8 = estimate_text(s, model::estimate(s));
+  EXPECT_NE(fp8.find("MFU against the dense BF16 peak, 989 TFLOP/s"), std::string::npos) << fp8;
+}
+
 TEST(EstimateReport, BubbleShareOfTheStepStaysBelowOneWhereMegatronsRatioDoesNot) {
   // PP 8 with 2 micro-batches per replica: Megatron-LM's bubble / compute is
   // (P - 1) / M = 3.5; as a share of the step it is below 1.
