@@ -26,6 +26,10 @@ namespace {
 constexpr double kAdamBytesPerParam = 30.0;
 constexpr double kLambBytesPerParam = 38.0;
 constexpr double kClipBytesPerParam = 4.0;
+// FP8: Transformer Engine casts every linear weight to FP8 with its transpose
+// (2 + 1 + 1 B) once per step, on the first micro-batch, and reuses the copies
+// for the rest (is_first_microbatch, which Megatron-Core's TE layers pass).
+constexpr double kFp8WeightCastBytesPerParam = 4.0;
 
 CollectiveKind collective_kind(LayerStepKind k) {
   switch (k) {
@@ -49,8 +53,8 @@ CollectiveKind collective_kind(LayerStepKind k) {
 double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s, CommSide side,
                      int tp, const GpuProfile& gpu, const GpuProfile& shared) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
-    return (backward_dgrad ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) /
-           op.gemm_speedup;
+    return backward_dgrad ? fp8_gemm_time_s(g, rows, op.k, op.n, op.gemm_speedup)
+                          : fp8_gemm_time_s(g, rows, op.n, op.k, op.gemm_speedup);
   };
   const double whole_s = gemm_s(gpu, op.m);
   double best_extra_s = comm_s;  // unfused: the collective runs alone
@@ -71,8 +75,8 @@ double fused_extra_s(const OperatorCost& op, bool backward_dgrad, double comm_s,
 // that is exposed by the difference.
 double beside_dgrad_extra_s(const OperatorCost& op, double comm_s, const GpuProfile& gpu,
                             const GpuProfile& shared) {
-  const double alone_s = gemm_time_s(gpu, op.m, op.k, op.n) / op.gemm_speedup;
-  const double beside_s = gemm_time_s(shared, op.m, op.k, op.n) / op.gemm_speedup;
+  const double alone_s = fp8_gemm_time_s(gpu, op.m, op.k, op.n, op.gemm_speedup);
+  const double beside_s = fp8_gemm_time_s(shared, op.m, op.k, op.n, op.gemm_speedup);
   if (comm_s >= beside_s) return comm_s - alone_s;
   return comm_s * (1.0 - alone_s / beside_s);
 }
@@ -94,7 +98,8 @@ double userbuffers_extra_s(const LayerStep& step, const OperatorCost& op, bool b
                            const GpuProfile& gpu, const GpuProfile& ring, const GpuProfile& margin,
                            bool sm_margin) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
-    return (backward ? gemm_time_s(g, rows, op.k, op.n) : gemm_time_s(g, rows, op.n, op.k)) / op.gemm_speedup;
+    return backward ? fp8_gemm_time_s(g, rows, op.k, op.n, op.gemm_speedup)
+                    : fp8_gemm_time_s(g, rows, op.n, op.k, op.gemm_speedup);
   };
   const double whole_s = gemm_s(gpu, op.m);
   const bool bulk = backward && (step.beside_dgrad || step.kind == LayerStepKind::kTpReduceScatter);
@@ -485,6 +490,9 @@ Estimate estimate(const Scenario& s) {
                                                                 : kAdamBytesPerParam) +
                            kClipBytesPerParam;
   b.optimizer_s = memory_time_s(gpu, shard * per_param);
+  // The step's FP8 weight copies (the transformer layers' weights, counted with
+  // the step's weight work).
+  if (o.fp8) b.optimizer_s += memory_time_s(gpu, chunk_params * V * kFp8WeightCastBytesPerParam);
   // Global gradient norm (and LAMB's per-tensor norms when sharded): small
   // all-reduces over the whole job, latency-bound.
   const Link& norm_link = p.dp > 1 ? link.dp : link.tp;

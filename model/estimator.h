@@ -46,7 +46,7 @@ struct TimeBreakdown {
   double dp_exposed_s = 0;    // DP reduce-scatter / all-gather (ZeRO gathers) on the critical path
   double embedding_sync_s = 0;  // tied input/output embedding gradient all-reduce, first <-> last stage
   double grad_norm_s = 0;     // global small all-reduces: gradient norm (clipping; LAMB), FP8 amax
-  double optimizer_s = 0;     // optimizer update kernels (CPU engine: its whole measured step)
+  double optimizer_s = 0;     // optimizer update kernels, FP8 weight casts (CPU engine: its whole measured step)
   double host_s = 0;          // host work per iteration outside the ops (profile's step_overhead_s)
 
   double total() const {

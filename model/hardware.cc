@@ -148,6 +148,17 @@ double gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k,
   return t;
 }
 
+double fp8_gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k, double speedup) {
+  if (speedup == 1.0) return gemm_time_s(gpu, m, n, k);
+  if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  if (const ProfileTables* t = gpu.measured(); t != nullptr && !t->gemm.empty()) {
+    return t->gemm.time_s(m, n, k, "any", gpu.busy_ranks, gpu.cold_fraction) / speedup;
+  }
+  const double compute_s = gemm_compute_time_memo_s(gpu, 1, m, n, k) / speedup;
+  const double bytes = static_cast<double>(m) * k + static_cast<double>(k) * n + 2.0 * m * n;
+  return std::max({compute_s, memory_time_s(gpu, bytes), gpu.kernel_launch_us * 1e-6});
+}
+
 double memory_time_s(const GpuProfile& gpu, double bytes) {
   if (bytes <= 0) return 0.0;
   const double s = bytes / (gpu.memory_gbs * kGB * gpu.memory_efficiency);

@@ -146,6 +146,13 @@ double nic_busbw_gbs(double nic_gbps);
 double gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k,
                    double* efficiency = nullptr);
 
+// The same GEMM with FP8 operands (Transformer Engine's recipe): the compute
+// term runs `speedup` times faster (GpuProfile::fp8_gemm_speedup), the operands
+// move 1 byte per element and the BF16 output 2, and the launch floor does not
+// shrink. speedup 1 is gemm_time_s. A measured (BF16) GEMM table is scaled by
+// 1 / speedup.
+double fp8_gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k, double speedup);
+
 // `batch` independent GEMMs of the same shape (cuBLAS strided-batched), seconds.
 double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int64_t n,
                            int64_t k);

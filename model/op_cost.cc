@@ -204,21 +204,39 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
 }
 
 void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup) {
-  // A cast reads the BF16 tensor and writes its FP8 copy: 2 + 1 bytes per element.
-  constexpr double kCastBytesPerElement = kBf16Bytes + 1.0;
-  double fwd_elements = 0, bwd_elements = 0;
+  // Hopper's FP8 GEMMs take both operands K-major (TN only), so the weight
+  // gradient needs each FP8 operand transposed as well. Transformer Engine
+  // (pytorch/module/linear.py, layernorm_linear.py; v1.x fp8_cast_transpose_fused,
+  // fp8_cast_transpose_bgrad_fused and fp8_transpose, v2.x quantizers with
+  // row- and column-wise usage) writes both copies:
+  //  - a fused cast-transpose reads the BF16 tensor and writes the FP8 copy
+  //    and its transpose: 2 + 1 + 1 bytes per element;
+  //  - after a LayerNorm that already wrote FP8, the transpose alone reads and
+  //    writes one byte each: 1 + 1.
+  constexpr double kCastTransposeBytesPerElement = kBf16Bytes + 1.0 + 1.0;
+  constexpr double kFp8TransposeBytesPerElement = 1.0 + 1.0;
+  double fwd_bytes = 0, bwd_bytes = 0;
+  int fwd_kernels = 0, bwd_kernels = 0;
   for (OperatorCost& op : *ops) {
     if (op.cls != OpClass::kGemm) continue;
     op.gemm_speedup = gemm_speedup;
-    // Forward: the GEMM's input (m x k); TE's LayerNormLinear writes the
-    // normalised input in FP8 itself, so the QKV / FC1 inputs cost no pass.
+    // Forward: the GEMM's input (m x k). TE's LayerNormLinear writes the
+    // normalised input in FP8 itself; its transpose is made for the wgrad.
     const bool after_layer_norm = op.name == "qkv" || op.name == "fc1" || op.name == "qkv_fc1";
-    if (!after_layer_norm) fwd_elements += static_cast<double>(op.m) * op.k;
-    // Backward: the output gradient (m x n) to E5M2 before dgrad and wgrad.
-    bwd_elements += static_cast<double>(op.m) * op.n;
+    const double input_elements = static_cast<double>(op.m) * op.k;
+    if (after_layer_norm) {
+      bwd_bytes += kFp8TransposeBytesPerElement * input_elements;
+      ++bwd_kernels;
+    } else {
+      fwd_bytes += kCastTransposeBytesPerElement * input_elements;
+      ++fwd_kernels;
+    }
+    // Backward: the output gradient (m x n) to E5M2 and its transpose, before
+    // dgrad and wgrad.
+    bwd_bytes += kCastTransposeBytesPerElement * static_cast<double>(op.m) * op.n;
+    ++bwd_kernels;
   }
-  ops->push_back(memory("fp8_cast", kCastBytesPerElement * fwd_elements, kCastBytesPerElement * bwd_elements,
-                        2, 4));
+  ops->push_back(memory("fp8_cast", fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels));
 }
 
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p) {
@@ -348,7 +366,7 @@ double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
   double t = 0;
   switch (op.cls) {
     case OpClass::kGemm:
-      t = gemm_time_s(gpu, op.m, op.n, op.k) / op.gemm_speedup;
+      t = fp8_gemm_time_s(gpu, op.m, op.n, op.k, op.gemm_speedup);
       break;
     case OpClass::kBatchedGemm:
       t = batched_gemm_time_s(gpu, op.batch, op.m, op.n, op.k);
@@ -369,7 +387,7 @@ double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
   switch (op.cls) {
     case OpClass::kGemm:
       // dgrad: (m x n) * (n x k); wgrad: (k x m) * (m x n).
-      t = (gemm_time_s(gpu, op.m, op.k, op.n) + gemm_time_s(gpu, op.k, op.n, op.m)) / op.gemm_speedup;
+      t = fp8_gemm_time_s(gpu, op.m, op.k, op.n, op.gemm_speedup) + fp8_gemm_time_s(gpu, op.k, op.n, op.m, op.gemm_speedup);
       break;
     case OpClass::kBatchedGemm:
       t = batched_gemm_time_s(gpu, op.batch, op.m, op.k, op.n) + batched_gemm_time_s(gpu, op.batch, op.k, op.n, op.m);

@@ -85,9 +85,11 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
 
 // Transformer Engine's FP8 recipe on one layer's operators: every linear GEMM
 // runs `gemm_speedup` times faster than in BF16 (GpuProfile::fp8_gemm_speedup),
-// and one memory op casts the GEMM inputs not produced by a fused LayerNorm
-// (forward, E4M3) and the GEMM output gradients (backward, E5M2) to FP8, 3 bytes
-// per element moved. Attention and the norms stay BF16.
+// and one memory op holds TE's casts: the GEMM inputs not produced by a fused
+// LayerNorm (forward, E4M3) and the GEMM output gradients (backward, E5M2) cast
+// to FP8 with their transposes (Hopper's FP8 GEMM is TN only), 4 bytes per
+// element moved, and the LayerNorm-fed inputs transposed for the weight
+// gradient, 2 bytes. Attention and the norms stay BF16.
 void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup);
 
 // Operators outside the layers: the first stage's embedding and the last stage's

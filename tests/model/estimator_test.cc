@@ -267,7 +267,20 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
   std::vector<OperatorCost> fp8 = job_layer_operators(f, h100);
   ASSERT_EQ(fp8.size(), bf16.size() + 1);  // + the casts
   EXPECT_EQ(fp8.back().name, "fp8_cast");
-  EXPECT_GT(fp8.back().bwd_bytes, fp8.back().fwd_bytes);  // four output gradients, two inputs
+  // Forward: the proj and fc2 inputs cast with their transposes (2 + 1 + 1 B per
+  // element); backward: the four output gradients likewise, and the QKV / FC1
+  // inputs (written in FP8 by the LayerNorm) transposed for the wgrad (1 + 1 B).
+  double inputs = 0, ln_inputs = 0, outputs = 0;
+  for (const OperatorCost& op : bf16) {
+    if (op.cls != OpClass::kGemm) continue;
+    const double in = static_cast<double>(op.m) * op.k;
+    (op.name == "qkv" || op.name == "fc1" ? ln_inputs : inputs) += in;
+    outputs += static_cast<double>(op.m) * op.n;
+  }
+  EXPECT_DOUBLE_EQ(fp8.back().fwd_bytes, 4 * inputs);
+  EXPECT_DOUBLE_EQ(fp8.back().bwd_bytes, 4 * outputs + 2 * ln_inputs);
+  EXPECT_EQ(fp8.back().fwd_kernels, 2);
+  EXPECT_EQ(fp8.back().bwd_kernels, 6);
   for (size_t i = 0; i < bf16.size(); ++i) {
     if (bf16[i].cls == OpClass::kGemm) {
       EXPECT_NEAR(forward_time_s(fp8[i], h100) * h100.fp8_gemm_speedup(), forward_time_s(bf16[i], h100),
@@ -280,6 +293,7 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
   EXPECT_LT(e8.breakdown.compute_s, e16.breakdown.compute_s);
   EXPECT_GT(e8.breakdown.compute_s, e16.breakdown.compute_s / h100.fp8_gemm_speedup());  // not everything is a GEMM
   EXPECT_GT(e8.breakdown.grad_norm_s, e16.breakdown.grad_norm_s);  // the amax all-reduce
+  EXPECT_GT(e8.breakdown.optimizer_s, e16.breakdown.optimizer_s);   // the step's FP8 weight copies
   EXPECT_DOUBLE_EQ(e8.model_flops, e16.model_flops);  // MFU stays against the same FLOPs and BF16 peak
 }
 

@@ -73,6 +73,21 @@ TEST(Hardware, GemvIsBandwidthBound) {
   EXPECT_NEAR(t, weights_s, 0.01 * weights_s);
 }
 
+// FP8 operands speed up the compute term only: a large GEMM gains the whole
+// FP8 rate, a weight-streaming GEMV gains what halving its operand bytes gives,
+// and a tiny GEMM keeps its launch floor.
+TEST(Hardware, Fp8GemmSpeedsUpComputeNotLaunchOrBandwidth) {
+  const GpuProfile& gpu = gpu_profile("H100-SXM5-80GB");
+  const double x = gpu.fp8_gemm_speedup();
+  ASSERT_GT(x, 1.5);
+  EXPECT_DOUBLE_EQ(fp8_gemm_time_s(gpu, 8192, 8192, 8192, 1.0), gemm_time_s(gpu, 8192, 8192, 8192));
+  EXPECT_NEAR(fp8_gemm_time_s(gpu, 8192, 8192, 8192, x) * x, gemm_time_s(gpu, 8192, 8192, 8192), 1e-12);
+  const double gemv_bf16 = gemm_time_s(gpu, 1, 16384, 16384);
+  EXPECT_NEAR(fp8_gemm_time_s(gpu, 1, 16384, 16384, x), gemv_bf16 / 2, 0.01 * gemv_bf16);
+  EXPECT_DOUBLE_EQ(fp8_gemm_time_s(gpu, 8, 8, 8, x), gpu.kernel_launch_us * 1e-6);
+  EXPECT_EQ(fp8_gemm_time_s(gpu, 0, 8, 8, x), 0.0);
+}
+
 TEST(Hardware, MemoryTimeIsBytesOverAchievableBandwidthWithALaunchFloor) {
   const GpuProfile& gpu = gpu_profile("A100-SXM4-80GB");
   EXPECT_NEAR(memory_time_s(gpu, 1e9), 1e9 / (2039e9 * gpu.memory_efficiency), 1e-12);
