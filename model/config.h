@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -185,6 +186,16 @@ struct NetworkConfig {
   }
 };
 
+// One userbuffers GEMM overlap as Transformer Engine's initialize_ub takes it
+// (ub_cfgs[name]); an unset field keeps TE's default (model/fused_overlap.h).
+struct UbOverlapConfig {
+  std::optional<int> num_sm;          // pipeline, bulk: SMs the communication holds
+  std::optional<int> num_splits;      // pipeline: GEMM pieces
+  std::optional<bool> set_sm_margin;  // pipeline, bulk: else Optimizations::tp_overlap_sm_margin
+  std::optional<bool> aggregate;      // ring exchange: two pieces per GEMM
+  bool operator==(const UbOverlapConfig&) const = default;
+};
+
 // MegaScale's techniques (NSDI'24 section 3), each switchable. The presets:
 // "megatron" = all off, Adam (the paper's Megatron-LM baseline);
 // "megascale" = all on.
@@ -197,6 +208,10 @@ struct Optimizations {
   // their whole run); false: the GEMM starts on every SM and shares them while
   // the communication runs. TE >= 2.0 defaults to true, TE 1.8-1.13 to false.
   bool tp_overlap_sm_margin = false;
+  // Userbuffers: per-GEMM settings that replace Transformer Engine's defaults,
+  // by TE's GEMM name (initialize_ub's ub_cfgs, e.g. NeMo's tuned
+  // ub_cfg_*.yaml files); model/fused_overlap.h resolves them.
+  std::map<std::string, UbOverlapConfig> userbuffers;
   bool pp_overlap = false;           // async decoupled send/recv
   bool dp_overlap = false;           // prefetched AG, per-chunk RS
   bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/collective_cost.h"
@@ -81,42 +82,59 @@ double beside_dgrad_extra_s(const OperatorCost& op, double comm_s, const GpuProf
   return comm_s * (1.0 - alone_s / beside_s);
 }
 
+// TE's name of the GEMM a userbuffers overlap of `step` rides on
+// (model/fused_overlap.h kUbGemms): the forward all-gather before qkv / fc1 and
+// the reduce-scatter after proj / fc2 are "<gemm>_fprop"; in backward the
+// output-gradient all-gather before proj / fc2 and the input re-gather beside
+// the qkv / fc1 input-gradient GEMM are "<gemm>_dgrad", the input gradient's
+// reduce-scatter (beside the weight-gradient GEMM) "<gemm>_wgrad". A parallel
+// block's fused qkv_fc1 / proj_fc2 GEMMs take qkv's / proj's settings.
+std::string ub_gemm_name(const LayerStep& step, const OperatorCost& op, bool backward) {
+  std::string gemm = op.name == "qkv_fc1" ? "qkv" : op.name == "proj_fc2" ? "proj" : op.name;
+  if (!backward) return gemm + "_fprop";
+  if (step.kind == LayerStepKind::kTpReduceScatter) return gemm + "_wgrad";
+  return gemm + "_dgrad";
+}
+
 // Extra time of TP collective `step` under Transformer Engine's userbuffers
-// overlap (model/fused_overlap.h: TE's default method for that GEMM), `comm_s`
-// its whole time. `ring`: the GPU less the ring exchange's SM; `margin`: less
-// the pipeline / bulk SMs; `sm_margin`: those GEMMs run on `margin` throughout
-// (TE's set_sm_margin), else only while the communication runs.
-//  - all-gather before a GEMM (forward qkv/fc1, backward proj/fc2 dgrad): ring
-//    exchange in tp pieces, the GEMM on all SMs but one while a piece is in
-//    flight;
-//  - forward reduce-scatter after a GEMM (proj/fc2): pipeline of 4 pieces;
-//  - backward input re-gather (beside the dgrad GEMM) and backward reduce-
-//    scatter of the input gradient (beside the wgrad GEMM, timed as the dgrad
-//    GEMM: the same FLOPs): bulk, the collective beside one whole GEMM,
-//    exposed where it outlasts it.
-double userbuffers_extra_s(const LayerStep& step, const OperatorCost& op, bool backward, double comm_s, int tp,
-                           const GpuProfile& gpu, const GpuProfile& ring, const GpuProfile& margin,
-                           bool sm_margin) {
+// overlap `u` (model/fused_overlap.h: the method, SMs, pieces and margin of
+// that GEMM), `comm_s` its whole time. `held`: the GPU less the SMs the
+// communication holds (u.num_sm); with u.sm_margin the GEMM runs on them
+// throughout (TE's set_sm_margin), else only while the communication runs.
+//  - ring exchange (the all-gather before a GEMM): u.num_splits pieces, the
+//    GEMM on all SMs but one while a piece is in flight;
+//  - pipeline (the forward reduce-scatter after proj / fc2): u.num_splits
+//    pieces;
+//  - bulk (backward input re-gather beside the dgrad GEMM, and the input
+//    gradient's reduce-scatter beside the wgrad GEMM, timed as the dgrad GEMM:
+//    the same FLOPs): the collective beside one whole GEMM, exposed where it
+//    outlasts it.
+double userbuffers_extra_s(const OperatorCost& op, bool backward, double comm_s, const UbOverlap& u,
+                           const GpuProfile& gpu, const GpuProfile& held) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
     return backward ? fp8_gemm_time_s(g, rows, op.k, op.n, op.gemm_speedup)
                     : fp8_gemm_time_s(g, rows, op.n, op.k, op.gemm_speedup);
   };
   const double whole_s = gemm_s(gpu, op.m);
-  const bool bulk = backward && (step.beside_dgrad || step.kind == LayerStepKind::kTpReduceScatter);
-  if (bulk) {
-    const double beside_s = gemm_s(margin, op.m);
-    if (sm_margin || comm_s >= beside_s) return std::max(comm_s, beside_s) - whole_s;
-    return comm_s * (1.0 - whole_s / beside_s);  // shared while it runs, then all SMs
+  switch (u.method) {
+    case UbMethod::kBulk: {
+      const double beside_s = gemm_s(held, op.m);
+      if (u.sm_margin || comm_s >= beside_s) return std::max(comm_s, beside_s) - whole_s;
+      return comm_s * (1.0 - whole_s / beside_s);  // shared while it runs, then all SMs
+    }
+    case UbMethod::kRingExchange:
+      if (u.num_splits < 2 || op.m % u.num_splits != 0) return comm_s;
+      return fused_pair_time_s(u.num_splits, gemm_s(gpu, op.m / u.num_splits), gemm_s(held, op.m / u.num_splits),
+                               comm_s, CommSide::kBefore) -
+             whole_s;
+    case UbMethod::kPipeline: {
+      if (u.num_splits < 2 || op.m % u.num_splits != 0) return comm_s;
+      const double shared_s = gemm_s(held, op.m / u.num_splits);
+      const double piece_s = u.sm_margin ? shared_s : gemm_s(gpu, op.m / u.num_splits);
+      return fused_pair_time_s(u.num_splits, piece_s, shared_s, comm_s, CommSide::kAfter) - whole_s;
+    }
   }
-  if (step.kind == LayerStepKind::kTpAllGather) {
-    if (tp < 2 || op.m % tp != 0) return comm_s;
-    return fused_pair_time_s(tp, gemm_s(gpu, op.m / tp), gemm_s(ring, op.m / tp), comm_s, CommSide::kBefore) -
-           whole_s;
-  }
-  if (op.m % kUbPipelineSplits != 0) return comm_s;
-  const double shared_s = gemm_s(margin, op.m / kUbPipelineSplits);
-  const double piece_s = sm_margin ? shared_s : gemm_s(gpu, op.m / kUbPipelineSplits);
-  return fused_pair_time_s(kUbPipelineSplits, piece_s, shared_s, comm_s, CommSide::kAfter) - whole_s;
+  return comm_s;
 }
 
 // Exposed time of a chain of per-chunk DP collectives on one stream, where chunk
@@ -204,7 +222,7 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
   const CommSmProfiles& shared = shared_in != nullptr ? *shared_in : *own;
   const GpuProfile& nccl = shared.nccl ? *shared.nccl : gpu;
   const bool userbuffers = overlap && s.optimizations.tp_overlap_comm == TpOverlapComm::kUserBuffers &&
-                           shared.ub_ring && shared.ub_margin;
+                           !shared.ub_held.empty();
   for (const LayerStep& step : program) {
     const bool as_forward = !backward || step.recompute;
     StepTime st;
@@ -221,9 +239,13 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
       st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
                                           step_bytes(step, fp8_gather ? 1.0 : gpu.activation_bytes), tp_link);
       if (userbuffers && step.fused_with >= 0 && step.kind != LayerStepKind::kTpAllReduce) {
-        st.added_s = std::max(0.0, userbuffers_extra_s(step, ops[step.fused_with], !as_forward, st.collective_s,
-                                                       s.parallel.tp, gpu, *shared.ub_ring, *shared.ub_margin,
-                                                       s.optimizations.tp_overlap_sm_margin));
+        const OperatorCost& op = ops[step.fused_with];
+        const UbOverlap u = ub_overlap(s.optimizations, ub_gemm_name(step, op, !as_forward), s.parallel.tp);
+        const auto held = shared.ub_held.find(u.num_sm);
+        std::optional<GpuProfile> fresh;  // an SM count comm_sm_profiles() did not build
+        if (held == shared.ub_held.end()) fresh = without_comm_sms(gpu, u.num_sm);
+        st.added_s = std::max(0.0, userbuffers_extra_s(op, !as_forward, st.collective_s, u, gpu,
+                                                       fresh ? *fresh : held->second));
         out.push_back(std::move(st));
         continue;
       }
@@ -343,8 +365,11 @@ CommSmProfiles comm_sm_profiles(const Scenario& s, const GpuProfile& gpu) {
     c.nccl = without_comm_sms(gpu, gpu.nccl_nvlink_ctas);
   }
   if (userbuffers) {
-    c.ub_ring = without_comm_sms(gpu, kUbRingExchangeSms);
-    c.ub_margin = without_comm_sms(gpu, kUbCommSms);
+    // One profile per SM count the job's overlaps hold.
+    for (const UbGemm& g : kUbGemms) {
+      const int sms = ub_overlap(o, g.name, p.tp).num_sm;
+      if (!c.ub_held.contains(sms)) c.ub_held.emplace(sms, without_comm_sms(gpu, sms));
+    }
   }
   return c;
 }

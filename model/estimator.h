@@ -20,6 +20,7 @@
 // Thread-safety: pure functions; Estimator caches nothing.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -116,8 +117,9 @@ struct ProgramTime {
 // it needs none.
 struct CommSmProfiles {
   std::optional<GpuProfile> nccl;       // nccl_nvlink_ctas SMs held
-  std::optional<GpuProfile> ub_ring;    // kUbRingExchangeSms held
-  std::optional<GpuProfile> ub_margin;  // kUbCommSms held (pipeline, bulk)
+  // Userbuffers: the GPU less the SMs each of the job's overlaps holds, by
+  // that SM count (model/fused_overlap.h ub_overlap).
+  std::map<int, GpuProfile> ub_held;
 };
 CommSmProfiles comm_sm_profiles(const Scenario& s, const GpuProfile& gpu);
 

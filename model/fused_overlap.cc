@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <vector>
+#include <string>
 
 namespace megascale::model {
 namespace {
@@ -81,6 +82,47 @@ GpuProfile without_comm_sms(const GpuProfile& gpu, int comm_ctas) {
   // Peak tensor throughput is per SM: the remaining SMs have their share of it.
   g.peak_tflops = gpu.peak_tflops * g.sm_count / gpu.sm_count;
   return g;
+}
+
+const char* to_string(UbMethod m) {
+  switch (m) {
+    case UbMethod::kRingExchange: return "ring_exchange";
+    case UbMethod::kPipeline: return "pipeline";
+    case UbMethod::kBulk: return "bulk";
+  }
+  return "?";
+}
+
+std::optional<UbMethod> ub_default_method(std::string_view te_gemm) {
+  for (const UbGemm& g : kUbGemms) {
+    if (g.name == te_gemm) return g.method;
+  }
+  return std::nullopt;
+}
+
+UbOverlap ub_overlap(const Optimizations& o, std::string_view te_gemm, int tp) {
+  UbOverlap u;
+  u.method = ub_default_method(te_gemm).value_or(UbMethod::kBulk);
+  const auto it = o.userbuffers.find(std::string(te_gemm));
+  const UbOverlapConfig cfg = it != o.userbuffers.end() ? it->second : UbOverlapConfig{};
+  switch (u.method) {
+    case UbMethod::kRingExchange:
+      u.num_sm = kUbRingExchangeSms;
+      u.num_splits = cfg.aggregate.value_or(false) && tp >= 4 ? tp / 2 : tp;
+      u.sm_margin = false;
+      break;
+    case UbMethod::kPipeline:
+      u.num_sm = cfg.num_sm.value_or(kUbCommSms);
+      u.num_splits = cfg.num_splits.value_or(kUbPipelineSplits);
+      u.sm_margin = cfg.set_sm_margin.value_or(o.tp_overlap_sm_margin);
+      break;
+    case UbMethod::kBulk:
+      u.num_sm = cfg.num_sm.value_or(kUbCommSms);
+      u.num_splits = 1;
+      u.sm_margin = cfg.set_sm_margin.value_or(o.tp_overlap_sm_margin);
+      break;
+  }
+  return u;
 }
 
 }  // namespace megascale::model

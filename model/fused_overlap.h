@@ -16,8 +16,12 @@
 // slowdown.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
+#include "model/config.h"
 #include "model/hardware.h"
 
 namespace megascale::model {
@@ -51,6 +55,41 @@ double fused_pair_time_s(int chunks, double piece_s, double piece_shared_s, doub
 constexpr int kUbRingExchangeSms = 1;
 constexpr int kUbCommSms = 16;
 constexpr int kUbPipelineSplits = 4;
+
+// TE's userbuffers GEMM names and the method each runs by default; a scenario
+// may retune the SMs, pieces and margin of each ([optimizations.userbuffers],
+// Optimizations::userbuffers), as NeMo's tuned ub_cfg files do, not its method.
+enum class UbMethod { kRingExchange, kPipeline, kBulk };
+const char* to_string(UbMethod m);
+struct UbGemm {
+  std::string_view name;
+  UbMethod method;
+};
+constexpr std::array<UbGemm, 10> kUbGemms = {{{"qkv_fprop", UbMethod::kRingExchange},
+                                              {"fc1_fprop", UbMethod::kRingExchange},
+                                              {"proj_dgrad", UbMethod::kRingExchange},
+                                              {"fc2_dgrad", UbMethod::kRingExchange},
+                                              {"proj_fprop", UbMethod::kPipeline},
+                                              {"fc2_fprop", UbMethod::kPipeline},
+                                              {"qkv_dgrad", UbMethod::kBulk},
+                                              {"qkv_wgrad", UbMethod::kBulk},
+                                              {"fc1_dgrad", UbMethod::kBulk},
+                                              {"fc1_wgrad", UbMethod::kBulk}}};
+std::optional<UbMethod> ub_default_method(std::string_view te_gemm);
+
+// One GEMM's overlap as it runs: TE's defaults with the scenario's settings
+// over them. num_sm: SMs the communication holds (ring exchange: 1, the copy
+// engines move the data); num_splits: GEMM pieces (ring exchange: tp, tp / 2
+// when aggregate; bulk: 1); sm_margin: the GEMM runs on the SMs left for its
+// whole run (ring exchange: never).
+struct UbOverlap {
+  UbMethod method = UbMethod::kBulk;
+  int num_sm = kUbCommSms;
+  int num_splits = 1;
+  bool sm_margin = false;
+};
+// REQUIRES: ub_default_method(te_gemm) has a value; tp >= 1.
+UbOverlap ub_overlap(const Optimizations& o, std::string_view te_gemm, int tp);
 
 // A copy of `gpu` with the SMs an NCCL collective holds removed (at least one
 // left) and the peak scaled to the SMs that remain; HBM bandwidth unchanged.

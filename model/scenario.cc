@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -18,11 +19,13 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <span>
 #include <sstream>
 #include <utility>
 #include <vector>
 
+#include "model/fused_overlap.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario_overrides.h"
@@ -318,8 +321,50 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
-    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin"};
+    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
+
+// [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
+// for that GEMM's method (model/fused_overlap.h kUbGemms); the method itself
+// may only be restated.
+constexpr std::string_view kUbRingKeys[] = {"method", "aggregate"};
+constexpr std::string_view kUbPipelineKeys[] = {"method", "num_sm", "num_splits", "set_sm_margin"};
+constexpr std::string_view kUbBulkKeys[] = {"method", "num_sm", "set_sm_margin"};
+
+std::map<std::string, UbOverlapConfig> read_userbuffers(const Section& s) {
+  std::array<std::string_view, kUbGemms.size()> names;
+  for (size_t i = 0; i < kUbGemms.size(); ++i) names[i] = kUbGemms[i].name;
+  s.reject_unknown_keys(names);
+  std::map<std::string, UbOverlapConfig> out;
+  for (const UbGemm& g : kUbGemms) {
+    const std::optional<Section> t = s.subsection(g.name);
+    if (!t) continue;
+    if (g.method == UbMethod::kRingExchange) {
+      for (std::string_view k : {"num_sm", "num_splits", "set_sm_margin"}) {
+        if (t->node(k) != nullptr) {
+          t->fail(k, "a ring exchange moves its pieces on the copy engines (1 SM, tp pieces, no SM margin); "
+                     "only aggregate is modelled for " + std::string(g.name));
+        }
+      }
+    }
+    switch (g.method) {
+      case UbMethod::kRingExchange: t->reject_unknown_keys(kUbRingKeys); break;
+      case UbMethod::kPipeline: t->reject_unknown_keys(kUbPipelineKeys); break;
+      case UbMethod::kBulk: t->reject_unknown_keys(kUbBulkKeys); break;
+    }
+    if (const std::optional<std::string> m = t->string("method"); m && *m != to_string(g.method)) {
+      t->fail("method", "Transformer Engine runs " + std::string(g.name) + " as \"" + to_string(g.method) +
+                            "\" by default and only that method is modelled for it");
+    }
+    UbOverlapConfig c;
+    c.num_sm = t->integer("num_sm", 1, 1024);
+    c.num_splits = t->integer("num_splits", 2, 64);
+    c.set_sm_margin = t->boolean("set_sm_margin");
+    c.aggregate = t->boolean("aggregate");
+    out.emplace(std::string(g.name), c);
+  }
+  return out;
+}
 
 // The preset first, then each switch given explicitly overrides it.
 Optimizations read_optimizations(const Section& s) {
@@ -330,6 +375,7 @@ Optimizations read_optimizations(const Section& s) {
   o.tp_overlap_comm = s.enum_choice("tp_overlap_comm", {TpOverlapComm::kNccl, TpOverlapComm::kUserBuffers})
                           .value_or(o.tp_overlap_comm);
   o.tp_overlap_sm_margin = s.boolean("tp_overlap_sm_margin").value_or(o.tp_overlap_sm_margin);
+  if (const std::optional<Section> ub = s.subsection("userbuffers")) o.userbuffers = read_userbuffers(*ub);
   o.pp_overlap = s.boolean("pp_overlap").value_or(o.pp_overlap);
   o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
@@ -610,6 +656,14 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   }
   if (std::optional<Violation> v = check_fabric(sc.network, sc.hardware, sc.cluster.gpus)) {
     top.fail(v->key, v->reason);
+  }
+  for (const auto& [gemm, c] : sc.optimizations.userbuffers) {
+    const GpuProfile& gpu = hardware_profile(sc);
+    if (!gpu.is_cpu() && c.num_sm && *c.num_sm >= gpu.sm_count) {
+      top.fail("optimizations.userbuffers." + gemm + ".num_sm",
+               std::to_string(*c.num_sm) + " communication SMs leave none of the " + gpu.name + "'s " +
+                   std::to_string(gpu.sm_count) + " SMs to the GEMM");
+    }
   }
   if (sc.optimizations.fp8) {
     const GpuProfile& gpu = hardware_profile(sc);

@@ -8,6 +8,7 @@
 
 #include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
+#include "model/fused_overlap.h"
 #include "model/profile.h"
 
 namespace megascale::report {
@@ -68,6 +69,18 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["cross_entropy"] = model::to_string(o.cross_entropy);
   opt["tp_overlap_comm"] = model::to_string(o.tp_overlap_comm);
   opt["tp_overlap_sm_margin"] = o.tp_overlap_sm_margin;
+  // Each userbuffers GEMM overlap as modelled (TE's defaults and the
+  // scenario's [optimizations.userbuffers] settings), used under
+  // tp_overlap_comm = "userbuffers".
+  Json ub = Json::object();
+  for (const model::UbGemm& g : model::kUbGemms) {
+    const model::UbOverlap u = model::ub_overlap(o, g.name, s.parallel.tp);
+    ub[std::string(g.name)] = {{"method", model::to_string(u.method)},
+                               {"num_sm", u.num_sm},
+                               {"num_splits", u.num_splits},
+                               {"set_sm_margin", u.sm_margin}};
+  }
+  opt["userbuffers"] = ub;
   opt["optimizer"] = model::to_string(o.optimizer);
 
   Json j;

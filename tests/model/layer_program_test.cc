@@ -174,6 +174,79 @@ TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
   EXPECT_GT(diff, 0.0);
 }
 
+// [optimizations.userbuffers] retunes one GEMM's overlap (NeMo's tuned ub_cfg
+// files): each collective is costed with its own GEMM's SMs, pieces and margin,
+// and only that GEMM's collective moves.
+TEST(LayerProgram, UserbuffersSettingsApplyPerGemm) {
+  Scenario s = default_scenario("megascale");
+  s.model.block = BlockKind::kSequential;
+  s.parallel.sequence_parallel = true;
+  s.optimizations.tp_overlap = true;
+  s.optimizations.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  s.optimizations.tp_overlap_sm_margin = false;
+  const GpuProfile gpu = hardware_profile(s);
+  const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
+  const Link tp = parallel_links(s, gpu).tp;
+  const LayerProgram bwd = layer_backward_program(s.model, s.parallel, ops);
+  const LayerProgram fwd = layer_forward_program(s.model, s.parallel, ops);
+  const std::vector<StepTime> bwd0 = program_step_times(bwd, ops, true, s, tp, gpu);
+  const std::vector<StepTime> fwd0 = program_step_times(fwd, ops, false, s, tp, gpu);
+  UbOverlapConfig qkv_wgrad, fc2_fprop;
+  qkv_wgrad.num_sm = 2;
+  qkv_wgrad.set_sm_margin = true;
+  fc2_fprop.num_sm = 24;
+  fc2_fprop.num_splits = 2;
+  fc2_fprop.set_sm_margin = true;
+  s.optimizations.userbuffers["qkv_wgrad"] = qkv_wgrad;
+  s.optimizations.userbuffers["fc2_fprop"] = fc2_fprop;
+  const std::vector<StepTime> bwd1 = program_step_times(bwd, ops, true, s, tp, gpu);
+  const std::vector<StepTime> fwd1 = program_step_times(fwd, ops, false, s, tp, gpu);
+  int moved = 0;
+  for (size_t k = 0; k < bwd.size(); ++k) {
+    const LayerStep& step = bwd[k];
+    if (step.kind == LayerStepKind::kCompute || step.fused_with < 0 || step.recompute) continue;
+    const OperatorCost& op = ops[step.fused_with];
+    if (step.kind == LayerStepKind::kTpReduceScatter && op.name == "qkv") {
+      // Bulk beside the whole GEMM on the SMs 2 leave, for its whole run.
+      const GpuProfile held = without_comm_sms(gpu, 2);
+      const double whole = gemm_time_s(gpu, op.m, op.k, op.n);
+      const double beside = gemm_time_s(held, op.m, op.k, op.n);
+      EXPECT_NEAR(bwd1[k].added_s, std::max(bwd1[k].collective_s, beside) - whole, 1e-12);
+      EXPECT_NE(bwd1[k].added_s, bwd0[k].added_s);
+      ++moved;
+    } else {
+      EXPECT_DOUBLE_EQ(bwd1[k].added_s, bwd0[k].added_s) << step.name;
+    }
+  }
+  for (size_t k = 0; k < fwd.size(); ++k) {
+    const LayerStep& step = fwd[k];
+    if (step.kind == LayerStepKind::kCompute || step.fused_with < 0) continue;
+    const OperatorCost& op = ops[step.fused_with];
+    if (op.name == "fc2") {
+      const GpuProfile held = without_comm_sms(gpu, 24);
+      const double whole = gemm_time_s(gpu, op.m, op.n, op.k);
+      const double piece = gemm_time_s(held, op.m / 2, op.n, op.k);
+      EXPECT_NEAR(fwd1[k].added_s,
+                  std::max(0.0, fused_pair_time_s(2, piece, piece, fwd1[k].collective_s, CommSide::kAfter) - whole),
+                  1e-12);
+      ++moved;
+    } else {
+      EXPECT_DOUBLE_EQ(fwd1[k].added_s, fwd0[k].added_s) << step.name;
+    }
+  }
+  EXPECT_EQ(moved, 2);
+  // The resolved settings: the override, TE's defaults elsewhere, the ring
+  // exchange's pieces halved by aggregate.
+  EXPECT_EQ(ub_overlap(s.optimizations, "fc2_fprop", 8).num_splits, 2);
+  EXPECT_EQ(ub_overlap(s.optimizations, "proj_fprop", 8).num_splits, kUbPipelineSplits);
+  EXPECT_EQ(ub_overlap(s.optimizations, "qkv_dgrad", 8).num_sm, kUbCommSms);
+  EXPECT_FALSE(ub_overlap(s.optimizations, "qkv_dgrad", 8).sm_margin);
+  EXPECT_EQ(ub_overlap(s.optimizations, "fc2_dgrad", 8).num_splits, 8);
+  s.optimizations.userbuffers["fc2_dgrad"].aggregate = true;
+  EXPECT_EQ(ub_overlap(s.optimizations, "fc2_dgrad", 8).num_splits, 4);
+  EXPECT_EQ(ub_overlap(s.optimizations, "fc2_dgrad", 8).num_sm, kUbRingExchangeSms);
+}
+
 // Under FP8, Transformer Engine's userbuffers all-gather FP8 copies (fp8_buf):
 // half the BF16 bytes; reduce-scatters keep BF16; NCCL overlap keeps BF16.
 TEST(LayerProgram, UserbuffersGatherFp8CopiesUnderFp8) {

@@ -164,6 +164,37 @@ TEST(ScenarioTest, TpOverlapCommKey) {
   expect_error(base + "tp_overlap_sm_margin = 1\n", line, "optimizations.tp_overlap_sm_margin", "a boolean");
 }
 
+// [optimizations.userbuffers]: NeMo's tuned ub_cfg settings per TE GEMM name,
+// read into Optimizations::userbuffers; an unknown GEMM, a key its method does
+// not take, another method, a range or an SM count the GPU does not have is
+// refused at its line, with the key's dotted path.
+TEST(ScenarioTest, UserbuffersTable) {
+  const std::string opt = std::string(kValid) + "[optimizations]\npreset = \"megatron-core\"\n[optimizations.userbuffers]\n";
+  const Scenario s = parse_scenario(opt + "qkv_dgrad = { method = \"bulk\", num_sm = 8, set_sm_margin = false }\n"
+                                          "fc2_fprop = { num_sm = 24, num_splits = 2 }\n"
+                                          "fc2_dgrad = { aggregate = true }\n",
+                                    "t.toml");
+  ASSERT_EQ(s.optimizations.userbuffers.size(), 3u);
+  const UbOverlapConfig& q = s.optimizations.userbuffers.at("qkv_dgrad");
+  EXPECT_EQ(q.num_sm, 8);
+  EXPECT_EQ(q.set_sm_margin, false);
+  EXPECT_FALSE(q.num_splits.has_value());
+  EXPECT_EQ(s.optimizations.userbuffers.at("fc2_fprop").num_splits, 2);
+  EXPECT_EQ(s.optimizations.userbuffers.at("fc2_dgrad").aggregate, true);
+  EXPECT_TRUE(parse_scenario(std::string(kValid), "t.toml").optimizations.userbuffers.empty());
+  const int line = static_cast<int>(std::count(opt.begin(), opt.end(), '\n')) + 1;
+  expect_error(opt + "qkv_fprp = { num_sm = 8 }\n", line, "optimizations.userbuffers.qkv_fprp", "qkv_fprop");
+  expect_error(opt + "qkv_fprop = { num_sm = 8 }\n", line, "optimizations.userbuffers.qkv_fprop.num_sm", "copy engines");
+  expect_error(opt + "qkv_dgrad = { aggregate = true }\n", line, "optimizations.userbuffers.qkv_dgrad.aggregate",
+               "unknown key");
+  expect_error(opt + "proj_fprop = { method = \"bulk\" }\n", line, "optimizations.userbuffers.proj_fprop.method",
+               "\"pipeline\"");
+  expect_error(opt + "proj_fprop = { num_splits = 1 }\n", line, "optimizations.userbuffers.proj_fprop.num_splits", "2");
+  expect_error(opt + "fc1_wgrad = { set_sm_margin = 1 }\n", line, "optimizations.userbuffers.fc1_wgrad.set_sm_margin",
+               "a boolean");
+  expect_error(opt + "fc1_wgrad = { num_sm = 108 }\n", line, "optimizations.userbuffers.fc1_wgrad.num_sm", "108 SMs");
+}
+
 // [optimizations]: the megatron-core preset and its keys; a fractional or
 // negative bucket size is refused at its line.
 TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {

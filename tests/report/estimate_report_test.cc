@@ -7,6 +7,7 @@
 
 #include "model/breakdown_parts.h"
 #include "model/estimator.h"
+#include "model/fused_overlap.h"
 #include "model/scenario.h"
 
 namespace megascale::report {
@@ -43,7 +44,14 @@ TEST(EstimateReport, JsonBreakdownHasEveryPartInOrderWithItsValue) {
 TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   model::Scenario s = model::default_scenario("megatron-core");
   s.optimizations.cross_entropy = model::CrossEntropyImpl::kJitFused;
+  s.optimizations.userbuffers["fc2_fprop"].num_sm = 24;
   const base::Json o = estimate_json(s, model::estimate(s))["optimizations"];
+  // Every userbuffers GEMM as modelled: TE's defaults, the override.
+  ASSERT_EQ(o["userbuffers"].size(), model::kUbGemms.size());
+  EXPECT_EQ(o["userbuffers"]["fc2_fprop"]["num_sm"], 24);
+  EXPECT_EQ(o["userbuffers"]["fc2_fprop"]["method"], "pipeline");
+  EXPECT_EQ(o["userbuffers"]["proj_fprop"]["num_sm"], model::kUbCommSms);
+  EXPECT_EQ(o["userbuffers"]["qkv_fprop"]["num_splits"], s.parallel.tp);
   EXPECT_EQ(o["preset"], "megatron-core");
   EXPECT_EQ(o["cross_entropy"], "jit-fused");
   EXPECT_EQ(o["fused_attention"], true);
