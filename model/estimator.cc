@@ -232,9 +232,15 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
         st.added_s += st.op_s.back();
       }
     } else {
-      // Userbuffers under FP8 all-gather FP8 copies (TE initialize_ub: fp8_buf
-      // for every all-gather overlap), one byte per element.
-      const bool fp8_gather = userbuffers && s.optimizations.fp8 && step.fused_with >= 0 &&
+      // Under FP8, Transformer Engine's modules all-gather a GEMM's input as its
+      // FP8 copy, one byte per element: userbuffers (initialize_ub's fp8_buf,
+      // v1.8+) and TE's own blocking gathers (pytorch/module: the FP8 LayerNorm
+      // output or quantized input gathered by gather_along_first_dim in
+      // forward, the output gradient cast "for efficient gather" in backward,
+      // v1.x and v2.x). A chunked NCCL overlap (tp_overlap with
+      // tp_overlap_comm "nccl", MegaScale's own fused operators) gathers BF16.
+      const bool te_gathers = userbuffers || !overlap;
+      const bool fp8_gather = te_gathers && s.optimizations.fp8 && step.fused_with >= 0 &&
                               step.kind == LayerStepKind::kTpAllGather;
       st.collective_s = collective_time_s(collective_kind(step.kind), s.parallel.tp,
                                           step_bytes(step, fp8_gather ? 1.0 : gpu.activation_bytes), tp_link);

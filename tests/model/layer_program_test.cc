@@ -247,8 +247,9 @@ TEST(LayerProgram, UserbuffersSettingsApplyPerGemm) {
   EXPECT_EQ(ub_overlap(s.optimizations, "fc2_dgrad", 8).num_sm, kUbRingExchangeSms);
 }
 
-// Under FP8, Transformer Engine's userbuffers all-gather FP8 copies (fp8_buf):
-// half the BF16 bytes; reduce-scatters keep BF16; NCCL overlap keeps BF16.
+// Under FP8, Transformer Engine's userbuffers all-gather FP8 copies (fp8_buf),
+// and so do TE's blocking gathers without overlap: half the BF16 bytes;
+// reduce-scatters keep BF16; the chunked NCCL overlap keeps BF16.
 TEST(LayerProgram, UserbuffersGatherFp8CopiesUnderFp8) {
   Scenario s = default_scenario("megascale");
   s.hardware.gpu = "H100-SXM5-80GB";
@@ -267,6 +268,10 @@ TEST(LayerProgram, UserbuffersGatherFp8CopiesUnderFp8) {
   const std::vector<StepTime> ub_bf16 = times(TpOverlapComm::kUserBuffers, false);
   const std::vector<StepTime> ub_fp8 = times(TpOverlapComm::kUserBuffers, true);
   const std::vector<StepTime> nccl_fp8 = times(TpOverlapComm::kNccl, true);
+  // Without overlap Transformer Engine's own blocking gathers move FP8 too.
+  s.optimizations.tp_overlap = false;
+  const std::vector<StepTime> blocking_fp8 = times(TpOverlapComm::kNccl, true);
+  s.optimizations.tp_overlap = true;
   int gathers = 0;
   for (size_t k = 0; k < fwd.size(); ++k) {
     if (fwd[k].kind == LayerStepKind::kTpAllGather) {
@@ -275,6 +280,7 @@ TEST(LayerProgram, UserbuffersGatherFp8CopiesUnderFp8) {
       EXPECT_DOUBLE_EQ(ub_fp8[k].collective_s, half) << fwd[k].name;
       EXPECT_LT(ub_fp8[k].collective_s, ub_bf16[k].collective_s) << fwd[k].name;
       EXPECT_DOUBLE_EQ(nccl_fp8[k].collective_s, ub_bf16[k].collective_s) << fwd[k].name;
+      EXPECT_DOUBLE_EQ(blocking_fp8[k].collective_s, half) << fwd[k].name;
     } else if (fwd[k].kind == LayerStepKind::kTpReduceScatter) {
       EXPECT_DOUBLE_EQ(ub_fp8[k].collective_s, ub_bf16[k].collective_s) << fwd[k].name;
     }
