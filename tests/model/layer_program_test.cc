@@ -106,6 +106,17 @@ TEST(LayerProgram, TheInputRegatherHidesBehindTheInputGradientGemm) {
   EXPECT_EQ(seen, 2);
 }
 
+// The default job with a sequential block, sequence parallelism and TP overlap
+// through Transformer Engine's userbuffers.
+Scenario userbuffers_job() {
+  Scenario s = default_scenario("megascale");
+  s.model.block = BlockKind::kSequential;
+  s.parallel.sequence_parallel = true;
+  s.optimizations.tp_overlap = true;
+  s.optimizations.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  return s;
+}
+
 // Transformer Engine's userbuffers (tp_overlap_comm = "userbuffers"): each TP
 // collective costs what TE's default method for its GEMM gives
 // (model/fused_overlap.h): the backward's re-gather and reduce-scatter are bulk
@@ -114,11 +125,7 @@ TEST(LayerProgram, TheInputRegatherHidesBehindTheInputGradientGemm) {
 // pipeline and bulk GEMMs run on the SMs 16 communication SMs leave throughout;
 // without, only while the communication runs.
 TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
-  Scenario s = default_scenario("megascale");
-  s.model.block = BlockKind::kSequential;
-  s.parallel.sequence_parallel = true;
-  s.optimizations.tp_overlap = true;
-  s.optimizations.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  Scenario s = userbuffers_job();
   const GpuProfile gpu = hardware_profile(s);
   const GpuProfile margin = without_comm_sms(gpu, kUbCommSms);
   const GpuProfile ring = without_comm_sms(gpu, kUbRingExchangeSms);
@@ -178,11 +185,7 @@ TEST(LayerProgram, UserbuffersCostEachCollectiveByTeMethod) {
 // files): each collective is costed with its own GEMM's SMs, pieces and margin,
 // and only that GEMM's collective moves.
 TEST(LayerProgram, UserbuffersSettingsApplyPerGemm) {
-  Scenario s = default_scenario("megascale");
-  s.model.block = BlockKind::kSequential;
-  s.parallel.sequence_parallel = true;
-  s.optimizations.tp_overlap = true;
-  s.optimizations.tp_overlap_comm = TpOverlapComm::kUserBuffers;
+  Scenario s = userbuffers_job();
   s.optimizations.tp_overlap_sm_margin = false;
   const GpuProfile gpu = hardware_profile(s);
   const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
