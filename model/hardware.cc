@@ -136,7 +136,7 @@ double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int6
   const double bytes = 2.0 * batch * (static_cast<double>(m) * k + static_cast<double>(k) * n +
                                       static_cast<double>(m) * n);
   const double memory_s = memory_time_s(gpu, bytes);
-  return std::max({compute_s, memory_s, gpu.kernel_launch_us * 1e-6});
+  return std::max(std::max(compute_s, memory_s) + gpu.gemm_overhead_us * 1e-6, gpu.kernel_launch_us * 1e-6);
 }
 
 double gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k,
@@ -156,7 +156,8 @@ double fp8_gemm_time_s(const GpuProfile& gpu, int64_t m, int64_t n, int64_t k, d
   }
   const double compute_s = gemm_compute_time_memo_s(gpu, 1, m, n, k) / speedup;
   const double bytes = static_cast<double>(m) * k + static_cast<double>(k) * n + 2.0 * m * n;
-  return std::max({compute_s, memory_time_s(gpu, bytes), gpu.kernel_launch_us * 1e-6});
+  return std::max(std::max(compute_s, memory_time_s(gpu, bytes)) + gpu.gemm_overhead_us * 1e-6,
+                  gpu.kernel_launch_us * 1e-6);
 }
 
 double memory_time_s(const GpuProfile& gpu, double bytes) {

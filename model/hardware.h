@@ -11,7 +11,8 @@
 //   gemm_time_s    - shape-dependent GEMM time: the measured GEMM table when the
 //                    profile has one, else a roofline (compute vs memory) with
 //                    tile quantisation, wave quantisation over the SMs, a short-K
-//                    pipeline penalty and a launch floor;
+//                    pipeline penalty, the profile's per-call gemm_overhead_us
+//                    and a launch floor;
 //   memory_time_s  - a bandwidth-bound kernel (elementwise, LayerNorm, softmax);
 //   flash_attention_time_s - FlashAttention-2's achieved fraction of peak.
 //
@@ -98,6 +99,11 @@ struct GpuProfile {
                : 0.0;
   }
   double kernel_launch_us = 0;         // minimum time of one kernel (launch + drain)
+  // GPU-side time every GEMM call adds to its roofline time (grid launch, the
+  // first wave's fill and the last one's drain, the epilogue): fitted on a
+  // measured GEMM table (calibrate/gemm_overhead_fit.h); 0: the launch floor
+  // only.
+  double gemm_overhead_us = 0;
   int default_nics_per_node = 0;
   double default_nic_gbps = 0;         // Gb/s line rate
   double pcie_gbps = 0;                // GPU <-> NIC PCIe x16, Gb/s per direction, spec sheet

@@ -75,6 +75,7 @@ const std::vector<ValueKey>& value_keys() {
       {"fp8_peak_tflops", &GpuProfile::fp8_peak_tflops, nullptr, kOptional, true, "dense FP8 tensor-core peak, TFLOP/s; 0: no FP8"},
       {"fp8_gemm_efficiency", &GpuProfile::fp8_gemm_efficiency, nullptr, kOptional, true, "large FP8 GEMM fraction of fp8_peak_tflops"},
       {"kernel_launch_us", &GpuProfile::kernel_launch_us, nullptr, kBoth, true, "minimum time of one kernel, us"},
+      {"gemm_overhead_us", &GpuProfile::gemm_overhead_us, nullptr, kOptional, true, "GPU-side time every GEMM call adds to its roofline time, us; 0: none"},
       {"nics_per_node", nullptr, &GpuProfile::default_nics_per_node, kGpu, false, "NICs per server"},
       {"nic_gbps", &GpuProfile::default_nic_gbps, nullptr, kGpu, false, "NIC line rate, Gb/s"},
       {"pcie_gbps", &GpuProfile::pcie_gbps, nullptr, kGpu, false, "GPU <-> NIC PCIe, Gb/s per direction"},

@@ -77,7 +77,13 @@ TEST(Hardware, GemvIsBandwidthBound) {
 // FP8 rate, a weight-streaming GEMV gains what halving its operand bytes gives,
 // and a tiny GEMM keeps its launch floor.
 TEST(Hardware, Fp8GemmSpeedsUpComputeNotLaunchOrBandwidth) {
-  const GpuProfile& gpu = gpu_profile("H100-SXM5-80GB");
+  GpuProfile gpu = gpu_profile("H100-SXM5-80GB");
+  const double overhead_s = gpu.gemm_overhead_us * 1e-6;
+  ASSERT_GT(overhead_s, 0.0);
+  // The per-call overhead is added once, in either precision, not sped up.
+  EXPECT_NEAR(fp8_gemm_time_s(gpu, 8192, 8192, 8192, 1.76) - overhead_s,
+              (gemm_time_s(gpu, 8192, 8192, 8192) - overhead_s) / 1.76, 1e-12);
+  gpu.gemm_overhead_us = 0;
   const double x = gpu.fp8_gemm_speedup();
   ASSERT_GT(x, 1.5);
   EXPECT_DOUBLE_EQ(fp8_gemm_time_s(gpu, 8192, 8192, 8192, 1.0), gemm_time_s(gpu, 8192, 8192, 8192));
@@ -86,6 +92,22 @@ TEST(Hardware, Fp8GemmSpeedsUpComputeNotLaunchOrBandwidth) {
   EXPECT_NEAR(fp8_gemm_time_s(gpu, 1, 16384, 16384, x), gemv_bf16 / 2, 0.01 * gemv_bf16);
   EXPECT_DOUBLE_EQ(fp8_gemm_time_s(gpu, 8, 8, 8, x), gpu.kernel_launch_us * 1e-6);
   EXPECT_EQ(fp8_gemm_time_s(gpu, 0, 8, 8, x), 0.0);
+}
+
+// A profile's gemm_overhead_us (fitted on a measured GEMM table) adds to every
+// call's roofline time; it matters to small GEMMs, not to large ones.
+TEST(Hardware, GemmOverheadAddsToEveryCall) {
+  GpuProfile with = gpu_profile("H100-SXM5-80GB");
+  GpuProfile without = with;
+  without.gemm_overhead_us = 0;
+  ASSERT_GT(with.gemm_overhead_us, 0.0);
+  for (int64_t m : {512, 2048, 8192}) {
+    EXPECT_NEAR(gemm_time_s(with, m, 2048, 2048) - gemm_time_s(without, m, 2048, 2048), with.gemm_overhead_us * 1e-6,
+                1e-12) << m;
+  }
+  EXPECT_GT(gemm_time_s(with, 512, 512, 512) / gemm_time_s(without, 512, 512, 512), 1.5);
+  EXPECT_LT(gemm_time_s(with, 8192, 8192, 8192) / gemm_time_s(without, 8192, 8192, 8192), 1.01);
+  EXPECT_EQ(gpu_profile("A100-SXM4-80GB").gemm_overhead_us, 0.0);  // no measured table to fit
 }
 
 TEST(Hardware, MemoryTimeIsBytesOverAchievableBandwidthWithALaunchFloor) {
