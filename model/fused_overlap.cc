@@ -2,6 +2,7 @@
 #include "model/fused_overlap.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 #include <string>
 
@@ -102,7 +103,9 @@ std::optional<UbMethod> ub_default_method(std::string_view te_gemm) {
 
 UbOverlap ub_overlap(const Optimizations& o, std::string_view te_gemm, int tp) {
   UbOverlap u;
-  u.method = ub_default_method(te_gemm).value_or(UbMethod::kBulk);
+  const std::optional<UbMethod> method = ub_default_method(te_gemm);
+  if (!method) throw std::logic_error("ub_overlap: '" + std::string(te_gemm) + "' is not a userbuffers GEMM");
+  u.method = *method;
   const auto it = o.userbuffers.find(std::string(te_gemm));
   const UbOverlapConfig cfg = it != o.userbuffers.end() ? it->second : UbOverlapConfig{};
   switch (u.method) {

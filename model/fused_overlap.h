@@ -88,7 +88,7 @@ struct UbOverlap {
   int num_splits = 1;
   bool sm_margin = false;
 };
-// REQUIRES: ub_default_method(te_gemm) has a value; tp >= 1.
+// REQUIRES: tp >= 1. A name outside kUbGemms throws std::logic_error.
 UbOverlap ub_overlap(const Optimizations& o, std::string_view te_gemm, int tp);
 
 // A copy of `gpu` with the SMs an NCCL collective holds removed (at least one

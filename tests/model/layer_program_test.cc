@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -248,6 +250,7 @@ TEST(LayerProgram, UserbuffersSettingsApplyPerGemm) {
   s.optimizations.userbuffers["fc2_dgrad"].aggregate = true;
   EXPECT_EQ(ub_overlap(s.optimizations, "fc2_dgrad", 8).num_splits, 4);
   EXPECT_EQ(ub_overlap(s.optimizations, "fc2_dgrad", 8).num_sm, kUbRingExchangeSms);
+  EXPECT_THROW(ub_overlap(s.optimizations, "router_fprop", 8), std::logic_error);
 }
 
 // Under FP8, Transformer Engine's userbuffers all-gather FP8 copies (fp8_buf),
