@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -73,14 +75,21 @@ TEST(LayerCheck, LayerPassesAreTheEstimatesChunkPerLayer) {
   EXPECT_GT(l.backward.recompute_s, 0.0);
 }
 
+// Each test writes in its own directory: ctest runs the tests of this fixture
+// as separate processes at the same time, and a shared file let one test read
+// the CSV another had just written.
 class LayerCsv : public ::testing::Test {
  protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("megascale-layer-check-test-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& body) {
-    const fs::path dir = fs::temp_directory_path() / "megascale-layer-check-test";
-    fs::create_directories(dir);
     fs::copy_file(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/published/korthikanti-22b-8-full.toml",
-                  dir / "s.toml", fs::copy_options::overwrite_existing);
-    const std::string path = (dir / "layers.csv").string();
+                  dir_ / "s.toml", fs::copy_options::overwrite_existing);
+    const std::string path = (dir_ / "layers.csv").string();
     std::ofstream(path) << body;
     return path;
   }
@@ -93,6 +102,7 @@ class LayerCsv : public ::testing::Test {
     return "";
   }
   const std::string header = "name,scenario,set,forward_ms,backward_ms,source\n";
+  fs::path dir_;
 };
 
 TEST_F(LayerCsv, ReadsOverridesAndQuotedCells) {
