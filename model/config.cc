@@ -55,6 +55,14 @@ const char* to_string(TpOverlapComm v) {
   return "?";
 }
 
+const char* to_string(AttentionKernel v) {
+  switch (v) {
+    case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kFlashTriton: return "flash-triton";
+  }
+  return "?";
+}
+
 const char* to_string(CrossEntropyImpl v) {
   switch (v) {
     case CrossEntropyImpl::kUnfused: return "unfused";

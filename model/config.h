@@ -38,6 +38,12 @@ enum class CrossEntropyImpl { kUnfused, kJitFused, kSingleKernel };
 // --tp-comm-overlap): all-gathers as ring exchanges by the copy engines,
 // reduce-scatters and the backward's bulk overlaps on a few SMs.
 enum class TpOverlapComm { kNccl, kUserBuffers };
+// Which FlashAttention kernel efficient_operators runs where fused_attention is
+// off: kFlash2, FlashAttention-2 (CUDA) at the profile's flash_*_efficiency;
+// kFlashTriton, FlashAttention's Triton port (flash-attn's flash_attn_triton.py,
+// which llm-foundry's attn_impl "triton" copies), slower than FlashAttention-2 by
+// the ratios model/hardware.h states.
+enum class AttentionKernel { kFlash2, kFlashTriton };
 
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
@@ -45,6 +51,7 @@ const char* to_string(Recompute v);
 const char* to_string(OptimizerKind v);
 const char* to_string(CrossEntropyImpl v);
 const char* to_string(TpOverlapComm v);
+const char* to_string(AttentionKernel v);
 
 // The transformer. Units: counts of elements (not bytes).
 struct ModelConfig {
@@ -219,6 +226,8 @@ struct Optimizations {
   // Hopper's fused attention kernel (cuDNN fused attention / FlashAttention-3
   // class, Transformer Engine) where the profile has its efficiencies; else FA2.
   bool fused_attention = false;
+  // The FlashAttention kernel when fused_attention is off (needs efficient_operators).
+  AttentionKernel attention_kernel = AttentionKernel::kFlash2;
   // DP buckets (Megatron-Core DDP, with dp_overlap): parameters per bucket;
   // 0 = one collective per chunk (MegaScale's per-chunk overlap); -1 = Megatron-
   // Core's default max(40M, 1M x DP) (distributed_data_parallel.py).

@@ -202,8 +202,14 @@ const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
 std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu) {
   if (!gpu.is_cpu()) {
     std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
-    if (s.optimizations.fused_attention && s.optimizations.efficient_operators) {
-      for (OperatorCost& op : ops) op.fused_attention = op.cls == OpClass::kFlashAttention;
+    if (s.optimizations.efficient_operators) {
+      const FlashKernel kernel = s.optimizations.fused_attention ? FlashKernel::kFused
+                                 : s.optimizations.attention_kernel == AttentionKernel::kFlashTriton
+                                     ? FlashKernel::kTriton
+                                     : FlashKernel::kFlash2;
+      for (OperatorCost& op : ops) {
+        if (op.cls == OpClass::kFlashAttention) op.flash_kernel = kernel;
+      }
     }
     if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) apply_fp8(&ops, gpu.fp8_gemm_speedup());
     return ops;

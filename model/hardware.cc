@@ -166,11 +166,12 @@ double memory_time_s(const GpuProfile& gpu, double bytes) {
   return std::max(s, gpu.kernel_launch_us * 1e-6);
 }
 
-double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward, bool fused) {
+double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward, FlashKernel kernel) {
   if (flops <= 0) return 0.0;
   double eff = backward ? gpu.flash_bwd_efficiency : gpu.flash_fwd_efficiency;
   const double fused_eff = backward ? gpu.fused_attention_bwd_efficiency : gpu.fused_attention_fwd_efficiency;
-  if (fused && fused_eff > 0) eff = fused_eff;
+  if (kernel == FlashKernel::kFused && fused_eff > 0) eff = fused_eff;
+  if (kernel == FlashKernel::kTriton) eff /= backward ? kTritonFlashBwdSlowdown : kTritonFlashFwdSlowdown;
   return std::max(flops / (gpu.peak_tflops * 1e12 * eff), gpu.kernel_launch_us * 1e-6);
 }
 

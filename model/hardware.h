@@ -14,7 +14,9 @@
 //                    pipeline penalty, the profile's per-call gemm_overhead_us
 //                    and a launch floor;
 //   memory_time_s  - a bandwidth-bound kernel (elementwise, LayerNorm, softmax);
-//   flash_attention_time_s - FlashAttention-2's achieved fraction of peak.
+//   flash_attention_time_s - FlashAttention-2's achieved fraction of peak
+//                    (or Hopper's fused kernel's, or FlashAttention's Triton
+//                    port's: FlashKernel).
 //
 // Thread-safety: profiles are immutable after static initialisation.
 #pragma once
@@ -166,9 +168,27 @@ double batched_gemm_time_s(const GpuProfile& gpu, int64_t batch, int64_t m, int6
 // A kernel that moves `bytes` through HBM (reads + writes), seconds.
 double memory_time_s(const GpuProfile& gpu, double bytes);
 
-// FlashAttention-2 time for `flops` of attention work, seconds.
-// `fused`: Hopper's fused attention kernel (the profile's fused_attention_*
-// efficiencies when it has them, else FlashAttention-2's).
-double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward, bool fused = false);
+// The kernel a flash attention op runs on:
+//   kFlash2 - FlashAttention-2 (CUDA) at the profile's flash_*_efficiency;
+//   kFused  - Hopper's fused attention kernel (cuDNN fused attention /
+//             FlashAttention-3 class) at the profile's fused_attention_*
+//             efficiencies when it has them, else FlashAttention-2's;
+//   kTriton - FlashAttention's Triton port (flash-attn's flash_attn_triton.py,
+//             copied by llm-foundry as attn_impl "triton"): FlashAttention-2's
+//             time times kTritonFlash{Fwd,Bwd}Slowdown.
+enum class FlashKernel { kFlash2, kFused, kTriton };
+
+// Dao 2023 (FlashAttention-2, arXiv 2307.08691) section 4.1, measured on A100:
+// FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in Triton in
+// the forward pass and around 2x faster in the backward pass" (the midpoint of
+// the forward range). The Triton port was written and tested on A100 only (its
+// docstring); on Hopper the same ratios to FlashAttention-2, which is not
+// Hopper-specialised either, are an assumption.
+inline constexpr double kTritonFlashFwdSlowdown = 1.4;
+inline constexpr double kTritonFlashBwdSlowdown = 2.0;
+
+// Flash attention time for `flops` of attention work on `kernel`, seconds.
+double flash_attention_time_s(const GpuProfile& gpu, double flops, bool backward,
+                              FlashKernel kernel = FlashKernel::kFlash2);
 
 }  // namespace megascale::model

@@ -372,7 +372,7 @@ double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
       t = batched_gemm_time_s(gpu, op.batch, op.m, op.n, op.k);
       break;
     case OpClass::kFlashAttention:
-      t = flash_attention_time_s(gpu, op.fwd_flops, /*backward=*/false, op.fused_attention);
+      t = flash_attention_time_s(gpu, op.fwd_flops, /*backward=*/false, op.flash_kernel);
       break;
     case OpClass::kMemory:
       t = std::max(memory_time_s(gpu, op.fwd_bytes), op.fwd_kernels * gpu.kernel_launch_us * 1e-6);
@@ -393,7 +393,7 @@ double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
       t = batched_gemm_time_s(gpu, op.batch, op.m, op.k, op.n) + batched_gemm_time_s(gpu, op.batch, op.k, op.n, op.m);
       break;
     case OpClass::kFlashAttention:
-      t = flash_attention_time_s(gpu, op.bwd_flops, /*backward=*/true, op.fused_attention);
+      t = flash_attention_time_s(gpu, op.bwd_flops, /*backward=*/true, op.flash_kernel);
       break;
     case OpClass::kMemory:
       t = std::max(memory_time_s(gpu, op.bwd_bytes), op.bwd_kernels * gpu.kernel_launch_us * 1e-6);

@@ -67,10 +67,9 @@ struct OperatorCost {
   int fwd_kernels = 1;                      // kernels launched (memory ops)
   int bwd_kernels = 1;
   bool attention_core = false;              // re-run by selective recomputation
-  // Flash attention on Hopper's fused kernel (cuDNN fused attention / FA3 class,
-  // Optimizations::fused_attention): the profile's fused_attention_*_efficiency
-  // where it has them, else FlashAttention-2's.
-  bool fused_attention = false;
+  // The kernel a kFlashAttention op runs on (model/hardware.h FlashKernel; set
+  // from Optimizations::fused_attention and attention_kernel).
+  FlashKernel flash_kernel = FlashKernel::kFlash2;
   // FP8 (Optimizations::fp8): the GEMM's time is its BF16 time divided by this
   // (the profile's fp8_gemm_speedup); 1 for BF16.
   double gemm_speedup = 1.0;

@@ -321,7 +321,7 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
-    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers"};
+    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -381,6 +381,18 @@ Optimizations read_optimizations(const Section& s) {
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
   o.data_pipeline = s.boolean("data_pipeline").value_or(o.data_pipeline);
   o.fused_attention = s.boolean("fused_attention").value_or(o.fused_attention);
+  if (const std::optional<AttentionKernel> k =
+          s.enum_choice("attention_kernel", {AttentionKernel::kFlash2, AttentionKernel::kFlashTriton})) {
+    o.attention_kernel = *k;
+    if (*k != AttentionKernel::kFlash2 && !o.efficient_operators) {
+      s.fail("attention_kernel", "a FlashAttention kernel runs only with efficient_operators = true "
+                                 "(without it the attention is unfused)");
+    }
+    if (*k != AttentionKernel::kFlash2 && o.fused_attention) {
+      s.fail("attention_kernel", "fused_attention = true (set by the key or the preset) runs Hopper's fused "
+                                 "attention kernel instead; set fused_attention = false to choose this one");
+    }
+  }
   o.fp8 = s.boolean("fp8").value_or(o.fp8);
   if (const std::optional<double> b = s.non_negative_number("dp_bucket_params")) {
     if (*b != std::floor(*b) || *b > 1e15) s.fail("dp_bucket_params", "expected a whole number of parameters (0: one collective per chunk)");

@@ -64,6 +64,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["efficient_operators"] = o.efficient_operators;
   opt["data_pipeline"] = o.data_pipeline;
   opt["fused_attention"] = o.fused_attention;
+  opt["attention_kernel"] = model::to_string(o.attention_kernel);
   opt["fp8"] = o.fp8;
   opt["dp_bucket_params"] = o.dp_bucket_params;
   opt["cross_entropy"] = model::to_string(o.cross_entropy);

@@ -254,6 +254,33 @@ TEST(Estimator, MegatronCorePresetAndFusedAttention) {
   EXPECT_DOUBLE_EQ(a100, estimate(a).breakdown.compute_s);
 }
 
+// attention_kernel = "flash-triton": only the flash attention op changes, by
+// the Triton port's published ratios, and the step gets slower.
+TEST(Estimator, TritonAttentionSlowsOnlyTheAttentionOp) {
+  Scenario s = small();
+  s.optimizations.efficient_operators = true;
+  const GpuProfile& gpu = gpu_profile(s.hardware.gpu);
+  const std::vector<OperatorCost> fa2 = job_layer_operators(s, gpu);
+  const double fa2_compute_s = estimate(s).breakdown.compute_s;
+  s.optimizations.attention_kernel = AttentionKernel::kFlashTriton;
+  const std::vector<OperatorCost> triton = job_layer_operators(s, gpu);
+  ASSERT_EQ(fa2.size(), triton.size());
+  int attention_ops = 0;
+  for (size_t i = 0; i < fa2.size(); ++i) {
+    if (fa2[i].cls == OpClass::kFlashAttention) {
+      ++attention_ops;
+      EXPECT_EQ(triton[i].flash_kernel, FlashKernel::kTriton);
+      EXPECT_NEAR(forward_time_s(triton[i], gpu) / forward_time_s(fa2[i], gpu), kTritonFlashFwdSlowdown, 1e-9);
+      EXPECT_NEAR(backward_time_s(triton[i], gpu) / backward_time_s(fa2[i], gpu), kTritonFlashBwdSlowdown, 1e-9);
+    } else {
+      EXPECT_DOUBLE_EQ(forward_time_s(triton[i], gpu), forward_time_s(fa2[i], gpu)) << fa2[i].name;
+      EXPECT_DOUBLE_EQ(backward_time_s(triton[i], gpu), backward_time_s(fa2[i], gpu)) << fa2[i].name;
+    }
+  }
+  EXPECT_EQ(attention_ops, 1);
+  EXPECT_GT(estimate(s).breakdown.compute_s, fa2_compute_s);
+}
+
 // FP8 (Transformer Engine): the linear GEMMs run at the profile's FP8 rate, the
 // casts and the amax all-reduce cost something, attention does not change.
 TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {

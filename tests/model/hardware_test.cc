@@ -131,5 +131,27 @@ TEST(Hardware, FlashAttentionUsesThePublishedFraction) {
   EXPECT_GT(flash_attention_time_s(gpu, flops, true), flash_attention_time_s(gpu, flops, false));
 }
 
+// FlashAttention's Triton port (llm-foundry's attn_impl "triton") against
+// FlashAttention-2: 1.4x the forward and 2x the backward time (FlashAttention-2
+// paper section 4.1); A100 has no fused kernel, so kFused keeps FlashAttention-2.
+TEST(Hardware, FlashAttentionKernelsKeepTheirPublishedRatios) {
+  for (const char* name : {"A100-SXM4-80GB", "H100-SXM5-80GB"}) {
+    const GpuProfile& gpu = gpu_profile(name);
+    const double flops = 1e13;
+    for (const bool bwd : {false, true}) {
+      const double fa2 = flash_attention_time_s(gpu, flops, bwd, FlashKernel::kFlash2);
+      EXPECT_NEAR(flash_attention_time_s(gpu, flops, bwd, FlashKernel::kTriton) / fa2, bwd ? 2.0 : 1.4, 1e-12) << name;
+    }
+  }
+  const GpuProfile& a100 = gpu_profile("A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(flash_attention_time_s(a100, 1e13, false, FlashKernel::kFused),
+                   flash_attention_time_s(a100, 1e13, false, FlashKernel::kFlash2));
+  const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
+  EXPECT_LT(flash_attention_time_s(h100, 1e13, false, FlashKernel::kFused),
+            flash_attention_time_s(h100, 1e13, false, FlashKernel::kFlash2));
+  // A tiny call is the launch floor whatever the kernel.
+  EXPECT_DOUBLE_EQ(flash_attention_time_s(a100, 1.0, true, FlashKernel::kTriton), a100.kernel_launch_us * 1e-6);
+}
+
 }  // namespace
 }  // namespace megascale::model

@@ -195,6 +195,26 @@ TEST(ScenarioTest, UserbuffersTable) {
   expect_error(opt + "fc1_wgrad = { num_sm = 108 }\n", line, "optimizations.userbuffers.fc1_wgrad.num_sm", "108 SMs");
 }
 
+// [optimizations] attention_kernel: FlashAttention-2 unless the scenario names
+// the Triton port; that kernel needs the flash path (efficient_operators) and
+// is refused where Hopper's fused kernel runs instead.
+TEST(ScenarioTest, AttentionKernelKey) {
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.attention_kernel, AttentionKernel::kFlash2);
+  const std::string base = std::string(kValid) + "[optimizations]\nefficient_operators = true\n";
+  const Scenario s = parse_scenario(base + "attention_kernel = \"flash-triton\"\n", "t.toml");
+  EXPECT_EQ(s.optimizations.attention_kernel, AttentionKernel::kFlashTriton);
+  const int line = static_cast<int>(std::count(base.begin(), base.end(), '\n')) + 1;
+  expect_error(base + "attention_kernel = \"flash3\"\n", line, "optimizations.attention_kernel", "flash-triton");
+  expect_error(base + "fused_attention = true\nattention_kernel = \"flash-triton\"\n", line + 1,
+               "optimizations.attention_kernel", "fused_attention");
+  const std::string off = std::string(kValid) + "[optimizations]\nefficient_operators = false\n";
+  expect_error(off + "attention_kernel = \"flash-triton\"\n", line, "optimizations.attention_kernel",
+               "efficient_operators");
+  // Naming the default is allowed everywhere.
+  EXPECT_EQ(parse_scenario(off + "attention_kernel = \"flash2\"\n", "t.toml").optimizations.attention_kernel,
+            AttentionKernel::kFlash2);
+}
+
 // [optimizations]: the megatron-core preset and its keys; a fractional or
 // negative bucket size is refused at its line.
 TEST(ScenarioTest, MegatronCorePresetAndBucketKeys) {

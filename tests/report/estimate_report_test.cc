@@ -55,6 +55,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["preset"], "megatron-core");
   EXPECT_EQ(o["cross_entropy"], "jit-fused");
   EXPECT_EQ(o["fused_attention"], true);
+  EXPECT_EQ(o["attention_kernel"], "flash2");
   EXPECT_EQ(o["fp8"], false);
   EXPECT_EQ(o["dp_bucket_params"], -1);
   EXPECT_EQ(o["tp_overlap_comm"], "userbuffers");
