@@ -89,6 +89,12 @@ RunsCheck check_published_runs(const std::vector<MeasuredRun>& runs) {
   c.max_abs_error = max_of(errors);
   c.analytical_median_abs_error = median(analytical);
   c.analytical_max_abs_error = max_of(analytical);
+  for (size_t i = 0; i < errors.size(); ++i) {
+    c.within_median_bound += errors[i] <= kRunsMedianBound;
+    c.within_max_bound += errors[i] <= kRunsMaxBound;
+    c.analytical_within_median_bound += analytical[i] <= kRunsMedianBound;
+    c.analytical_within_max_bound += analytical[i] <= kRunsMaxBound;
+  }
   c.pass = !errors.empty() && c.median_abs_error <= kRunsMedianBound && c.max_abs_error <= kRunsMaxBound;
   group_errors(&c);
   return c;

@@ -48,6 +48,10 @@ struct RunsCheck {
   int scored = 0;
   double median_abs_error = 0, max_abs_error = 0;                        // event, scored rows
   double analytical_median_abs_error = 0, analytical_max_abs_error = 0;  // closed form, scored rows
+  // Scored rows whose |error| is within the median bound / the max bound
+  // (counted here, so that no reader counts a table by hand).
+  int within_median_bound = 0, within_max_bound = 0;                      // event
+  int analytical_within_median_bound = 0, analytical_within_max_bound = 0;  // closed form
   bool pass = false;  // scored rows exist and meet both bounds
   std::vector<RunsGroup> by_gpu;    // per GPU profile, in order of first appearance
   std::vector<RunsGroup> by_width;  // hidden <= 4,096 / 4,097-8,192 / > 8,192 (empty bands left out)

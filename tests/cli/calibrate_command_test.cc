@@ -131,6 +131,8 @@ TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
   }
   EXPECT_EQ(parsed(r.out)["scored_runs"], 1) << r.out;
   EXPECT_EQ(parsed(r.out)["pass"], true) << r.out;
+  EXPECT_EQ(parsed(r.out)["within_median_bound"], 1) << r.out;  // the unscored row is not counted
+  EXPECT_EQ(parsed(r.out)["within_max_bound"], 1) << r.out;
   {
     std::ofstream f(dir / "runs.csv");
     f << "scenario,iteration_time_s,source,note,scored\n" << small << "," << 2 * t << ",half,,yes\n";
@@ -138,6 +140,7 @@ TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
   r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "runs.csv").string()});
   EXPECT_EQ(r.exit_code, 1) << dump(r);  // -50% misses the 20% bound
   EXPECT_NE(r.out.find("-50.0%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| event | 1 | 50.0% | 50.0% | 0 | 0 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Bounds **not met**"), std::string::npos) << r.out;
   {
     std::ofstream f(dir / "runs.csv");
