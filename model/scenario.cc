@@ -685,6 +685,20 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
                                         "needs a Hopper or newer profile");
     }
   }
+  // FlashAttention's Triton port (flash-attn's flash_attn_triton.py docstring
+  // and kernel): causal or full attention with an optional bias, head
+  // dimensions up to 128; no sliding window.
+  if (sc.optimizations.attention_kernel == AttentionKernel::kFlashTriton) {
+    if (sc.model.attention_window > 0) {
+      top.fail("optimizations.attention_kernel",
+               "FlashAttention's Triton port has no sliding window (model.attention_window = " +
+                   std::to_string(sc.model.attention_window) + "); use \"flash2\"");
+    }
+    if (sc.model.heads > 0 && sc.model.head_dim() > 128) {
+      top.fail("optimizations.attention_kernel", "FlashAttention's Triton port supports head dimensions up to 128, "
+                                                 "this model's is " + std::to_string(sc.model.head_dim()));
+    }
+  }
   return sc;
 }
 

@@ -210,6 +210,19 @@ TEST(ScenarioTest, AttentionKernelKey) {
   const std::string off = std::string(kValid) + "[optimizations]\nefficient_operators = false\n";
   expect_error(off + "attention_kernel = \"flash-triton\"\n", line, "optimizations.attention_kernel",
                "efficient_operators");
+  // What the Triton port cannot run: a sliding window, a head dimension above 128.
+  const std::string triton = base + "attention_kernel = \"flash-triton\"\n";
+  for (const std::string& extra : {std::string("model.attention_window=512"), std::string("model.heads=4")}) {
+    try {
+      parse_scenario(triton, "t.toml", {extra});
+      ADD_FAILURE() << extra << " accepted";
+    } catch (const ScenarioError& e) {
+      EXPECT_NE(std::string(e.what()).find("optimizations.attention_kernel"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(extra.find("heads") != std::string::npos ? "up to 128" : "sliding window"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   // Naming the default is allowed everywhere.
   EXPECT_EQ(parse_scenario(off + "attention_kernel = \"flash2\"\n", "t.toml").optimizations.attention_kernel,
             AttentionKernel::kFlash2);
