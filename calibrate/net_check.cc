@@ -150,7 +150,9 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
     const network::TunedCollective tuned = network::tune_collective(sim, req, algorithm, protocol);
     NetPoint p;
     p.bytes = req.bytes;
-    p.measured_us = pt.time_us;
+    p.out_of_place_us = pt.time_us;
+    p.disturbed = pt.has_inplace && pt.inplace_time_us > 0 && pt.time_us > kDisturbedRatio * pt.inplace_time_us;
+    p.measured_us = p.disturbed ? pt.inplace_time_us : pt.time_us;
     p.predicted_us = tuned.best.time_s * 1e6;
     p.choice = std::string(network::to_string(tuned.best.algorithm)) + "/" + network::to_string(tuned.best.protocol);
     p.channels = tuned.best.channels;

@@ -36,7 +36,8 @@ std::string net_check_markdown(const std::vector<calibrate::NetRun>& runs,
                  "NCCL 2.30 tuning.cc latencies and protocol ratios, flow-model bandwidth, the fastest enabled "
                  "algorithm/protocol, or the NCCL_ALGO / NCCL_PROTO the source forced) for the machine its source "
                  "states, and compared with the out-of-place time "
-                 "nccl-tests printed. Nothing is fitted to these files. Error = predicted / measured - 1.\n\n",
+                 "nccl-tests printed (the in-place time where the out-of-place one was disturbed, listed below "
+                 "the summary). Nothing is fitted to these files. Error = predicted / measured - 1.\n\n",
                  command);
   md += "## Summary\n\n| class | points | median abs error | max abs error | bound (median / max) | met |\n"
         "|---|---|---|---|---|---|\n";
@@ -46,6 +47,21 @@ std::string net_check_markdown(const std::vector<calibrate::NetRun>& runs,
                    none ? std::string("-") : fmt::format("{:.1f}%", 100 * c.median()),
                    none ? std::string("-") : fmt::format("{:.1f}%", 100 * c.max()), 100 * c.median_bound,
                    100 * c.max_bound, none ? "no data" : (c.pass() ? "yes" : "**no**"));
+  }
+  std::string disturbed;
+  for (const calibrate::NetRun& r : runs) {
+    for (const calibrate::NetPoint& pt : r.points) {
+      if (!pt.disturbed) continue;
+      fmt::format_to(std::back_inserter(disturbed), "- `{}` at {}: out of place {:.1f} us, in place {:.1f} us\n",
+                     file_name(r.machine.file), size_text(pt.bytes), pt.out_of_place_us, pt.measured_us);
+    }
+  }
+  if (!disturbed.empty()) {
+    fmt::format_to(o,
+                   "\nDisturbed sizes: nccl-tests times every size out of place and then in place, the same "
+                   "collective on the same bytes; where the out-of-place time is more than {:.0f}x the in-place one, "
+                   "the in-place time is compared (calibrate/net_check.h kDisturbedRatio):\n\n{}",
+                   calibrate::kDisturbedRatio, disturbed);
   }
   md += "\n## Runs\n\n| file | op | ranks | nodes | GPU | NICs | transport | points | median abs error | "
         "large (>= 256 MiB) | small (<= 1 MiB) |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -73,7 +89,11 @@ std::string net_check_markdown(const std::vector<calibrate::NetRun>& runs,
       fmt::format_to(o, "\n### `{}`\n\n| size | measured us | predicted us | error | tuner choice | channels |\n|---|---|---|---|---|---|\n",
                      file_name(r.machine.file));
       for (const calibrate::NetPoint& pt : r.points) {
-        fmt::format_to(o, "| {} | {:.1f} | {:.1f} | {:+.1f}% | {} | {} |\n", size_text(pt.bytes), pt.measured_us,
+        const std::string measured =
+            pt.disturbed ? fmt::format("{:.1f} (in place; out of place {:.1f}, disturbed)", pt.measured_us,
+                                       pt.out_of_place_us)
+                         : fmt::format("{:.1f}", pt.measured_us);
+        fmt::format_to(o, "| {} | {} | {:.1f} | {:+.1f}% | {} | {} |\n", size_text(pt.bytes), measured,
                        pt.predicted_us, 100 * pt.error(), pt.choice,
                        pt.channels > 0 ? std::to_string(pt.channels) : std::string("-"));
       }
@@ -100,6 +120,7 @@ base::Json net_check_json(const std::vector<calibrate::NetRun>& runs,
                      {"nccl_proto", r.machine.nccl_proto ? network::to_string(*r.machine.nccl_proto) : ""}};
     for (const calibrate::NetPoint& pt : r.points) {
       rj["points"].push_back({{"bytes", pt.bytes}, {"measured_us", pt.measured_us},
+                              {"out_of_place_us", pt.out_of_place_us}, {"disturbed", pt.disturbed},
                               {"predicted_us", pt.predicted_us}, {"choice", pt.choice},
                               {"channels", pt.channels}});
     }

@@ -194,7 +194,9 @@ TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
   EXPECT_LE(medians[0], 0.05);  // 2.2%
   // One node <= 1 MiB: the DGX H100 sample (all_reduce_perf_h100_8gpu_1node_dgxc.txt), 18 points.
   EXPECT_LE(medians[1], 0.20);  // 9.8% (10.5% with 32 channels; NCCL runs 24): issue 12's bound (20%), met
-  EXPECT_LE(maxes[1], 0.80);    // 78.0%, at its 32 B row (68.14 us against 13-17 us around it): the bound (50%) is not met
+  // Its 32 B row printed 68.14 us out of place and 13.52 us in place (13.0-14.9 us around it): compared
+  // in place (calibrate/net_check.h kDisturbedRatio), +10.9%; out of place it was -78.0%.
+  EXPECT_LE(maxes[1], 0.50);    // 32.5%, at 4 KiB: the bound (50%), met
   EXPECT_LE(medians[2], 0.05);  // 2.8%
   EXPECT_LE(medians[3], 0.20);  // 12.0%: issue 12's bound (20%), met since NCCL's small-size channels
   EXPECT_LE(maxes[3], 0.50);    // 35.2%: the bound (50%), met

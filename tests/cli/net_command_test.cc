@@ -347,6 +347,25 @@ TEST(NetCheck, PublishedFixturesAndBadManifest) {
   EXPECT_NE(r.out.find("all_reduce_perf_a100_16gpu_2node_oke.txt"), std::string::npos);
   EXPECT_NE(r.out.find("\"choice\":\"tree/LL\""), std::string::npos);  // small all-reduce across nodes
   EXPECT_NE(r.out.find("excluded: no B200 profile"), std::string::npos);
+  // Exactly one size of the fixtures is disturbed (out of place > 2 x in place):
+  // the DGX H100 sample's 32 B, compared at its in-place time.
+  int disturbed = 0;
+  const Json report = parsed(r.out);
+  for (const Json& run : report["runs"]) {
+    if (!run.contains("points")) continue;
+    for (const Json& pt : run["points"]) {
+      if (!pt["disturbed"].get<bool>()) {
+        EXPECT_EQ(pt["measured_us"].get<double>(), pt["out_of_place_us"].get<double>());
+        continue;
+      }
+      ++disturbed;
+      EXPECT_NE(run["file"].get<std::string>().find("dgxc"), std::string::npos);
+      EXPECT_EQ(pt["bytes"].get<double>(), 32);
+      EXPECT_DOUBLE_EQ(pt["measured_us"].get<double>(), 13.52);
+      EXPECT_DOUBLE_EQ(pt["out_of_place_us"].get<double>(), 68.14);
+    }
+  }
+  EXPECT_EQ(disturbed, 1);
 
   const fs::path dir = fs::temp_directory_path() / ("megascale-netcheck-" + std::to_string(getpid()));
   fs::create_directories(dir);

@@ -130,6 +130,28 @@ TEST(NetCheckReport, MarkdownScoresClassesAndListsPoints) {
   EXPECT_FALSE(j["pass"].get<bool>());
   EXPECT_EQ(j["runs"][0]["points"].size(), 3u);
   EXPECT_EQ(j["runs"][0]["points"][1]["channels"].get<int>(), 1);
+  EXPECT_EQ(md.find("Disturbed sizes"), std::string::npos);  // none here
+}
+
+// A size whose out-of-place time was disturbed is compared at its in-place time,
+// and the report says so twice: in the list under the summary and in its row.
+TEST(NetCheckReport, DisturbedSizesAreNamedWithBothTimes) {
+  calibrate::NetRun run;
+  run.machine.file = "/x/dgx.txt";
+  run.op = "all_reduce";
+  run.ranks = 8;
+  run.nodes = 1;
+  calibrate::NetPoint p{32, 13.5, 15.0, "ring/LL", 1};
+  p.out_of_place_us = 68.1;
+  p.disturbed = true;
+  run.points = {p};
+  const std::string md = net_check_markdown({run}, {}, "x", true);
+  EXPECT_NE(md.find("- `dgx.txt` at 32 B: out of place 68.1 us, in place 13.5 us\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 32 B | 13.5 (in place; out of place 68.1, disturbed) | 15.0 | +11.1% |"), std::string::npos)
+      << md;
+  const base::Json j = net_check_json({run}, {});
+  EXPECT_TRUE(j["runs"][0]["points"][0]["disturbed"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["runs"][0]["points"][0]["out_of_place_us"].get<double>(), 68.1);
 }
 
 }  // namespace
