@@ -43,7 +43,7 @@ model::ProtocolCurve to_model(const ProtocolCurve& c, const std::string& op, con
   return m;
 }
 
-// Leave-one-point-out: each out-of-place point predicted by the curves fitted
+// Leave-one-point-out: each point (at its undisturbed time) predicted by the curves fitted
 // without it; mean |measured busbw / predicted busbw - 1|.
 double leave_one_point_out(const NcclTestsRun& run) {
   std::vector<size_t> usable;
@@ -57,7 +57,7 @@ double leave_one_point_out(const NcclTestsRun& run) {
     rest.points.erase(rest.points.begin() + static_cast<std::ptrdiff_t>(i));
     const ProtocolFit f = fit_protocol_model(rest);
     const double model_us = envelope_time_us(f.segments, run.op, run.ranks, static_cast<double>(run.points[i].bytes));
-    sum += std::abs(model_us / run.points[i].time_us - 1.0);
+    sum += std::abs(model_us / undisturbed_time_us(run.points[i]) - 1.0);
   }
   return sum / usable.size();
 }
@@ -111,8 +111,9 @@ ImportReport import_measurements(const ImportOptions& o) {
       ir.nodes = run.nodes;
       for (const NcclTestsPoint& pt : run.points) {
         if (pt.bytes <= 0 || pt.time_us <= 0) continue;
-        points.push_back({run.op, scope, ir.ranks, static_cast<double>(pt.bytes), pt.time_us * 1e-6, 0.0});
+        points.push_back({run.op, scope, ir.ranks, static_cast<double>(pt.bytes), undisturbed_time_us(pt) * 1e-6, 0.0});
         ++ir.points;
+        if (out_of_place_disturbed(pt)) ++ir.disturbed;
       }
       const ProtocolFit fit = fit_protocol_model(run);
       for (const ProtocolCurve& c : fit.segments) curves.push_back(to_model(c, run.op, scope, ir.ranks));

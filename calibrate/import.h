@@ -45,6 +45,7 @@ struct ImportOptions {
 struct ImportedRun {
   std::string file, op, scope, device;
   int ranks = 0, nodes = 0, points = 0;
+  int disturbed = 0;  // sizes taken at their in-place time (calibrate/nccl_tests.h kDisturbedRatio)
   double curve_max_error_large = 0, curve_max_error_small = 0;  // of the stored curves on the file's points
   double loo_error = 0;                                          // leave-one-point-out, mean |error|
 };

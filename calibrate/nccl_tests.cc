@@ -617,6 +617,14 @@ NcclTestsRun resolve(const RunText& r, const std::string& source, const std::str
 
 }  // namespace
 
+bool out_of_place_disturbed(const NcclTestsPoint& p) {
+  return p.has_inplace && p.inplace_time_us > 0 && p.time_us > kDisturbedRatio * p.inplace_time_us;
+}
+
+double undisturbed_time_us(const NcclTestsPoint& p) {
+  return out_of_place_disturbed(p) ? p.inplace_time_us : p.time_us;
+}
+
 std::string canonical_nccl_op(std::string_view name) {
   std::string s = lower(trim(name));
   auto strip_suffix = [&](std::string_view suf) {

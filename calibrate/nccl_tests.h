@@ -101,6 +101,27 @@ struct NcclTestsRun {
   std::vector<NcclTestsPoint> points;  // in printed order
 };
 
+// nccl-tests times each size twice, out of place and then in place: the same
+// collective on the same bytes (only the buffers alias), so the two agree:
+// out of place / in place is 0.75-1.43 at every printed size of the 14 files
+// in tests/calibrate/fixtures/nccl-tests/ (278 sizes) but one, 5.04 (the DGX
+// H100 sample's 32 B: 68.1 us out of place, 13.5 us in place, 13.0-14.9 us
+// around it). Where the out-of-place time is more than this many times the
+// in-place one, the out-of-place run was
+// disturbed (a host or fabric hiccup only ever adds time; an average of 20
+// iterations at 13 us rises to 68 us with one 1 ms stall), and the in-place
+// time is the one compared (calibrate net-check, which marks every such size in
+// its report) and fitted (calibrate import, the protocol fit).
+constexpr double kDisturbedRatio = 2.0;
+
+// Whether `p`'s out-of-place time is more than kDisturbedRatio x its in-place
+// time (false when no in-place time was printed).
+bool out_of_place_disturbed(const NcclTestsPoint& p);
+
+// The time a size is compared and fitted at: the out-of-place time, or the
+// in-place time where the out-of-place one was disturbed.
+double undisturbed_time_us(const NcclTestsPoint& p);
+
 // "all_reduce_perf", "allreduce", "AllReduce", "all_reduce_perf_mpi" -> "all_reduce";
 // "" for anything else.
 std::string canonical_nccl_op(std::string_view name);

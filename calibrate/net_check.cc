@@ -151,8 +151,8 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
     NetPoint p;
     p.bytes = req.bytes;
     p.out_of_place_us = pt.time_us;
-    p.disturbed = pt.has_inplace && pt.inplace_time_us > 0 && pt.time_us > kDisturbedRatio * pt.inplace_time_us;
-    p.measured_us = p.disturbed ? pt.inplace_time_us : pt.time_us;
+    p.disturbed = out_of_place_disturbed(pt);
+    p.measured_us = undisturbed_time_us(pt);
     p.predicted_us = tuned.best.time_s * 1e6;
     p.choice = std::string(network::to_string(tuned.best.algorithm)) + "/" + network::to_string(tuned.best.protocol);
     p.channels = tuned.best.channels;

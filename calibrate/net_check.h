@@ -30,7 +30,7 @@
 // by the tuner on a MegaScale fabric of that many nodes with those NICs
 // (nccl-tests' ranks and nodes from the file) and compared with nccl-tests'
 // out-of-place time (the in-place time where the out-of-place one was disturbed:
-// kDisturbedRatio). Scored classes: large (>= 256 MiB) and small (<= 1 MiB)
+// calibrate/nccl_tests.h kDisturbedRatio). Scored classes: large (>= 256 MiB) and small (<= 1 MiB)
 // messages, in one node and across nodes: median and max |error| against issue
 // 12's bounds (large: median 5%, max 10%; small: median 20%, max 50%). The
 // command exits 1 when a scored class with points misses its bound.
@@ -68,16 +68,6 @@ struct NetMachine {
   std::string nccl_settings() const;
 };
 
-// nccl-tests times each size twice, out of place and then in place: the same
-// collective on the same bytes (only the buffers alias), so the two agree:
-// out of place / in place is 0.75-1.43 at every printed size of the 14 files in
-// tests/calibrate/fixtures/nccl-tests/ (278 sizes) but one, 5.04 (the DGX H100
-// sample's 32 B: 68.1 us out of place, 13.5 us in place, 13.0-14.9 us around it). Where the out-of-place time
-// is more than this many times the in-place one, the out-of-place run was
-// disturbed (a host or fabric hiccup only ever adds time; an average of 20
-// iterations at 13 us rises to 68 us with one 1 ms stall), and the in-place
-// time is the one compared. Every such point is marked in the report.
-constexpr double kDisturbedRatio = 2.0;
 
 struct NetPoint {
   double bytes = 0;
@@ -86,7 +76,7 @@ struct NetPoint {
   std::string choice;  // "ring/LL"
   int channels = 0;    // NCCL channels the chosen pair runs on at this size (network/nccl_tuner.h)
   double out_of_place_us = 0;   // nccl-tests' out-of-place time, as printed
-  bool disturbed = false;       // out of place > kDisturbedRatio x in place: in place compared
+  bool disturbed = false;       // out_of_place_disturbed (calibrate/nccl_tests.h): in place compared
   double error() const { return (predicted_us - measured_us) / measured_us; }
 };
 

@@ -19,13 +19,15 @@ struct Pt {
   double time_us = 0;
 };
 
-// Out-of-place points with size > 0 and time > 0, duplicates averaged, sorted.
+// Points with size > 0 and time > 0 at their undisturbed time (out of place, or
+// in place where the out-of-place run was disturbed: calibrate/nccl_tests.h),
+// duplicates averaged, sorted.
 std::vector<Pt> measured(const std::vector<NcclTestsPoint>& points) {
   std::map<int64_t, std::pair<double, int>> by_size;
   for (const auto& p : points)
     if (p.bytes > 0 && p.time_us > 0) {
       auto& [sum, n] = by_size[p.bytes];
-      sum += p.time_us;
+      sum += undisturbed_time_us(p);
       ++n;
     }
   std::vector<Pt> out;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/nccl_tests.h"  // defines: kDisturbedRatio
 #include "calibrate/statistics.h"
 
 namespace megascale::report {
@@ -49,7 +50,7 @@ base::Json import_json(const calibrate::ImportReport& r, const std::string& path
   base::Json runs = base::Json::array();
   for (const calibrate::ImportedRun& ir : r.runs) {
     runs.push_back({{"file", ir.file}, {"op", ir.op}, {"scope", ir.scope}, {"ranks", ir.ranks}, {"nodes", ir.nodes},
-                    {"device", ir.device}, {"points", ir.points},
+                    {"device", ir.device}, {"points", ir.points}, {"disturbed", ir.disturbed},
                     {"curve_max_error_large", ir.curve_max_error_large},
                     {"curve_max_error_small", ir.curve_max_error_small}, {"loo_error", ir.loo_error}});
   }
@@ -66,6 +67,10 @@ std::string import_text(const calibrate::ImportReport& r, const std::string& pat
                    "below; leave-one-point-out {:.1f}%\n",
                    ir.file, ir.op, ir.ranks, ir.scope, ir.device.empty() ? std::string("device not named") : ir.device,
                    ir.points, 100 * ir.curve_max_error_large, 100 * ir.curve_max_error_small, 100 * ir.loo_error);
+    if (ir.disturbed > 0) {
+      fmt::format_to(o, "    {} size(s) taken at the in-place time: out of place > {:.0f}x in place (a disturbed run)\n",
+                     ir.disturbed, calibrate::kDisturbedRatio);
+    }
   }
   if (r.gemm_points > 0) fmt::format_to(o, "  {} GEMM points\n", r.gemm_points);
   return out;

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/nccl_tests.h"  // defines: kDisturbedRatio
+
 namespace megascale::report {
 namespace {
 

@@ -27,15 +27,6 @@ std::vector<std::string> fixture_files() {
   return out;
 }
 
-// Fixtures with an out-of-place row far off its neighbours, which no curve
-// within the 20% small-size tolerance passes through along with them:
-// all_reduce_perf_h100_8gpu_1node_dgxc.txt printed 68.14 us at 32 B, between
-// 13.00 us (16 B) and 14.92 us (64 B), in-place 13.52 us. They are fitted and
-// printed, not held to the tolerance; net-check scores them as printed.
-bool has_outlier_row(const std::string& path) {
-  return std::filesystem::path(path).filename() == "all_reduce_perf_h100_8gpu_1node_dgxc.txt";
-}
-
 int protocol_rank(const std::string& p) {
   static const std::map<std::string, int> r = {{"LL", 0}, {"LL128", 1}, {"Simple", 2}};
   auto it = r.find(p);
@@ -60,8 +51,9 @@ TEST(ProtocolFit, EveryFixtureWithinFivePercentLargeTwentySmall) {
     for (const auto& c : fit.protocols)
       std::printf("    %-6s latency %9.2f us  busbw %8.2f GB/s  sizes %.0f .. %.0f\n", c.protocol.c_str(),
                   c.latency_us, c.busbw_gbs, c.min_bytes, c.max_bytes);
-    if (has_outlier_row(path)) continue;
-    // The requirement, on the curves used for prediction.
+    // The requirement (every fixture: the DGX H100 sample's disturbed 32 B row,
+    // 68.14 us out of place against 13.52 us in place, is fitted at its
+    // in-place time, calibrate/nccl_tests.h kDisturbedRatio), on the curves used for prediction.
     EXPECT_TRUE(s.within_tolerance);
     EXPECT_LE(s.max_rel_error_large, 0.05);
     EXPECT_LE(s.max_rel_error_small, 0.20);
