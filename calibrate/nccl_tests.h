@@ -107,11 +107,11 @@ struct NcclTestsRun {
 // in tests/calibrate/fixtures/nccl-tests/ (278 sizes) but one, 5.04 (the DGX
 // H100 sample's 32 B: 68.1 us out of place, 13.5 us in place, 13.0-14.9 us
 // around it). Where the out-of-place time is more than this many times the
-// in-place one, the out-of-place run was
-// disturbed (a host or fabric hiccup only ever adds time; an average of 20
-// iterations at 13 us rises to 68 us with one 1 ms stall), and the in-place
-// time is the one compared (calibrate net-check, which marks every such size in
-// its report) and fitted (calibrate import, the protocol fit).
+// in-place one, the out-of-place run was disturbed (a host or fabric hiccup
+// only ever adds time; an average of 20 iterations at 13 us rises to 68 us
+// with one 1 ms stall), and the in-place time is the one compared (calibrate
+// net-check, which marks every such size in its report) and fitted (calibrate
+// import, the protocol fit).
 constexpr double kDisturbedRatio = 2.0;
 
 // Whether `p`'s out-of-place time is more than kDisturbedRatio x its in-place

@@ -29,9 +29,9 @@
 // or files with one machine (profile_machine). Every printed size is predicted
 // by the tuner on a MegaScale fabric of that many nodes with those NICs
 // (nccl-tests' ranks and nodes from the file) and compared with nccl-tests'
-// out-of-place time (the in-place time where the out-of-place one was disturbed:
-// calibrate/nccl_tests.h kDisturbedRatio). Scored classes: large (>= 256 MiB) and small (<= 1 MiB)
-// messages, in one node and across nodes: median and max |error| against issue
+// out-of-place time (the in-place time where the out-of-place one was
+// disturbed: calibrate/nccl_tests.h kDisturbedRatio). Scored classes: large
+// (>= 256 MiB) and small (<= 1 MiB) messages, in one node and across nodes: median and max |error| against issue
 // 12's bounds (large: median 5%, max 10%; small: median 20%, max 50%). The
 // command exits 1 when a scored class with points misses its bound.
 //
@@ -67,7 +67,6 @@ struct NetMachine {
   // "NCCL 2.19.3, NCCL_ALGO=ring" (empty when none is stated).
   std::string nccl_settings() const;
 };
-
 
 struct NetPoint {
   double bytes = 0;

@@ -62,7 +62,7 @@ std::string net_check_markdown(const std::vector<calibrate::NetRun>& runs,
     fmt::format_to(o,
                    "\nDisturbed sizes: nccl-tests times every size out of place and then in place, the same "
                    "collective on the same bytes; where the out-of-place time is more than {:.0f}x the in-place one, "
-                   "the in-place time is compared (calibrate/net_check.h kDisturbedRatio):\n\n{}",
+                   "the in-place time is compared (calibrate/nccl_tests.h kDisturbedRatio):\n\n{}",
                    calibrate::kDisturbedRatio, disturbed);
   }
   md += "\n## Runs\n\n| file | op | ranks | nodes | GPU | NICs | transport | points | median abs error | "
