@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include "base/text_file.h"
@@ -12,9 +14,11 @@
 #include "model/breakdown_chart.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
+#include "model/sensitivity.h"
 #include "report/estimate_report.h"
 #include "report/event_report.h"
 #include "report/failure_report.h"
+#include "report/sensitivity_report.h"
 #include "sim/event_run.h"
 #include "sim/failure_sim.h"
 #include "sim/heatmap.h"
@@ -66,8 +70,18 @@ auto writing(F write) {
   }
 }
 
-int simulate_event(const model::Scenario& s, const sim::RunRequest& r, bool json, const std::string& chart,
-                   std::ostream& out, std::ostream& err) {
+// `--sensitivity PCT`: each hardware input changed by PCT% on its own, the job
+// timed again at the fidelity of the run (model/sensitivity.h); nullopt without it.
+std::optional<model::Sensitivity> sensitivity_of(const ParsedArgs& p, const model::Scenario& s,
+                                                 const std::function<double(const model::Scenario&)>& time_s) {
+  if (!p.has("--sensitivity")) return std::nullopt;
+  return model::sensitivity(s, p.number("--sensitivity", 0) / 100, time_s);
+}
+
+int simulate_event(const model::Scenario& s, const sim::RunRequest& r, const ParsedArgs& p, std::ostream& out,
+                   std::ostream& err) {
+  const bool json = p.on("--json");
+  const std::string chart = p.text("--chart", "");
   sim::SimOptions o = sim::sim_options(s, r);
   if (o.steps > 1) {  // several iterations can take minutes: say where it is
     o.progress = [&err](int done, int total) {
@@ -104,13 +118,20 @@ int simulate_event(const model::Scenario& s, const sim::RunRequest& r, bool json
     every.max_replicas = std::max(o.max_replicas, s.parallel.dp);
     check = sim::network_crosscheck(s, every);
   }
+  // One step per changed input, with the run's options (one healthy step: the
+  // combinations that are not are refused in event_request).
+  const auto sens = sensitivity_of(p, s, [&r](const model::Scenario& v) {
+    return sim::simulate_job(v, sim::sim_options(v, r)).estimate.iteration_time_s;
+  });
   if (json) {
     base::Json j = report::event_json(res, o, res.wall_s, files);
     if (check) j["simgrid_check"] = report::crosscheck_json(*check);
+    if (sens) j["sensitivity"] = report::sensitivity_json(*sens, "event");
     out << report::report_json(j) << "\n";
   } else {
     out << report::event_text(res, o, res.wall_s, files);
     if (check) out << report::crosscheck_text(*check);
+    if (sens) out << report::sensitivity_text(*sens, "event");
   }
   return 0;
 }
@@ -139,6 +160,12 @@ sim::RunRequest event_request(const ParsedArgs& p) {
   r.comm = p.text("--comm", r.comm);
   r.max_replicas = static_cast<int>(p.integer("--max-replicas", r.max_replicas));
   r.simgrid_check = p.on("--simgrid-check");
+  if (p.has("--sensitivity") && (p.has("--fail-gpu") || p.has("--steps") || p.has("--simgrid-check") ||
+                                 p.has("--trace") || p.has("--heatmap") || p.has("--straggler-per-step"))) {
+    throw UsageError(
+        "--sensitivity times one healthy step per changed input; drop --fail-gpu / --steps / --simgrid-check / "
+        "--trace / --heatmap / --straggler-per-step");
+  }
   if (r.simgrid_check && (p.has("--fail-gpu") || p.has("--steps")))
     throw UsageError("--simgrid-check checks one healthy step; drop --fail-gpu / --steps");
   if (p.has("--fail-gpu") != p.has("--fail-at")) throw UsageError("--fail-gpu G and --fail-at T go together");
@@ -161,7 +188,7 @@ int simulate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   }
   if (p.positional.size() != 1) throw UsageError("simulate expects exactly one scenario FILE");
   const model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
-  if (fidelity == "event") return simulate_event(s, event_request(p), p.on("--json"), p.text("--chart", ""), out, err);
+  if (fidelity == "event") return simulate_event(s, event_request(p), p, out, err);
   const auto t0 = std::chrono::steady_clock::now();
   const model::Estimate e = model::estimate(s);
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -172,12 +199,16 @@ int simulate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
       throw std::invalid_argument("--chart: cannot write " + path);
     err << "wrote " << path << "\n";
   }
+  const auto sens =
+      sensitivity_of(p, s, [](const model::Scenario& v) { return model::estimate(v).iteration_time_s; });
   if (p.on("--json")) {
     base::Json j = report::estimate_json(s, e);
     j["wall_time_s"] = wall_s;
+    if (sens) j["sensitivity"] = report::sensitivity_json(*sens, "analytical");
     out << report::report_json(j) << "\n";
   } else {
     out << report::estimate_text(s, e);
+    if (sens) out << report::sensitivity_text(*sens, "analytical");
   }
   return 0;
 }
@@ -188,6 +219,10 @@ CommandEntry simulate_command() {
   std::vector<Option> options = {
       json_flag(), fidelity_option("event (SimGrid, the default) or analytical (closed form)"),
       {"--chart", Kind::kText, "FILE.svg", "where the iteration time goes, one stacked bar on an\naxis from 0 s"},
+      {"--sensitivity", Kind::kNumber, "PCT",
+       "also time the job once per hardware input, each changed\nby PCT% on its own: which inputs (and which of them\n"
+       "assumed) the prediction hangs on (model/sensitivity.h)",
+       0, model::kMaxSensitivityStep * 100, "a percentage in (0, 50]"},
       set_option()};
   options.insert(options.end(), event_options().begin(), event_options().end());
   return {{"simulate", "FILE [options]",

@@ -693,6 +693,13 @@ std::string_view builtin_profile_text(const std::string& name) {
   return it->second.second;
 }
 
+std::vector<ProfileNumber> profile_numbers() {
+  std::vector<ProfileNumber> out;
+  for (const ValueKey& k : value_keys())
+    if (k.number != nullptr) out.push_back({k.key, k.number, k.meaning});
+  return out;
+}
+
 const GpuProfile& hardware_profile(const HardwareConfig& hw) {
   if (hw.loaded_profile) return *hw.loaded_profile;
   return builtin_profile(hw.gpu);

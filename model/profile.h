@@ -1,7 +1,8 @@
 // model/profile.h: hardware profiles as data files, each value with its provenance.
 //
 // defines: Provenance, load_profile, parse_profile, write_profile,
-// builtin_profile, builtin_profile_names, hardware_profile, kCpuKernels
+// builtin_profile, builtin_profile_names, hardware_profile, kCpuKernels,
+// ProfileNumber, profile_numbers
 //
 // A profile describes one device the simulator can time work on: a GPU SKU
 // (calibrate/profiles/A100-SXM4-80GB.toml, ...) or the CPU the engine runs on
@@ -60,6 +61,16 @@ std::string_view builtin_profile_text(const std::string& name);
 // one, else the shipped profile hardware.gpu names.
 const GpuProfile& hardware_profile(const HardwareConfig& hw);
 inline const GpuProfile& hardware_profile(const Scenario& s) { return hardware_profile(s.hardware); }
+
+// The real-valued [values] entries of the schema (counts such as sm_count are
+// left out), in the schema's order: key, member and meaning. What
+// model/sensitivity.h changes one at a time.
+struct ProfileNumber {
+  std::string_view key;
+  double GpuProfile::*member = nullptr;
+  std::string_view meaning;
+};
+std::vector<ProfileNumber> profile_numbers();
 
 // The kernels a CPU profile must measure (the engine's CpuDevice work outside
 // GEMMs and attention), by the names model/op_cost.h gives them.

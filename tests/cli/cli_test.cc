@@ -108,6 +108,43 @@ TEST_F(CliTest, SimulatesTheOneGpuTrainingScenario) {
   EXPECT_GT(j.value("iteration_time_s", 0.0), 0.0) << dump(r);
 }
 
+// --sensitivity PCT times the job once per hardware input at the run's own
+// fidelity and reports each; a step out of range and the event options that
+// are not one healthy step are refused (exit 2).
+TEST_F(CliTest, SimulateSensitivity) {
+  const RunResult a = run_megascale({"simulate", kSmall, "--fidelity", "analytical", "--sensitivity", "10", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << dump(a);
+  const Json ja = parsed(a);
+  const Json sa = ja["sensitivity"];
+  EXPECT_EQ(sa.value("fidelity", ""), "analytical");
+  EXPECT_DOUBLE_EQ(sa.value("step", 0.0), 0.1);
+  EXPECT_DOUBLE_EQ(sa.value("base_iteration_time_s", 0.0), ja.value("iteration_time_s", -1.0));
+  ASSERT_TRUE(sa["inputs"].is_array());
+  ASSERT_GT(sa["inputs"].size(), 5u) << dump(a);
+  bool has_peak = false;
+  for (const Json& i : sa["inputs"]) {
+    if (i.value("input", "") == "peak_tflops") {
+      has_peak = true;
+      EXPECT_LT(i.value("elasticity", 0.0), 0.0) << i.dump();
+    }
+  }
+  EXPECT_TRUE(has_peak) << dump(a);
+
+  const RunResult e = run_megascale({"simulate", kSmall, "--sensitivity", "5"});
+  ASSERT_EQ(e.exit_code, 0) << dump(e);
+  EXPECT_NE(e.out.find("sensitivity (event fidelity; each input changed by 5%"), std::string::npos) << dump(e);
+  EXPECT_NE(e.out.find("hardware.nic_gbps"), std::string::npos) << dump(e);
+
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"simulate", kSmall, "--sensitivity", "60"},
+        std::vector<std::string>{"simulate", kSmall, "--sensitivity", "0"},
+        std::vector<std::string>{"simulate", kSmall, "--sensitivity", "10", "--steps", "2"}}) {
+    const RunResult r = run_megascale(bad);
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+    EXPECT_NE(r.err.find("sensitivity"), std::string::npos) << dump(r);
+  }
+}
+
 TEST_F(CliTest, SimulateTextPrintsMfu) {
   const RunResult r = run_megascale({"simulate", kSmall});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
