@@ -41,6 +41,10 @@ Sensitivity sensitivity(const Scenario& s, double step, const std::function<doub
   Sensitivity out;
   out.step = step;
   out.base_iteration_s = iteration_s(s);
+  if (!std::isfinite(out.base_iteration_s) || out.base_iteration_s <= 0) {
+    throw std::invalid_argument(fmt::format("sensitivity: the job's iteration time is {:g} s, not a positive time",
+                                            out.base_iteration_s));
+  }
 
   // Times the input at `first` (the step up, or down for an efficiency near 1);
   // where the scenario refuses that value (a faster NIC than its switch port
@@ -57,9 +61,11 @@ Sensitivity sensitivity(const Scenario& s, double step, const std::function<doub
     for (double x : {first, second}) {
       try {
         r.iteration_s = iteration_s(with(x));
+        if (!std::isfinite(r.iteration_s) || r.iteration_s <= 0)
+          throw std::invalid_argument(fmt::format("iteration time {:g} s", r.iteration_s));
         r.changed_value = x;
         r.change = r.iteration_s / out.base_iteration_s - 1;
-        r.elasticity = r.change / (x / value - 1);
+        r.elasticity = std::log(r.iteration_s / out.base_iteration_s) / std::log(x / value);
         out.inputs.push_back(r);
         return;
       } catch (const std::exception& e) {
@@ -70,6 +76,8 @@ Sensitivity sensitivity(const Scenario& s, double step, const std::function<doub
   };
 
   const GpuProfile& profile = hardware_profile(s);
+  for (const auto& [key, prov] : profile.provenance)
+    if (key.rfind("tables.", 0) == 0) out.measured_tables.push_back(key.substr(7));
   for (const ProfileNumber& n : profile_numbers()) {
     if (std::find(std::begin(kNotSpeeds), std::end(kNotSpeeds), n.key) != std::end(kNotSpeeds)) continue;
     const std::string key(n.key);

@@ -24,14 +24,20 @@
 //
 // Reported per input: the value, its source (the profile's provenance:
 // spec | measured | fitted | assumption; "scenario" for hardware.*), the new
-// iteration time, its relative change and the elasticity (relative change of
-// the time / relative change of the input: -1 for an input the time is
-// inversely proportional to, 0 for one it does not use). Sorted by
-// |elasticity|, largest first (ties in the schema's order).
+// iteration time, its relative change and the elasticity, ln(t'/t) / ln(x'/x):
+// -1 for an input the time is inversely proportional to, whichever way and
+// however far it was moved (a ratio of relative changes would give -0.83 for
+// +20% and -1.25 for -20%, so inputs moved up and down would not compare), 0
+// for one it does not use. Sorted by |elasticity|, largest first (ties in the
+// schema's order). A profile's measured tables (a CPU profile's GEMM,
+// attention and kernel times) are not changed: where they time a kernel, the
+// scalar they replace shows 0; their names are listed (`measured_tables`).
 //
 // Errors: a step outside (0, kMaxSensitivityStep] or not finite throws
 // std::invalid_argument naming the range; whatever the timing function throws
-// on the unchanged scenario propagates.
+// on the unchanged scenario propagates, and an unchanged time that is not a
+// positive finite number throws std::invalid_argument (a changed one that is
+// not counts as refused).
 //
 // Thread-safety: pure; calls `iteration_s` once per timed input.
 #pragma once
@@ -55,7 +61,7 @@ struct InputSensitivity {
   std::string source;       // spec | measured | fitted | assumption | scenario
   double iteration_s = 0;   // with the input changed
   double change = 0;        // iteration_s / base - 1
-  double elasticity = 0;    // change / (changed_value / value - 1)
+  double elasticity = 0;    // ln(iteration_s / base) / ln(changed_value / value)
 };
 
 struct Sensitivity {
@@ -63,6 +69,7 @@ struct Sensitivity {
   double base_iteration_s = 0;           // nothing changed
   std::vector<InputSensitivity> inputs;  // by |elasticity|, largest first
   std::vector<std::string> at_zero;      // inputs at 0, not timed
+  std::vector<std::string> measured_tables;  // the profile's ("gemm", ...), not changed
   struct Refused {
     std::string input, reason;  // both changed values refused; the first reason
   };

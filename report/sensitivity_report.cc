@@ -11,6 +11,7 @@ base::Json sensitivity_json(const model::Sensitivity& r, const std::string& fide
                   {"base_iteration_time_s", r.base_iteration_s},
                   {"inputs", base::Json::array()},
                   {"at_zero", r.at_zero},
+                  {"measured_tables", r.measured_tables},
                   {"refused", base::Json::array()}};
   for (const model::Sensitivity::Refused& x : r.refused)
     j["refused"].push_back({{"input", x.input}, {"reason", x.reason}});
@@ -34,7 +35,7 @@ std::string sensitivity_text(const model::Sensitivity& r, const std::string& fid
       fidelity, 100 * r.step, "input", "value", "timed at", "source", "iteration", "elasticity");
   for (const model::InputSensitivity& i : r.inputs) {
     out += fmt::format("    {:<32} {:>12.6g} {:>12.6g} {:<11} {:>+9.2f}% {:>10.3f}\n", i.input, i.value,
-                       i.changed_value, i.source, 100 * i.change, i.elasticity);
+                       i.changed_value, i.source, 100 * i.change + 0.0, i.elasticity + 0.0);  // + 0.0: no "-0"
   }
   if (!r.at_zero.empty()) {
     out += "    at 0, so not changed:";
@@ -43,8 +44,13 @@ std::string sensitivity_text(const model::Sensitivity& r, const std::string& fid
   }
   for (const model::Sensitivity::Refused& x : r.refused)
     out += "    " + x.input + ": not timed, the scenario refuses both changed values (" + x.reason + ")\n";
-  out += "    elasticity: relative change of the iteration time / relative change of the input (-1: the time\n"
-         "    is inversely proportional to it, 0: this job does not use it)\n";
+  if (!r.measured_tables.empty()) {
+    out += "    measured tables, not changed (the kernels they time ignore the values they replace):";
+    for (const std::string& name : r.measured_tables) out += " " + name;
+    out += "\n";
+  }
+  out += "    elasticity: ln(new time / time) / ln(new value / value) (-1: the time is inversely\n"
+         "    proportional to the input, 0: this job does not use it)\n";
   return out;
 }
 

@@ -3,7 +3,8 @@
 //
 // JSON: {"step", "fidelity", "base_iteration_time_s", "inputs": [{"input",
 // "value", "changed_value", "source", "iteration_time_s", "change",
-// "elasticity"}], "at_zero": [names], "refused": [{"input", "reason"}]}.
+// "elasticity"}], "at_zero": [names], "measured_tables": [names],
+// "refused": [{"input", "reason"}]}.
 //
 // Thread-safety: pure functions.
 #pragma once

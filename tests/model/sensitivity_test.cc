@@ -60,7 +60,7 @@ TEST(Sensitivity, InputsThatMultiplyMoveTheStepAlike) {
   const InputSensitivity& gemm = find(r, "max_gemm_efficiency");
   EXPECT_NEAR(gemm.changed_value, gemm.value * 1.1, 1e-12);
   EXPECT_DOUBLE_EQ(gemm.change, gemm.iteration_s / r.base_iteration_s - 1);
-  EXPECT_DOUBLE_EQ(gemm.elasticity, gemm.change / (gemm.changed_value / gemm.value - 1));
+  EXPECT_DOUBLE_EQ(gemm.elasticity, std::log(gemm.iteration_s / r.base_iteration_s) / std::log(1.1));
 }
 
 // Sorted by |elasticity|; each input carries its profile source; inputs at 0
@@ -118,6 +118,51 @@ TEST(Sensitivity, ARefusedValueIsTimedTheOtherWayOrListed) {
   ASSERT_EQ(none.refused.size(), 1u);
   EXPECT_EQ(none.refused[0].input, "hardware.nic_gbps");
   EXPECT_EQ(none.refused[0].reason, "only the given NIC");
+}
+
+// The elasticity is a ratio of logarithms: a time inversely proportional to
+// an input gives exactly -1 whether the input was moved up (peak) or down (an
+// efficiency near 1), so the two compare.
+TEST(Sensitivity, InverselyProportionalIsMinusOneEitherWay) {
+  Scenario s = valid();
+  auto p = std::make_shared<GpuProfile>(hardware_profile(s));
+  p->memory_efficiency = 0.95;
+  s.hardware.loaded_profile = p;
+  const Sensitivity r = sensitivity(s, 0.2, [](const Scenario& v) {
+    const GpuProfile& g = hardware_profile(v);
+    return 1.0 / (g.peak_tflops * g.memory_efficiency);
+  });
+  const InputSensitivity& peak = find(r, "peak_tflops");
+  const InputSensitivity& eff = find(r, "memory_efficiency");
+  EXPECT_GT(peak.changed_value, peak.value);
+  EXPECT_LT(eff.changed_value, eff.value);
+  EXPECT_NEAR(peak.elasticity, -1.0, 1e-12);
+  EXPECT_NEAR(eff.elasticity, -1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(find(r, "hardware.nic_gbps").elasticity, 0.0);
+}
+
+// A time that is not a positive finite number is refused: unchanged, as an
+// error; changed, as a refused input.
+TEST(Sensitivity, ANonPhysicalTimeIsAnError) {
+  const Scenario s = valid();
+  EXPECT_THROW(sensitivity(s, 0.1, [](const Scenario&) { return 0.0; }), std::invalid_argument);
+  EXPECT_THROW(sensitivity(s, 0.1, [](const Scenario&) { return std::nan(""); }), std::invalid_argument);
+  const double nic = s.hardware.nic_gbps;
+  const Sensitivity r = sensitivity(s, 0.1, [nic](const Scenario& v) {
+    return v.hardware.nic_gbps == nic ? 1.0 : -1.0;
+  });
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_EQ(r.refused[0].input, "hardware.nic_gbps");
+}
+
+// A profile with measured tables (the CPU profile) names them: the kernels they
+// time do not read the scalar values.
+TEST(Sensitivity, MeasuredTablesAreNamed) {
+  Scenario s = valid();
+  s.hardware.loaded_profile = std::make_shared<GpuProfile>(builtin_profile("cpu"));
+  const Sensitivity r = sensitivity(s, 0.1, [](const Scenario&) { return 1.0; });
+  EXPECT_NE(std::find(r.measured_tables.begin(), r.measured_tables.end(), "gemm"), r.measured_tables.end());
+  EXPECT_TRUE(sensitivity(valid(), 0.1, analytical_s).measured_tables.empty());
 }
 
 TEST(Sensitivity, StepOutsideItsRangeIsRefused) {
