@@ -9,6 +9,7 @@
 #include <string>
 
 #include "model/estimator.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 #include "sim/event_run.h"
 
@@ -61,6 +62,27 @@ void group_errors(RunsCheck* check) {
   };
   std::sort(check->by_width.begin(), check->by_width.end(),
             [&](const RunsGroup& a, const RunsGroup& b) { return band(a) < band(b); });
+  check->missing_per_element.clear();
+  std::vector<std::vector<double>> missing;
+  for (const PublishedRunRow& r : check->rows) {
+    if (!r.run.unscored.empty() || r.pp != 1 || !(r.element_steps > 0)) continue;
+    auto& groups = check->missing_per_element;
+    const auto it = std::find_if(groups.begin(), groups.end(), [&](const ElementGroup& g) { return g.gpu == r.gpu; });
+    const size_t i = static_cast<size_t>(it - groups.begin());
+    if (it == groups.end()) {
+      ElementGroup g;
+      g.gpu = r.gpu;
+      g.peak_tflops = r.peak_tflops;
+      g.memory_gbs = r.memory_gbs;
+      groups.push_back(g);
+      missing.emplace_back();
+    }
+    missing[i].push_back(r.missing_ns_per_element());
+  }
+  for (size_t i = 0; i < missing.size(); ++i) {
+    check->missing_per_element[i].runs = static_cast<int>(missing[i].size());
+    check->missing_per_element[i].median_missing_ns = median(missing[i]);
+  }
 }
 
 RunsCheck check_published_runs(const std::vector<MeasuredRun>& runs) {
@@ -72,6 +94,13 @@ RunsCheck check_published_runs(const std::vector<MeasuredRun>& runs) {
     row.gpus = s.cluster.gpus;
     row.gpu = s.hardware.gpu;
     row.hidden = s.model.hidden;
+    row.pp = s.parallel.pp;
+    row.element_steps = static_cast<double>(s.tokens_per_iteration()) / s.parallel.dp *
+                        (static_cast<double>(s.model.layers) / s.parallel.pp) *
+                        (static_cast<double>(s.model.hidden) / s.parallel.tp);
+    const model::GpuProfile& profile = model::hardware_profile(s);
+    row.peak_tflops = profile.peak_tflops;
+    row.memory_gbs = profile.memory_gbs;
     const model::Estimate a = model::estimate(s);
     row.analytical_s = a.iteration_time_s;
     row.fits_memory = a.memory.fits();

@@ -30,8 +30,20 @@ struct PublishedRunRow {
   double event_s = 0, analytical_s = 0;
   bool fits_memory = true;
   int hidden = 0;  // the model's hidden size (width), for the grouped summary
+  int pp = 1;      // pipeline stages
+  // Activation elements one GPU's layers pass over in an iteration: tokens per
+  // pipeline rank (global batch x sequence / data-parallel ranks, context
+  // parallelism folded in) x layers per stage x hidden / TP. The work of every
+  // element-wise kernel, and of each GEMM per unit of width, scales with it.
+  double element_steps = 0;
+  double peak_tflops = 0, memory_gbs = 0;  // the speeds of the profile it ran on
   double error() const { return event_s / run.iteration_s - 1.0; }
   double analytical_error() const { return analytical_s / run.iteration_s - 1.0; }
+  // The time the event fidelity leaves out (published - predicted, > 0: too
+  // fast) per activation element, ns; 0 without element_steps.
+  double missing_ns_per_element() const {
+    return element_steps > 0 ? (run.iteration_s - event_s) / element_steps * 1e9 : 0.0;
+  }
 };
 
 // The scored rows of one group (a GPU profile, a band of model widths): where
@@ -41,6 +53,19 @@ struct RunsGroup {
   int runs = 0;
   double median_error = 0;      // signed, event fidelity: < 0 predicted too fast
   double median_abs_error = 0;
+};
+
+// The missing time per activation element of the scored runs of one GPU
+// profile without pipeline parallelism (no bubble or stage traffic to blur
+// it), beside the profile's speeds: a missing cost that scales with the GPU's
+// rate shrinks on the faster GPU by the ratio of its speeds; one that does not,
+// stays.
+struct ElementGroup {
+  std::string gpu;
+  int runs = 0;
+  double median_missing_ns = 0;  // per activation element (PublishedRunRow::missing_ns_per_element)
+  double peak_tflops = 0;        // the profile's dense BF16 peak
+  double memory_gbs = 0;         // the profile's memory bandwidth
 };
 
 struct RunsCheck {
@@ -55,12 +80,14 @@ struct RunsCheck {
   bool pass = false;  // scored rows exist and meet both bounds
   std::vector<RunsGroup> by_gpu;    // per GPU profile, in order of first appearance
   std::vector<RunsGroup> by_width;  // hidden <= 4,096 / 4,097-8,192 / > 8,192 (empty bands left out)
+  std::vector<ElementGroup> missing_per_element;  // per GPU profile, pp = 1 scored runs, first appearance
   // Published per-layer times (runs-check --layers; calibrate/layer_check.h):
   // reported beside the runs, not part of the bounds.
   std::vector<LayerCheckRow> layers;
 };
 
-// Fills `check->by_gpu` and `check->by_width` from its scored rows.
+// Fills `check->by_gpu`, `check->by_width` and `check->missing_per_element`
+// from its scored rows (the last with the speeds of each profile's first row).
 void group_errors(RunsCheck* check);
 
 // Throws model::ScenarioError for a broken scenario file.

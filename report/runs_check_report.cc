@@ -37,6 +37,19 @@ std::string runs_check_markdown(const calibrate::RunsCheck& check, const std::st
                        100 * g.median_abs_error);
     md += "\n";
   }
+  if (!check.missing_per_element.empty()) {
+    md += "### Missing time per activation element\n\nScored runs without pipeline parallelism (no bubble or "
+          "stage traffic to blur it), per GPU profile: (published - predicted) / (tokens per pipeline rank x "
+          "layers per stage x hidden / TP), the time the simulation leaves out for each activation element one "
+          "GPU's layers pass over in an iteration (> 0: predicted too fast). A missing cost that runs at the "
+          "GPU's own rate would shrink on a faster GPU by the ratio of the speeds beside it.\n\n"
+          "| GPU profile | runs | median missing ns per element | peak TFLOP/s | memory GB/s |\n"
+          "|---|---|---|---|---|\n";
+    for (const calibrate::ElementGroup& g : check.missing_per_element)
+      fmt::format_to(o, "| {} | {} | {:+.3f} | {:.0f} | {:.0f} |\n", g.gpu, g.runs, g.median_missing_ns,
+                     g.peak_tflops, g.memory_gbs);
+    md += "\n";
+  }
   md += "## Runs\n\n";
   md += "| run | GPUs | GPU profile | published s | event s | error | analytical s | error | source | note |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";
@@ -79,6 +92,12 @@ base::Json runs_check_json(const calibrate::RunsCheck& check) {
                          {"runs", g.runs},
                          {"median_error", g.median_error},
                          {"median_abs_error", g.median_abs_error}});
+  for (const calibrate::ElementGroup& g : check.missing_per_element)
+    j["missing_per_element"].push_back({{"gpu", g.gpu},
+                                        {"runs", g.runs},
+                                        {"median_missing_ns", g.median_missing_ns},
+                                        {"peak_tflops", g.peak_tflops},
+                                        {"memory_gbs", g.memory_gbs}});
   for (const calibrate::PublishedRunRow& r : check.rows) {
     j["runs"].push_back({{"name", r.run.name},
                          {"gpus", r.gpus},
@@ -89,6 +108,9 @@ base::Json runs_check_json(const calibrate::RunsCheck& check) {
                          {"error", r.error()},
                          {"scored", r.run.unscored.empty()},
                          {"hidden", r.hidden},
+                         {"pp", r.pp},
+                         {"element_steps", r.element_steps},
+                         {"missing_ns_per_element", r.missing_ns_per_element()},
                          {"source", r.run.source}});
   }
   for (const calibrate::LayerCheckRow& r : check.layers) {

@@ -107,6 +107,52 @@ TEST(RunsCheckReport, GroupsScoredErrorsByGpuAndWidthNarrowToWide) {
   EXPECT_EQ(j["runs"][1]["hidden"].get<int>(), 4096);
 }
 
+TEST(RunsCheckReport, MissingTimePerElementOfScoredRunsWithoutPipelineStages) {
+  calibrate::RunsCheck c = runs_check();
+  calibrate::PublishedRunRow row = c.rows[0];
+  row.peak_tflops = 989;
+  row.memory_gbs = 3350;
+  auto add = [&](const std::string& gpu, int pp, double published_s, double event_s, double element_steps,
+                 const std::string& unscored) {
+    row.gpu = gpu;
+    row.pp = pp;
+    row.run.iteration_s = published_s;
+    row.event_s = event_s;
+    row.element_steps = element_steps;
+    row.run.unscored = unscored;
+    c.rows.push_back(row);
+  };
+  c.rows.clear();
+  add("H100", 1, 1.0, 0.8, 1e9, "");        // 0.2 s over 1e9 elements: 0.2 ns
+  add("H100", 1, 1.0, 0.6, 1e9, "");        // 0.4 ns
+  add("H100", 1, 1.0, 1.1, 1e9, "");        // predicted too slow: -0.1 ns
+  add("H100", 4, 1.0, 0.1, 1e9, "");        // pipeline stages: left out
+  add("H100", 1, 1.0, 0.1, 1e9, "no: x");   // unscored: left out
+  add("A100", 1, 2.0, 1.5, 2e9, "");        // 0.25 ns
+  row.peak_tflops = 312;
+  c.rows.back().peak_tflops = 312;
+  calibrate::group_errors(&c);
+  ASSERT_EQ(c.missing_per_element.size(), 2u);
+  EXPECT_EQ(c.missing_per_element[0].gpu, "H100");
+  EXPECT_EQ(c.missing_per_element[0].runs, 3);
+  EXPECT_NEAR(c.missing_per_element[0].median_missing_ns, 0.2, 1e-9);
+  EXPECT_DOUBLE_EQ(c.missing_per_element[0].peak_tflops, 989);
+  EXPECT_EQ(c.missing_per_element[1].gpu, "A100");
+  EXPECT_NEAR(c.missing_per_element[1].median_missing_ns, 0.25, 1e-9);
+  EXPECT_DOUBLE_EQ(c.missing_per_element[1].peak_tflops, 312);
+  EXPECT_NEAR(c.rows[2].missing_ns_per_element(), -0.1, 1e-9);
+  calibrate::PublishedRunRow none;
+  none.run.iteration_s = 1;
+  EXPECT_EQ(none.missing_ns_per_element(), 0.0);  // no element count: nothing to divide by
+  const std::string md = runs_check_markdown(c, "x");
+  EXPECT_NE(md.find("| H100 | 3 | +0.200 | 989 | 3350 |\n"), std::string::npos) << md;
+  EXPECT_LT(md.find("### Missing time per activation element"), md.find("## Runs"));
+  const base::Json j = runs_check_json(c);
+  ASSERT_EQ(j["missing_per_element"].size(), 2u);
+  EXPECT_NEAR(j["missing_per_element"][1]["median_missing_ns"].get<double>(), 0.25, 1e-9);
+  EXPECT_NEAR(j["runs"][0]["missing_ns_per_element"].get<double>(), 0.2, 1e-9);
+}
+
 TEST(NetCheckReport, MarkdownScoresClassesAndListsPoints) {
   calibrate::NetRun run;
   run.machine.file = "/x/all_reduce_perf.txt";
