@@ -23,8 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // `base` with every in-situ class value times `scale` (created at `scale` for
-// one busy rank when the base has none) and `overhead_s` per step.
-model::GpuProfile scaled(const model::GpuProfile& base, double scale, double overhead_s) {
+// one busy rank when the base has none), `overhead_s` per step and
+// `element_ns` more per activation element.
+model::GpuProfile scaled(const model::GpuProfile& base, double scale, double overhead_s, double element_ns = 0) {
   model::GpuProfile p = base;
   auto tables = std::make_shared<model::ProfileTables>(base.tables ? *base.tables : model::ProfileTables{});
   std::vector<model::InsituPoint> pts = tables->insitu.points();
@@ -37,6 +38,12 @@ model::GpuProfile scaled(const model::GpuProfile& base, double scale, double ove
   tables->insitu = model::InsituTable(pts);
   p.tables = tables;
   p.step_overhead_s = base.step_overhead_s + overhead_s;
+  p.element_overhead_ns = base.element_overhead_ns + element_ns;
+  // A profile file holds only the values that carry a provenance.
+  if (element_ns != 0 && p.provenance.count("element_overhead_ns") == 0) {
+    p.provenance["element_overhead_ns"] =
+        model::Provenance{"assumption", "calibrate fit: a trial value (calibrate/fit.h)", "", "", {}, -1};
+  }
   return p;
 }
 
@@ -112,24 +119,44 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
                       const std::function<double(const std::string&, const std::string&)>& predict,
                       const std::string& scratch_dir) {
   if (fit.empty()) throw std::invalid_argument("calibrate fit: no runs to fit on");
-  if (!params.step_overhead && !params.compute_scale) throw std::invalid_argument("calibrate fit: nothing to fit");
-  const model::GpuProfile base = model::load_profile(base_file);
+  if (!params.step_overhead && !params.compute_scale && !params.element_overhead) {
+    throw std::invalid_argument("calibrate fit: nothing to fit");
+  }
+  model::GpuProfile base = model::load_profile(base_file);
+  std::string base_path = base_file;
+  if (params.element_overhead && base.element_overhead_ns != 0) {
+    // Fitted from 0: the value the base holds is replaced, so a refit on a
+    // fitted profile gives the same value again.
+    base.element_overhead_ns = 0;
+    base.provenance["element_overhead_ns"] =
+        model::Provenance{"assumption", "calibrate fit: replaced by the fit (calibrate/fit.h)", "", "", {}, -1};
+    base_path = write_to(base, (fs::path(scratch_dir) / "base.toml").string());
+  }
   constexpr double kProbeScale = 1.25;
+  constexpr double kProbeElementNs = 0.1;
   const std::string probe_file = write_to(scaled(base, kProbeScale, 0.0), (fs::path(scratch_dir) / "probe.toml").string());
+  const std::string element_probe_file =
+      write_to(scaled(base, 1.0, 0.0, kProbeElementNs), (fs::path(scratch_dir) / "probe-element.toml").string());
+  // Columns of x: [a if compute_scale] [c if element_overhead] [b if step_overhead].
+  const size_t col_c = params.compute_scale ? 1 : 0;
 
-  // Linear model per fit run: t = t1 + (a - 1) d + b.
+  // Linear model per fit run: t = t1 + (a - 1) d + c e + b.
   std::vector<std::vector<double>> rows;
   std::vector<double> rhs;
   std::vector<std::string> groups;
   FitResult r;
-  std::vector<double> t1s, ds;
+  std::vector<double> t1s, ds, es;
   for (const MeasuredRun& run : fit) {
-    const double t1 = predict(run.scenario_file, base_file);
+    const double t1 = predict(run.scenario_file, base_path);
     const double d = params.compute_scale ? (predict(run.scenario_file, probe_file) - t1) / (kProbeScale - 1.0) : 0.0;
+    const double e =
+        params.element_overhead ? (predict(run.scenario_file, element_probe_file) - t1) / kProbeElementNs : 0.0;
     t1s.push_back(t1);
     ds.push_back(d);
+    es.push_back(e);
     std::vector<double> row;
     if (params.compute_scale) row.push_back(d);
+    if (params.element_overhead) row.push_back(e);
     if (params.step_overhead) row.push_back(1.0);
     rows.push_back(row);
     // a enters as (a - 1) d = a d - d.
@@ -138,6 +165,7 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
   }
   const std::vector<double> x = model::nnls(rows, rhs);
   r.compute_scale = params.compute_scale ? x[0] : 1.0;
+  r.element_overhead_ns = params.element_overhead ? x[col_c] : 0.0;
   r.step_overhead_s = params.step_overhead ? x.back() : 0.0;
   // Leave-one-out on the runs' own time (rhs is time minus a constant per run).
   r.loo.groups.clear();
@@ -153,8 +181,9 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
     if (!rr.empty()) {
       const std::vector<double> y = model::nnls(rr, rb);
       const double a = params.compute_scale ? y[0] : 1.0;
+      const double c = params.element_overhead ? y[col_c] : 0.0;
       const double b = params.step_overhead ? y.back() : 0.0;
-      pred = t1s[i] + (a - 1.0) * ds[i] + b;
+      pred = t1s[i] + (a - 1.0) * ds[i] + c * es[i] + b;
     }
     const double e = pred / fit[i].iteration_s - 1.0;
     r.loo.groups.push_back(fit[i].name);
@@ -170,11 +199,16 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
   }
 
   // The fitted profile, with provenance.
-  r.profile = scaled(base, r.compute_scale, r.step_overhead_s);
+  r.profile = scaled(base, r.compute_scale, r.step_overhead_s, r.element_overhead_ns);
   std::vector<std::string> names;
   for (const MeasuredRun& run : fit) names.push_back(run.name);
   const std::string method =
-      "non-negative least squares of the runs' iteration times, t = t(1,0) + (a-1) dt/da + b (calibrate/fit.h)";
+      "non-negative least squares of the runs' iteration times, t = t(1,0,0) + (a-1) dt/da + c dt/dc + b "
+      "(calibrate/fit.h)";
+  if (params.element_overhead) {
+    r.profile.provenance["element_overhead_ns"] =
+        model::Provenance{"fitted", method, "", "", names, r.loo.mean_abs_error};
+  }
   if (params.step_overhead) {
     r.profile.provenance["step_overhead_s"] = model::Provenance{"fitted", method, "", "", names, r.loo.mean_abs_error};
   }
@@ -190,7 +224,7 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
     FitRow row;
     row.name = run.name;
     row.measured_s = run.iteration_s;
-    row.before_s = predict(run.scenario_file, base_file);
+    row.before_s = predict(run.scenario_file, base_path);
     row.after_s = predict(run.scenario_file, fitted_file);
     row.held_out = true;
     const double e = row.after_s / row.measured_s - 1.0;
@@ -208,7 +242,8 @@ std::string fit_markdown(const FitResult& r, const std::string& command) {
   o << "# Calibration fit: " << r.profile.name << "\n\n";
   o << "Generated by `" << command << "`.\n\n";
   o << "Fitted: step_overhead_s = " << fmt::format("{:.4f}", r.step_overhead_s) << " s, compute_scale = "
-    << fmt::format("{:.4f}", r.compute_scale) << " (calibrate/fit.h). Leave-one-out over the fit runs: mean |error| "
+    << fmt::format("{:.4f}", r.compute_scale) << ", element_overhead_ns = " << fmt::format("{:.4f}", r.element_overhead_ns)
+    << " (calibrate/fit.h; a parameter not fitted keeps its base value). Leave-one-out over the fit runs: mean |error| "
     << fmt::format("{:.1f}", 100 * r.loo.mean_abs_error) << "%, max " << fmt::format("{:.1f}", 100 * r.loo.max_abs_error) << "%.\n\n";
   const bool any_held = std::any_of(r.rows.begin(), r.rows.end(), [](const FitRow& x) { return x.held_out; });
   if (any_held) {
@@ -228,12 +263,15 @@ std::string fit_markdown(const FitResult& r, const std::string& command) {
 }
 
 FitParams parse_fit_params(const std::string& names) {
-  FitParams params = {false, false};
+  FitParams params = {false, false, false};
   std::istringstream in(names);
   for (std::string name; std::getline(in, name, ',');) {
     if (name == "step_overhead") params.step_overhead = true;
     else if (name == "compute_scale") params.compute_scale = true;
-    else if (!name.empty()) throw std::invalid_argument("expected step_overhead and/or compute_scale, got '" + name + "'");
+    else if (name == "element_overhead") params.element_overhead = true;
+    else if (!name.empty()) {
+      throw std::invalid_argument("expected step_overhead, compute_scale and/or element_overhead, got '" + name + "'");
+    }
   }
   return params;
 }

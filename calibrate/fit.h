@@ -11,11 +11,15 @@
 //   compute_scale     one in-situ scale on every kernel class (the profile's
 //                     [tables.insitu] gemm = attention = kernel): how much
 //                     slower the kernels run in the real jobs than the
-//                     profile's kernel model says.
-// Model of a run's iteration time: t(a, b) = t(1, 0) + (a - 1) dt/da + b,
-// with dt/da from a second prediction at a = 1.25 (the pipeline and the
-// overlaps make t nearly linear in a over that range); a and b >= 0 by
-// non-negative least squares on the fit runs (model/least_squares.h). Then the
+//                     profile's kernel model says;
+//   element_overhead_ns  time per activation element of a layer's forward +
+//                     backward that the kernel model leaves out (model/
+//                     hardware.h; opt-in: not in the default set).
+// Model of a run's iteration time: t(a, c, b) = t(1, 0, 0) + (a - 1) dt/da +
+// c dt/dc + b, with dt/da from a second prediction at a = 1.25 and dt/dc from
+// one at c = 0.1 ns (the pipeline and the overlaps make t nearly linear in a
+// and c over that range); a, c and b >= 0 by non-negative least squares on the
+// fit runs (model/least_squares.h). Then the
 // runs are predicted again with the fitted profile for the report. For GPU
 // profiles the scale applies to the analytical operators by class
 // (model/op_cost.h); the TP-overlap pieces of model/fused_overlap.h are not
@@ -58,10 +62,12 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path);
 struct FitParams {
   bool step_overhead = true;
   bool compute_scale = true;
+  bool element_overhead = false;
 };
 
-// "step_overhead,compute_scale" (`calibrate fit --params`): the parameters to fit.
-// Throws std::invalid_argument naming one that is neither.
+// "step_overhead,compute_scale,element_overhead" (`calibrate fit --params`):
+// the parameters to fit. Throws std::invalid_argument naming one that is none
+// of them.
 FitParams parse_fit_params(const std::string& names);
 
 // `runs` split into those to fit and those held out (named in `held_out`, each
@@ -82,6 +88,7 @@ struct FitResult {
   model::GpuProfile profile;  // base + fitted values, with provenance
   double step_overhead_s = 0;
   double compute_scale = 1;
+  double element_overhead_ns = 0;  // added to the base profile's
   std::vector<FitRow> rows;   // fit runs first, then the held-out ones
   model::LeaveOneOut loo;
   double held_out_mean_abs = 0, held_out_max_abs = 0;

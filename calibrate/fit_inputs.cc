@@ -61,8 +61,26 @@ FitResult run_fit(const FitRequest& r, const std::function<void(const std::strin
   const ScratchDir scratch;
   const std::string base_file = profile_file(r.profile, scratch.path.string());
   std::vector<MeasuredRun> runs;
+  std::vector<std::string> held_out = r.held_out;
   if (!r.runs_csv.empty()) {
-    runs = read_measured_runs(r.runs_csv);
+    const std::string gpu = model::load_profile(base_file).name;
+    int unscored = 0, other_gpu = 0;
+    for (MeasuredRun& run : read_measured_runs(r.runs_csv)) {
+      if (!run.unscored.empty()) {
+        ++unscored;
+        continue;
+      }
+      const model::Scenario s = model::load_scenario(run.scenario_file);
+      if (r.same_gpu && model::hardware_profile(s).name != gpu) {
+        ++other_gpu;
+        continue;
+      }
+      if (r.hold_out_pipelined && s.parallel.pp > 1) held_out.push_back(run.name);
+      runs.push_back(std::move(run));
+    }
+    if (unscored > 0) say(std::to_string(unscored) + " unscored run(s) left out");
+    if (other_gpu > 0) say(std::to_string(other_gpu) + " run(s) on other GPUs than " + gpu + " left out");
+    if (runs.empty()) throw std::invalid_argument(r.runs_csv + ": no run left to fit on");
   } else {
     CheckOptions co;
     co.profile = base_file;
@@ -72,9 +90,9 @@ FitResult run_fit(const FitRequest& r, const std::function<void(const std::strin
       runs.push_back(engine_run(f, co));
     }
   }
-  const auto [fit, held_out] = split_held_out(runs, r.held_out);
-  say(std::to_string(fit.size()) + " fit run(s), " + std::to_string(held_out.size()) + " held out");
-  return fit_profile(base_file, fit, held_out, r.params, event_iteration_s, scratch.path.string());
+  const auto [fit, held] = split_held_out(runs, held_out);
+  say(std::to_string(fit.size()) + " fit run(s), " + std::to_string(held.size()) + " held out");
+  return fit_profile(base_file, fit, held, r.params, event_iteration_s, scratch.path.string());
 }
 
 }  // namespace megascale::calibrate

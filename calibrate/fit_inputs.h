@@ -40,11 +40,16 @@ struct FitRequest {
   std::vector<std::string> engine_scenarios;  // each run on `engine_binary` (engine_run)
   std::string engine_binary;
   std::vector<std::string> held_out;          // run names (split_held_out)
+  bool same_gpu = false;            // a runs CSV's runs on other GPUs than the profile's are left out
+  bool hold_out_pipelined = false;  // every run with pipeline stages (pp > 1) is held out too
   FitParams params;
 };
 
 // Reads or measures the runs, splits them, fits with event_iteration_s as the
-// predictor. `say` gets a line of progress at a time (engine runs, the split).
+// predictor. A runs CSV's unscored rows (`scored` = "no: ...") are left out: a
+// run whose scenario cannot express its stack is no ground truth to fit on.
+// `say` gets a line of progress at a time (engine runs, what was left out, the
+// split).
 // Throws as read_measured_runs, split_held_out and fit_profile do, and
 // std::invalid_argument for a request that names no runs or both sources.
 FitResult run_fit(const FitRequest& r, const std::function<void(const std::string& line)>& say);

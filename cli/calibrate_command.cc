@@ -169,6 +169,11 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.on("--engine")) request.engine_scenarios = p.positional;
   request.engine_binary = base::sibling_program("megascale-train");
   request.held_out = split_list(p.text("--hold-out", ""));
+  request.same_gpu = p.on("--same-gpu");
+  request.hold_out_pipelined = p.on("--hold-out-pipelined");
+  if ((request.same_gpu || request.hold_out_pipelined) && !p.has("--runs")) {
+    throw UsageError("--same-gpu and --hold-out-pipelined select among the rows of --runs FILE.csv");
+  }
   if (p.has("--params")) request.params = read_option("--params", [&] { return calibrate::parse_fit_params(p.text("--params")); });
   const calibrate::FitResult r = calibrate::run_fit(
       request, [&](const std::string& line) { err << "megascale calibrate fit: " << line << "\n" << std::flush; });
@@ -293,14 +298,18 @@ std::vector<CommandEntry> calibrate_commands() {
       calibrate_check};
   CommandEntry fit = {
       {"calibrate fit", "--profile NAME|FILE --out FILE (--runs RUNS.csv | --engine SCENARIO...) [options]",
-       "fit a per-step host overhead and an in-situ kernel scale on measured iteration times;\n"
+       "fit a per-step host overhead and an in-situ kernel scale (or a cost per activation\n"
+       "element) on measured iteration times;\n"
        "prints the leave-one-out and the held-out error and writes the fitted profile",
        {{"--profile", Kind::kText, "NAME|FILE", "the profile to start from"},
         {"--out", Kind::kText, "FILE", "the fitted profile"},
         {"--runs", Kind::kText, "RUNS.csv", "measured iteration times"},
         {"--engine", Kind::kFlag, "", "run the SCENARIOs on the engine instead"},
         {"--hold-out", Kind::kText, "NAME,...", "runs the fit does not use"},
-        {"--params", Kind::kText, "step_overhead,compute_scale", "what is fitted (default both)"},
+        {"--hold-out-pipelined", Kind::kFlag, "", "also hold out every run with pipeline stages (pp > 1)"},
+        {"--same-gpu", Kind::kFlag, "", "use only the runs on the profile's GPU (--runs)"},
+        {"--params", Kind::kText, "step_overhead,compute_scale,element_overhead",
+         "what is fitted (default step_overhead,compute_scale)"},
         {"--report", Kind::kText, "FILE.md", "also write the report there"}}},
       calibrate_fit};
   CommandEntry net_check = {

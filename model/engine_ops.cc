@@ -212,6 +212,19 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
       }
     }
     if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) apply_fp8(&ops, gpu.fp8_gemm_speedup());
+    if (gpu.element_overhead_ns > 0) {
+      // What the kernel model leaves out per activation element (fitted,
+      // model/hardware.h): one op at the layer's end, no bytes, no kernel.
+      const double elements = static_cast<double>(s.parallel.micro_batch) * s.model.seq_len * s.model.hidden /
+                              s.parallel.tp;
+      OperatorCost extra;
+      extra.name = "element_overhead";
+      extra.cls = OpClass::kMemory;
+      extra.fwd_kernels = extra.bwd_kernels = 0;
+      extra.fwd_extra_s = elements * gpu.element_overhead_ns * 1e-9 / 3.0;
+      extra.bwd_extra_s = 2.0 * extra.fwd_extra_s;
+      ops.push_back(extra);
+    }
     return ops;
   }
   // The engine's attention is one kernel whatever efficient_operators says.

@@ -118,6 +118,12 @@ struct GpuProfile {
   double param_gather_bytes = 2;       // bytes per parameter in the ZeRO all-gather
   double data_load_s_per_sample = 1e-3;  // synchronous loading per sample (data pipeline off)
   double step_overhead_s = 0;          // host work per iteration outside the ops
+  // Time per activation element (token x hidden / TP) of one layer's forward
+  // and backward pass together that the kernel model leaves out, ns: a third
+  // charged in the forward (again in a full recomputation), two thirds in the
+  // backward (model/engine_ops.h job_layer_operators). Nothing measures it;
+  // `calibrate fit --params element_overhead` fits it on named runs. 0: none.
+  double element_overhead_ns = 0;
   double op_gap_us = 0;                // host time between two compute ops
   double cache_bytes = 0;              // CPU: last-level cache of one machine (0: unknown)
   // Not from the file: ranks of one machine a job keeps busy at once, which

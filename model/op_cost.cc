@@ -378,7 +378,7 @@ double forward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
       t = std::max(memory_time_s(gpu, op.fwd_bytes), op.fwd_kernels * gpu.kernel_launch_us * 1e-6);
       break;
   }
-  return class_scale(op, gpu) * t;
+  return class_scale(op, gpu) * t + op.fwd_extra_s;
 }
 
 double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
@@ -399,7 +399,7 @@ double backward_time_s(const OperatorCost& op, const GpuProfile& gpu) {
       t = std::max(memory_time_s(gpu, op.bwd_bytes), op.bwd_kernels * gpu.kernel_launch_us * 1e-6);
       break;
   }
-  return class_scale(op, gpu) * t;
+  return class_scale(op, gpu) * t + op.bwd_extra_s;
 }
 
 double forward_time_s(const std::vector<OperatorCost>& ops, const GpuProfile& gpu) {

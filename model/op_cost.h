@@ -76,6 +76,9 @@ struct OperatorCost {
   // When set (a cpu profile's engine, model/engine_ops.h), the op's time is
   // these calls' measured times plus the profile's op_gap_us.
   std::vector<KernelCall> fwd_calls, bwd_calls;
+  // Seconds added to the op's forward / backward time whatever its class (the
+  // profile's element_overhead_ns, model/engine_ops.h).
+  double fwd_extra_s = 0, bwd_extra_s = 0;
 };
 
 // All operators of one transformer layer in execution order.

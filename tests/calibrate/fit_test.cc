@@ -61,6 +61,57 @@ TEST(Fit, RecoversScaleAndOverheadAndJudgesOnHeldOutRuns) {
   fs::remove_all(dir);
 }
 
+// A "simulator" whose iteration time is its own time plus the profile's
+// element_overhead_ns times the run's activation elements (x 1e9 per ns).
+double fake_element_predict(const std::string& scenario, const std::string& profile_file) {
+  static const std::map<std::string, std::pair<double, double>> run = {
+      {"a", {10, 4}}, {"b", {20, 1}}, {"c", {40, 30}}, {"d", {80, 10}}, {"e", {5, 2}}};
+  const model::GpuProfile p = model::load_profile(profile_file);
+  return run.at(scenario).first + p.element_overhead_ns * run.at(scenario).second;
+}
+
+TEST(Fit, RecoversAnElementOverheadFromZeroWithItsProvenance) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-fit-element-test";
+  fs::create_directories(dir);
+  const std::string base = (dir / "base.toml").string();
+  {
+    // A base that already holds a value: the fit replaces it, not adds to it.
+    model::GpuProfile p = model::builtin_profile("H100-SXM5-80GB");
+    p.element_overhead_ns = 0.3;
+    p.provenance["element_overhead_ns"] = model::Provenance{"assumption", "test", "", "", {}, -1};
+    std::ofstream(base) << model::write_profile(p);
+  }
+  const std::map<std::string, std::pair<double, double>> truth = {
+      {"a", {10, 4}}, {"b", {20, 1}}, {"c", {40, 30}}, {"d", {80, 10}}, {"e", {5, 2}}};
+  auto run = [&](const std::string& n) {
+    MeasuredRun r;
+    r.scenario_file = n;
+    r.name = n;
+    r.iteration_s = truth.at(n).first + 0.12 * truth.at(n).second;  // 0.12 ns planted
+    return r;
+  };
+  FitParams only_element{false, false, true};
+  const FitResult r = fit_profile(base, {run("a"), run("b"), run("c"), run("d")}, {run("e")}, only_element,
+                                  fake_element_predict, dir.string());
+  EXPECT_NEAR(r.element_overhead_ns, 0.12, 1e-6);
+  EXPECT_NEAR(r.profile.element_overhead_ns, 0.12, 1e-6);  // replaced, not 0.3 + 0.12
+  EXPECT_EQ(r.compute_scale, 1.0);
+  EXPECT_EQ(r.step_overhead_s, r.profile.step_overhead_s);
+  EXPECT_NEAR(r.loo.mean_abs_error, 0.0, 1e-6);
+  EXPECT_NEAR(r.held_out_mean_abs, 0.0, 1e-6);
+  // "Before" is the model without the value the base held.
+  EXPECT_NEAR(r.rows[0].before_s, 10.0, 1e-9);
+  EXPECT_EQ(r.profile.provenance.at("element_overhead_ns").source, "fitted");
+  EXPECT_EQ(r.profile.provenance.at("element_overhead_ns").runs, (std::vector<std::string>{"a", "b", "c", "d"}));
+  // The written profile reads back with the fitted value.
+  std::ofstream(dir / "fitted-back.toml") << model::write_profile(r.profile);
+  EXPECT_NEAR(model::load_profile((dir / "fitted-back.toml").string()).element_overhead_ns, 0.12, 1e-6);
+  EXPECT_TRUE(parse_fit_params("element_overhead").element_overhead);
+  EXPECT_FALSE(parse_fit_params("element_overhead").compute_scale);
+  EXPECT_THROW(parse_fit_params("element"), std::invalid_argument);
+  fs::remove_all(dir);
+}
+
 TEST(Fit, RunsFileErrorsNameFileAndLine) {
   const fs::path dir = fs::temp_directory_path() / "megascale-fit-runs-test";
   fs::create_directories(dir);

@@ -62,6 +62,36 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   EXPECT_NE(r.err.find("README.md:"), std::string::npos) << dump(r);
 }
 
+// `calibrate fit` on the published runs of one GPU, with the runs that have
+// pipeline stages held out: the unscored rows and the other GPUs' rows are left
+// out and said so, and the fitted value carries the runs it came from.
+TEST(CalibrateCli, FitSelectsTheProfilesGpuAndHoldsOutPipelinedRuns) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-calibrate-fit-cli-test";
+  fs::create_directories(dir);
+  const std::string out = (dir / "fitted.toml").string();
+  RunResult r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-40GB", "--out", out, "--runs",
+                               "calibrate/runs/published.csv", "--same-gpu", "--hold-out-pipelined", "--params",
+                               "element_overhead"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.err.find("unscored run(s) left out"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("run(s) on other GPUs than A100-SXM4-40GB left out"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("6 fit run(s), 0 held out"), std::string::npos) << dump(r);
+  std::ifstream in(out);
+  const std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = toml.find("element_overhead_ns = { value = ");
+  ASSERT_NE(at, std::string::npos) << toml;
+  const std::string line = toml.substr(at, toml.find('\n', at) - at);
+  EXPECT_NE(line.find("source = \"fitted\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"mosaic-mpt-1b-128-a100-40gb\""), std::string::npos) << line;
+  EXPECT_EQ(line.find("mosaic-mpt-1b-512"), std::string::npos) << line;  // an H100 run
+  // The selections pick among a runs file's rows.
+  r = run_megascale({"calibrate", "fit", "--profile", "cpu", "--out", out, "--engine", "--same-gpu",
+                     "scenarios/cpu/check-single.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--same-gpu"), std::string::npos) << dump(r);
+  fs::remove_all(dir);
+}
+
 TEST(CalibrateCli, ImportedProfileDrivesNetAndSimulate) {
   const fs::path dir = fs::temp_directory_path() / "megascale-calibrate-cli-test";
   fs::create_directories(dir);

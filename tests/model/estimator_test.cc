@@ -70,6 +70,35 @@ TEST(Estimator, PerStepWorkHasItsOwnLines) {
   EXPECT_NEAR(h.iteration_time_s - e.iteration_time_s, 0.5, 1e-9);
 }
 
+// The profile's element_overhead_ns: per layer and micro-batch, a third of it
+// per activation element (tokens x hidden / TP) in the forward, two thirds in
+// the backward, and the forward's third again under full recomputation.
+TEST(Estimator, ElementOverheadChargesEachLayerPassPerActivationElement) {
+  Scenario s = small();
+  GpuProfile gpu = gpu_profile(s.hardware.gpu);
+  gpu.element_overhead_ns = 0.3;
+  Scenario with = s;
+  with.hardware.loaded_profile = std::make_shared<const GpuProfile>(gpu);
+  const double elements = static_cast<double>(s.parallel.micro_batch) * s.model.seq_len * s.model.hidden /
+                          s.parallel.tp;
+  const LayerPasses a = layer_passes(s);
+  const LayerPasses b = layer_passes(with);
+  EXPECT_NEAR(b.forward.compute_s - a.forward.compute_s, 0.1e-9 * elements, 1e-12);
+  EXPECT_NEAR(b.backward.compute_s - a.backward.compute_s, 0.2e-9 * elements, 1e-12);
+  EXPECT_EQ(b.forward.tp_exposed_s, a.forward.tp_exposed_s);
+  Scenario full = s;
+  full.parallel.recompute = Recompute::kFull;
+  Scenario full_with = with;
+  full_with.parallel.recompute = Recompute::kFull;
+  EXPECT_NEAR(layer_passes(full_with).backward.recompute_s - layer_passes(full).backward.recompute_s,
+              0.1e-9 * elements, 1e-12);
+  // Every layer of every micro-batch pays it: the closed form's step grows by
+  // at least layers per stage x micro-batches x 0.3 ns x elements.
+  const int layers_per_stage = s.model.layers / s.parallel.pp;
+  EXPECT_GT(estimate(with).iteration_time_s - estimate(s).iteration_time_s,
+            0.99 * layers_per_stage * s.parallel.microbatches() * 0.3e-9 * elements);
+}
+
 // Untied embeddings (Llama): no embedding-gradient all-reduce; with one stage
 // the output matrix adds a vocab x hidden to memory and the DP payload.
 TEST(Estimator, UntiedEmbeddingsDropTheSyncAndAddAMatrixOnOneStage) {
