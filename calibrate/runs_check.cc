@@ -101,6 +101,15 @@ RunsCheck check_published_runs(const std::vector<MeasuredRun>& runs) {
     const model::GpuProfile& profile = model::hardware_profile(s);
     row.peak_tflops = profile.peak_tflops;
     row.memory_gbs = profile.memory_gbs;
+    // A run a value of its profile was fitted on is no judge of the model:
+    // listed, not scored (its out-of-sample error is the fit's leave-one-out).
+    for (const auto& [key, prov] : profile.provenance) {
+      if (prov.source != "fitted" || row.run.unscored.size() > 0) continue;
+      if (std::find(prov.runs.begin(), prov.runs.end(), r.name) != prov.runs.end()) {
+        row.run.unscored = "fitted on: the " + profile.name + " profile's " + key +
+                           " (its leave-one-out error is in the fit's report)";
+      }
+    }
     const model::Estimate a = model::estimate(s);
     row.analytical_s = a.iteration_time_s;
     row.fits_memory = a.memory.fits();

@@ -7,7 +7,9 @@
 // Each run's scenario is simulated at event fidelity (and in closed form) with
 // its own hardware profile; nothing is fitted to these runs. Scored rows count
 // towards issue 12's bounds (median |error| <= 8%, max <= 20%); unscored ones
-// (a stack the format cannot express, ...) are predicted and listed.
+// (a stack the format cannot express, ..., or a run a value of the scenario's
+// profile was fitted on: its provenance names the run) are predicted and
+// listed.
 //
 // Thread-safety: pure function (reads the scenario files).
 #pragma once

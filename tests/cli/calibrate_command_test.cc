@@ -199,6 +199,25 @@ TEST(RunsCheck, ScoresOnlyScoredRowsAndNamesBadLines) {
   r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "runs.csv").string()});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("runs.csv:2: column 'scored'"), std::string::npos) << dump(r);
+  // A run that a value of the scenario's profile was fitted on is listed, not
+  // scored: fit a profile on a copy of the scenario, then point the copy at it.
+  std::ifstream in(small);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir / "fit-me.toml") << text;
+  std::ofstream(dir / "fit.csv") << "scenario,iteration_time_s\nfit-me.toml," << 1.1 * t << "\n";
+  r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", (dir / "fitted.toml").string(),
+                     "--runs", (dir / "fit.csv").string(), "--params", "element_overhead"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const size_t hw = text.find("[hardware]\n");
+  ASSERT_NE(hw, std::string::npos);
+  std::ofstream(dir / "fit-me.toml") << text.substr(0, hw) << "[hardware]\nprofile = \"fitted.toml\"\n"
+                                     << text.substr(hw + 11);
+  r = run_megascale({"calibrate", "runs-check", "--runs", (dir / "fit.csv").string()});
+  EXPECT_EQ(parsed(run_megascale({"calibrate", "runs-check", "--runs", (dir / "fit.csv").string(), "--json"}).out)
+                ["scored_runs"],
+            0);
+  EXPECT_NE(r.out.find("NOT SCORED: fitted on: the A100-SXM4-80GB profile's element_overhead_ns"), std::string::npos)
+      << dump(r);
   fs::remove_all(dir);
 }
 
