@@ -5,7 +5,7 @@
 // calibrate/runs/published.csv.
 //
 // Each run's scenario is simulated at event fidelity (and in closed form) with
-// its own hardware profile; nothing is fitted to these runs. Scored rows count
+// its own hardware profile. Scored rows count
 // towards issue 12's bounds (median |error| <= 8%, max <= 20%); unscored ones
 // (a stack the format cannot express, ..., or a run a value of the scenario's
 // profile was fitted on: its provenance names the run) are predicted and

@@ -211,7 +211,6 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
         if (op.cls == OpClass::kFlashAttention) op.flash_kernel = kernel;
       }
     }
-    if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) apply_fp8(&ops, gpu.fp8_gemm_speedup());
     if (gpu.element_overhead_ns > 0) {
       // What the kernel model leaves out per activation element (fitted,
       // model/hardware.h): one op at the layer's end, no bytes, no kernel.
@@ -225,6 +224,8 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
       extra.bwd_extra_s = 2.0 * extra.fwd_extra_s;
       ops.push_back(extra);
     }
+    // After the layer's own ops: FP8's casts append theirs.
+    if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) apply_fp8(&ops, gpu.fp8_gemm_speedup());
     return ops;
   }
   // The engine's attention is one kernel whatever efficient_operators says.

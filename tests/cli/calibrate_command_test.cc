@@ -240,11 +240,13 @@ TEST(PublishedSets, RunsCheckStaysWithinItsCurrentErrors) {
   const RunResult r =
       run_megascale({"calibrate", "runs-check", "--runs", kSourceDir + "/calibrate/runs/published.csv", "--json"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << dump(r);
-  // 60 scored runs since the Narayanan 2021, Megatron-Core, NeMo 24.07, Megatron-Bridge and
-  // MosaicML rows were added (25 before: median 7.4%, max 28.3%).
-  EXPECT_GE(json_number(r.out, "scored_runs"), 60);
-  EXPECT_LE(json_number(r.out, "median_abs_error"), 0.10);  // 9.2%; issue 12's bound (8%) is not met
-  EXPECT_LE(json_number(r.out, "max_abs_error"), 0.37);     // 35.6% (Megatron-Core 1.7B on 48 H100); the bound is 20%
+  // 60 scorable runs since the Narayanan 2021, Megatron-Core, NeMo 24.07, Megatron-Bridge and
+  // MosaicML rows were added (25 before: median 7.4%, max 28.3%); 39 scored since the H100 and
+  // A100-40GB profiles' element_overhead_ns was fitted on the other 21 (all 60 scored before:
+  // median 8.5%, max 28.3%).
+  EXPECT_GE(json_number(r.out, "scored_runs"), 39);
+  EXPECT_LE(json_number(r.out, "median_abs_error"), 0.085);  // 7.7%: issue 12's bound (8%), met
+  EXPECT_LE(json_number(r.out, "max_abs_error"), 0.30);      // 28.3% (MT-NLG 530B on 3,360 A100); the bound is 20%
 }
 
 TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
