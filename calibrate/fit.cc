@@ -119,6 +119,10 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
                       const std::function<double(const std::string&, const std::string&)>& predict,
                       const std::string& scratch_dir) {
   if (fit.empty()) throw std::invalid_argument("calibrate fit: no runs to fit on");
+  if (params.tp_gather_scatter) {
+    throw std::invalid_argument("calibrate fit: tp_gather_scatter is fitted on per-layer times (--layers FILE), "
+                                "not on iteration times");
+  }
   if (!params.step_overhead && !params.compute_scale && !params.element_overhead) {
     throw std::invalid_argument("calibrate fit: nothing to fit");
   }
@@ -263,14 +267,16 @@ std::string fit_markdown(const FitResult& r, const std::string& command) {
 }
 
 FitParams parse_fit_params(const std::string& names) {
-  FitParams params = {false, false, false};
+  FitParams params = {false, false, false, false};
   std::istringstream in(names);
   for (std::string name; std::getline(in, name, ',');) {
     if (name == "step_overhead") params.step_overhead = true;
     else if (name == "compute_scale") params.compute_scale = true;
     else if (name == "element_overhead") params.element_overhead = true;
+    else if (name == "tp_gather_scatter") params.tp_gather_scatter = true;
     else if (!name.empty()) {
-      throw std::invalid_argument("expected step_overhead, compute_scale and/or element_overhead, got '" + name + "'");
+      throw std::invalid_argument(
+          "expected step_overhead, compute_scale, element_overhead and/or tp_gather_scatter, got '" + name + "'");
     }
   }
   return params;

@@ -63,10 +63,13 @@ struct FitParams {
   bool step_overhead = true;
   bool compute_scale = true;
   bool element_overhead = false;
+  // tp_gather_scatter_extra, fitted on per-layer times instead
+  // (calibrate/layer_fit.h, `calibrate fit --layers`).
+  bool tp_gather_scatter = false;
 };
 
-// "step_overhead,compute_scale,element_overhead" (`calibrate fit --params`):
-// the parameters to fit. Throws std::invalid_argument naming one that is none
+// "step_overhead,compute_scale,element_overhead,tp_gather_scatter"
+// (`calibrate fit --params`): the parameters to fit. Throws std::invalid_argument naming one that is none
 // of them.
 FitParams parse_fit_params(const std::string& names);
 

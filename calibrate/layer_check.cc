@@ -74,10 +74,15 @@ std::vector<PublishedLayer> read_published_layers(const std::string& path) {
   return out;
 }
 
-std::vector<LayerCheckRow> check_published_layers(const std::vector<PublishedLayer>& layers) {
+std::vector<LayerCheckRow> check_published_layers(const std::vector<PublishedLayer>& layers,
+                                                  const std::string& profile_file) {
   std::vector<LayerCheckRow> rows;
   for (const PublishedLayer& l : layers) {
-    const model::Scenario s = model::load_scenario(l.scenario_file, l.overrides);
+    std::vector<std::string> overrides = l.overrides;
+    // append(): g++ 12 warns -Wrestrict on "literal" + std::string (GCC bug 105329).
+    if (!profile_file.empty())
+      overrides.push_back(std::string("hardware.profile=\"").append(fs::absolute(profile_file).string()).append("\""));
+    const model::Scenario s = model::load_scenario(l.scenario_file, overrides);
     const model::LayerPasses passes = model::layer_passes(s);
     LayerCheckRow r;
     r.layer = l;

@@ -3,7 +3,9 @@
 // published check the project has: it tests the operator costs, recomputation
 // and the TP/SP collectives of one layer without the pipeline, data-parallel or
 // per-step terms that whole-run times mix in. `megascale calibrate runs-check
-// --layers FILE` reports it (report/runs_check_report.h); nothing is fitted to it.
+// --layers FILE` reports it (report/runs_check_report.h); `calibrate fit
+// --layers FILE` fits the one parameter these times isolate (calibrate/
+// layer_fit.h).
 //
 // defines: PublishedLayer, LayerCheckRow, read_published_layers, check_published_layers
 //
@@ -45,6 +47,9 @@ struct LayerCheckRow {
 };
 
 std::vector<PublishedLayer> read_published_layers(const std::string& path);
-std::vector<LayerCheckRow> check_published_layers(const std::vector<PublishedLayer>& layers);
+// `profile_file` (non-empty): every row's hardware.profile set to that file
+// (calibrate/layer_fit.h predicts with trial profiles).
+std::vector<LayerCheckRow> check_published_layers(const std::vector<PublishedLayer>& layers,
+                                                  const std::string& profile_file = "");
 
 }  // namespace megascale::calibrate

@@ -12,6 +12,8 @@
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
 #include "calibrate/fit_inputs.h"
@@ -19,6 +21,7 @@
 #include "calibrate/nccl_tests.h"
 #include "calibrate/net_check.h"
 #include "calibrate/layer_check.h"
+#include "calibrate/layer_fit.h"
 #include "calibrate/runs_check.h"
 #include "base/mpirun.h"
 #include "base/text_file.h"
@@ -154,11 +157,43 @@ int calibrate_import(const ParsedArgs& p, std::ostream& out, std::ostream& err) 
 
 // ---- fit ----------------------------------------------------------------------
 
+// `calibrate fit --layers FILE --params tp_gather_scatter` (calibrate/layer_fit.h).
+int calibrate_fit_layers(const ParsedArgs& p, std::ostream& out) {
+  if (p.has("--runs") || p.on("--engine") || !p.positional.empty())
+    throw UsageError("calibrate fit --layers takes its measured times from that file alone (no --runs, --engine or SCENARIO)");
+  if (p.has("--hold-out") || p.on("--same-gpu") || p.on("--hold-out-pipelined"))
+    throw UsageError("--hold-out, --same-gpu and --hold-out-pipelined select runs of --runs, not rows of --layers");
+  const calibrate::FitParams params =
+      read_option("--params", [&] { return calibrate::parse_fit_params(p.text("--params", "")); });
+  if (!params.tp_gather_scatter || params.step_overhead || params.compute_scale || params.element_overhead)
+    throw UsageError("calibrate fit --layers fits tp_gather_scatter alone: --params tp_gather_scatter");
+  const std::vector<calibrate::PublishedLayer> layers = calibrate::read_published_layers(p.text("--layers"));
+  const fs::path scratch = fs::temp_directory_path() / ("megascale-layer-fit-" + std::to_string(::getpid()));
+  fs::create_directories(scratch);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{scratch};
+  const std::string base = calibrate::profile_file(p.text("--profile"), scratch.string());
+  const calibrate::LayerFitResult r = calibrate::fit_layer_gather_scatter(base, layers, scratch.string());
+  std::ofstream(p.text("--out")) << model::write_profile(r.profile);
+  const std::string md = calibrate::layer_fit_markdown(r, command_line("fit", p));
+  if (p.has("--report")) std::ofstream(p.text("--report")) << md;
+  out << md;
+  return 0;
+}
+
 int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (!p.has("--profile")) throw UsageError("calibrate fit needs --profile NAME|FILE (the profile to start from)");
   if (!p.has("--out")) throw UsageError("calibrate fit needs --out FILE (the fitted profile)");
+  if (p.has("--layers")) return calibrate_fit_layers(p, out);
   if (p.has("--runs") == p.on("--engine")) {
-    throw UsageError("calibrate fit takes its measured times from --runs FILE.csv or from --engine runs, one of them");
+    throw UsageError(
+        "calibrate fit takes its measured times from --runs FILE.csv, from --engine runs or from --layers FILE.csv, "
+        "one of them");
   }
   if (p.has("--runs") && !p.positional.empty())
     throw UsageError("with --runs, the runs come from the file; select held-out ones with --hold-out");
@@ -308,7 +343,9 @@ std::vector<CommandEntry> calibrate_commands() {
         {"--hold-out", Kind::kText, "NAME,...", "runs the fit does not use"},
         {"--hold-out-pipelined", Kind::kFlag, "", "also hold out every run with pipeline stages (pp > 1)"},
         {"--same-gpu", Kind::kFlag, "", "use only the runs on the profile's GPU (--runs)"},
-        {"--params", Kind::kText, "step_overhead,compute_scale,element_overhead",
+        {"--layers", Kind::kText, "LAYERS.csv",
+         "published per-layer times instead (calibrate/runs/published-layers.csv): fits tp_gather_scatter"},
+        {"--params", Kind::kText, "step_overhead,compute_scale,element_overhead,tp_gather_scatter",
          "what is fitted (default step_overhead,compute_scale)"},
         {"--report", Kind::kText, "FILE.md", "also write the report there"}}},
       calibrate_fit};

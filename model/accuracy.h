@@ -14,9 +14,9 @@
 namespace megascale::model {
 
 // Analytical estimator (model/estimator.h): the fidelity `search` ranks with.
-inline constexpr double kAnalyticalMfuErrorPoints = 8.06;
+inline constexpr double kAnalyticalMfuErrorPoints = 6.72;
 // Event-level simulation (sim/): the fidelity of `search --refine`.
-inline constexpr double kEventMfuErrorPoints = 4.81;
+inline constexpr double kEventMfuErrorPoints = 3.61;
 
 inline constexpr const char* kMfuErrorSource =
     "mean absolute MFU error against MegaScale Table 2, results/validation.md";

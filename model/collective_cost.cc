@@ -35,8 +35,8 @@ std::optional<double> measured_s(const Link& link, const char* op, int ranks, do
 
 }  // namespace
 
-Link nvlink_link(double busbw_gbs) { return {busbw_gbs, kNvlinkSimpleHopUs, nullptr, "intra", false}; }
-Link network_link(double busbw_gbs) { return {busbw_gbs, kNetworkSimpleHopUs, nullptr, "inter", false}; }
+Link nvlink_link(double busbw_gbs) { return {busbw_gbs, kNvlinkSimpleHopUs, nullptr, "intra", false, 0.0}; }
+Link network_link(double busbw_gbs) { return {busbw_gbs, kNetworkSimpleHopUs, nullptr, "inter", false, 0.0}; }
 
 double collective_time_s(CollectiveKind kind, int ranks, double bytes, const Link& link) {
   if (ranks <= 1 || bytes <= 0) return 0.0;
@@ -45,7 +45,8 @@ double collective_time_s(CollectiveKind kind, int ranks, double bytes, const Lin
   const double factor = kind == CollectiveKind::kAllReduce ? 2.0 * (n - 1) / n : (n - 1) / n;
   const double steps = kind == CollectiveKind::kAllReduce ? 2.0 * (n - 1) : (n - 1);
   const double latency_s = (kRingSimpleBaseUs + steps * link.hop_latency_us) * 1e-6;
-  return latency_s + factor * bytes / (link.busbw_gbs * 1e9);
+  const double extra = kind == CollectiveKind::kAllReduce ? 0.0 : link.gather_scatter_extra;
+  return latency_s + (1.0 + extra) * factor * bytes / (link.busbw_gbs * 1e9);
 }
 
 double small_allreduce_time_s(int ranks, const Link& link) {

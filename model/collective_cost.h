@@ -34,6 +34,11 @@ struct Link {
   // The buffers this link's collectives move live out of cache (DP gradient
   // and parameter buffers): read the table's cold measurements.
   bool cold = false;
+  // The fraction by which an all-gather's or a reduce-scatter's bandwidth term
+  // runs longer than the ring formula says (0: none); the TP link inside a node
+  // carries the profile's tp_gather_scatter_extra (model/hardware.h). A
+  // measured table's time is used as measured.
+  double gather_scatter_extra = 0;
 };
 
 // NVLink inside a node and one NIC rail across nodes.

@@ -191,6 +191,7 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
   ParallelLinks l;
   // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
   l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
+  if (p.tp <= hw.gpus_per_node) l.tp.gather_scatter_extra = gpu.tp_gather_scatter_extra;
   l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
   // A DP group with m > 1 ranks on each of several servers (TP < GPUs per node):
   // NCCL's ring runs one channel per local rank, each leaving the server on its

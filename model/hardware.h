@@ -124,6 +124,15 @@ struct GpuProfile {
   // backward (model/engine_ops.h job_layer_operators). Nothing measures it;
   // `calibrate fit --params element_overhead` fits it on named runs. 0: none.
   double element_overhead_ns = 0;
+  // The fraction by which a TP all-gather or reduce-scatter inside a node (the
+  // sequence-parallel collectives) runs longer than the ring formula at
+  // nvlink_busbw_gbs says, on its bandwidth term; all-reduces keep the
+  // formula. Korthikanti et al. 2022 (arXiv 2205.05198) section 6.2: "the
+  // execution of reduce-scatter and all-gather combined is slower than an
+  // all-reduce alone". Nothing measures it on its own; `calibrate fit --layers
+  // FILE --params tp_gather_scatter` fits it on published per-layer times
+  // (calibrate/layer_fit.h). 0: none.
+  double tp_gather_scatter_extra = 0;
   double op_gap_us = 0;                // host time between two compute ops
   double cache_bytes = 0;              // CPU: last-level cache of one machine (0: unknown)
   // Not from the file: ranks of one machine a job keeps busy at once, which

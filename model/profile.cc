@@ -90,6 +90,7 @@ const std::vector<ValueKey>& value_keys() {
       {"step_overhead_s", &GpuProfile::step_overhead_s, nullptr, kBoth, true, "host work per iteration outside the ops, s"},
       {"op_gap_us", &GpuProfile::op_gap_us, nullptr, kBoth, true, "host time between two compute ops, us"},
       {"element_overhead_ns", &GpuProfile::element_overhead_ns, nullptr, kOptional, true, "time per activation element (token x hidden / TP) of a layer's forward + backward that the kernel model leaves out, ns; 0: none"},
+      {"tp_gather_scatter_extra", &GpuProfile::tp_gather_scatter_extra, nullptr, kOptional, true, "fraction by which a TP all-gather or reduce-scatter inside a node runs longer than the ring formula at nvlink_busbw_gbs (bandwidth term); 0: none"},
       {"cache_bytes", &GpuProfile::cache_bytes, nullptr, kOptional, true, "last-level cache of one machine, bytes"},
   };
   return keys;

@@ -65,7 +65,9 @@ std::string runs_check_markdown(const calibrate::RunsCheck& check, const std::st
     md += "\n## One layer: published per-layer times\n\nOne transformer layer's forward and backward pass "
           "(one micro-batch, one GPU) as the source measured it, against the closed form's one-layer pass "
           "(`model::layer_passes`: kernels, recomputation, exposed TP/SP collectives), the same numbers every "
-          "chunk of the simulation repeats. Not in the bounds above; nothing is fitted to them.\n\n"
+          "chunk of the simulation repeats. Not in the bounds above. The rows with sequence parallelism are "
+          "the ones the A100 profile's tp_gather_scatter_extra is fitted on (`megascale calibrate fit --layers`, "
+          "calibrate/layer_fit.h); the others are fitted on by nothing.\n\n"
           "| row | forward ms | predicted | error | backward ms | predicted | error | fwd + bwd error | source | "
           "note |\n|---|---|---|---|---|---|---|---|---|---|\n";
     for (const calibrate::LayerCheckRow& r : check.layers)

@@ -49,16 +49,16 @@ TEST(LayerCheck, TheRowsWithoutSequenceParallelismMatchTheirMeasurement) {
   EXPECT_NEAR(selective_added, 1.3, 0.4);
 }
 
-// With sequence parallelism the layer is faster than without, as measured, and
-// the prediction's known bias (LayerNorm / dropout on 1/8 of the tokens; the
-// RS + AG pair timed as one all-reduce's bytes, which section 6.2 says runs
-// slower) stays within 10%.
-TEST(LayerCheck, SequenceParallelismIsFasterAndWithinItsKnownBias) {
+// With sequence parallelism the layer is faster than without, as measured. The
+// SP rows are the ones the A100 profile's tp_gather_scatter_extra is fitted on
+// (section 6.2: the RS + AG pair runs slower than one all-reduce of the same
+// bytes): with it they are within 2% (without it 4.8% and 5.8% fast).
+TEST(LayerCheck, SequenceParallelismIsFasterAndMatchesWithTheFittedGatherScatterExtra) {
   const std::vector<LayerCheckRow> rows = check_published_layers(read_published_layers(kShipped));
   EXPECT_LT(row(rows, "22b-sp").forward_ms, row(rows, "22b-baseline").forward_ms);
   EXPECT_LT(row(rows, "22b-selective-sp").backward_ms, row(rows, "22b-selective").backward_ms);
   for (const char* name : {"22b-sp", "22b-selective-sp"}) {
-    EXPECT_LT(std::abs(row(rows, name).combined_error()), 0.10) << name;
+    EXPECT_LT(std::abs(row(rows, name).combined_error()), 0.02) << name;
   }
 }
 

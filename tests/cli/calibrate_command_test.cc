@@ -92,6 +92,41 @@ TEST(CalibrateCli, FitSelectsTheProfilesGpuAndHoldsOutPipelinedRuns) {
   fs::remove_all(dir);
 }
 
+// `calibrate fit --layers`: tp_gather_scatter on the shipped per-layer times
+// reproduces the shipped A100 profile's value (fitted from 0, so the shipped
+// value does not feed back), and the option mix-ups are usage errors.
+TEST(CalibrateCli, FitOnPublishedLayerTimesReproducesTheShippedValue) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-calibrate-layer-fit-cli-test";
+  fs::create_directories(dir);
+  const std::string out = (dir / "fitted.toml").string();
+  RunResult r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", out, "--layers",
+                               "calibrate/runs/published-layers.csv", "--params", "tp_gather_scatter"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("tp_gather_scatter_extra = 0.3279"), std::string::npos) << dump(r);
+  std::ifstream in(out);
+  const std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = toml.find("tp_gather_scatter_extra = { value = 0.32");
+  ASSERT_NE(at, std::string::npos) << toml;
+  const std::string line = toml.substr(at, toml.find('\n', at) - at);
+  EXPECT_NE(line.find("runs = [\"22b-sp\", \"22b-selective-sp\"]"), std::string::npos) << line;
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--params", "element_overhead"},
+        std::vector<std::string>{"--params", "tp_gather_scatter", "--runs", "calibrate/runs/published.csv"},
+        std::vector<std::string>{"--params", "tp_gather_scatter", "--same-gpu"}}) {
+    std::vector<std::string> args = {"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", out,
+                                     "--layers", "calibrate/runs/published-layers.csv"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    r = run_megascale(args);
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+  }
+  // On iteration times it is not a parameter.
+  r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", out, "--runs",
+                     "calibrate/runs/published.csv", "--params", "tp_gather_scatter"});
+  EXPECT_NE(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.err.find("per-layer times"), std::string::npos) << dump(r);
+  fs::remove_all(dir);
+}
+
 TEST(CalibrateCli, ImportedProfileDrivesNetAndSimulate) {
   const fs::path dir = fs::temp_directory_path() / "megascale-calibrate-cli-test";
   fs::create_directories(dir);

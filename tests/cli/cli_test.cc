@@ -364,12 +364,16 @@ TEST_F(CliTest, ValidateJsonHasEveryPaperRow) {
   for (size_t i = 1; i < t3.size(); ++i)
     if ((t3[i].first > t3[i - 1].first) != (t3[i].second > t3[i - 1].second)) ++t3_wrong;
   ASSERT_EQ(t2_n, 16);
-  EXPECT_LE(t2_sum / t2_n, 0.057) << "Table 2 mean |MFU error| regressed";
-  EXPECT_LE(t2_max, 0.097) << "Table 2 max |MFU error| regressed";
-  EXPECT_LE(speedup_max, 0.12) << "Table 2 speedup error regressed";
-  EXPECT_LE(t3_max, 0.059) << "Table 3 max |MFU error| regressed";
+  // 3.61 / 7.45 / 0.124 / 3.69 / 12.02 since the A100 profile's
+  // tp_gather_scatter_extra (4.81 / 8.36 / 0.103 / 4.75 / 12.63 before: slower
+  // exposed SP collectives bring Megatron-LM's rows closer and widen the
+  // speedup, MegaScale overlapping them).
+  EXPECT_LE(t2_sum / t2_n, 0.040) << "Table 2 mean |MFU error| regressed";
+  EXPECT_LE(t2_max, 0.080) << "Table 2 max |MFU error| regressed";
+  EXPECT_LE(speedup_max, 0.13) << "Table 2 speedup error regressed";
+  EXPECT_LE(t3_max, 0.042) << "Table 3 max |MFU error| regressed";
   EXPECT_EQ(t3_wrong, 0) << "a Table 3 technique's increment has the wrong sign";
-  EXPECT_LE(f9_max, 0.137) << "Figure 9 max |MFU error| regressed";
+  EXPECT_LE(f9_max, 0.125) << "Figure 9 max |MFU error| regressed";
   // Section 5: the MFU the paper's stragglers cost vs ~0.7% gained by removing them.
   ASSERT_GE(stragglers_error, 0.0) << "no stragglers row";
   EXPECT_LE(stragglers_error, 0.004) << "the stragglers' cost moved away from the paper's ~0.7 points";

@@ -18,6 +18,23 @@ TEST(CollectiveCost, RingFactorsFollowNcclTests) {
   EXPECT_NEAR(ar, 2 * 7.0 / 8 * bytes / 100e9 + (8.4 + 14 * 3.4) * 1e-6, 1e-12);
 }
 
+// A link's gather_scatter_extra lengthens the bandwidth term of an all-gather
+// and a reduce-scatter by that fraction; the latency and the all-reduce keep
+// the formula.
+TEST(CollectiveCost, GatherScatterExtraLengthensOnlyTheirBandwidthTerm) {
+  Link plain = nvlink_link(100.0);
+  Link slow = plain;
+  slow.gather_scatter_extra = 0.25;
+  const double bytes = 1e9, latency_s = (8.4 + 7 * 3.4) * 1e-6;
+  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    EXPECT_NEAR(collective_time_s(k, 8, bytes, slow) - latency_s,
+                1.25 * (collective_time_s(k, 8, bytes, plain) - latency_s), 1e-12);
+  }
+  EXPECT_DOUBLE_EQ(collective_time_s(CollectiveKind::kAllReduce, 8, bytes, slow),
+                   collective_time_s(CollectiveKind::kAllReduce, 8, bytes, plain));
+  EXPECT_DOUBLE_EQ(collective_time_s(CollectiveKind::kAllGather, 8, 0, slow), 0.0);
+}
+
 TEST(CollectiveCost, OneRankOrNoBytesIsFree) {
   const Link l = network_link(24.0);
   EXPECT_EQ(collective_time_s(CollectiveKind::kAllReduce, 1, 1e9, l), 0.0);

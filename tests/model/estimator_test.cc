@@ -99,6 +99,36 @@ TEST(Estimator, ElementOverheadChargesEachLayerPassPerActivationElement) {
             0.99 * layers_per_stage * s.parallel.microbatches() * 0.3e-9 * elements);
 }
 
+// tp_gather_scatter_extra lengthens the sequence-parallel all-gathers and
+// reduce-scatters of a TP group inside a node, and nothing else: the
+// all-reduces of a layer without SP, a TP group across nodes and the DP link
+// keep the formula.
+TEST(Estimator, GatherScatterExtraSlowsTheSequenceParallelCollectivesInsideANode) {
+  Scenario s = small();
+  s.parallel.sequence_parallel = true;
+  s.optimizations.tp_overlap = false;
+  GpuProfile none = gpu_profile(s.hardware.gpu);  // the shipped A100 profile carries a fitted value
+  none.tp_gather_scatter_extra = 0;
+  s.hardware.loaded_profile = std::make_shared<const GpuProfile>(none);
+  GpuProfile gpu = none;
+  gpu.tp_gather_scatter_extra = 0.5;
+  Scenario with = s;
+  with.hardware.loaded_profile = std::make_shared<const GpuProfile>(gpu);
+  const ParallelLinks links = parallel_links(with, gpu);
+  EXPECT_DOUBLE_EQ(links.tp.gather_scatter_extra, 0.5);
+  EXPECT_DOUBLE_EQ(links.dp.gather_scatter_extra, 0.0);
+  const LayerPasses a = layer_passes(s), b = layer_passes(with);
+  EXPECT_GT(b.forward.tp_exposed_s, 1.3 * a.forward.tp_exposed_s);
+  EXPECT_LT(b.forward.tp_exposed_s, 1.5 * a.forward.tp_exposed_s);  // the latency term is not scaled
+  EXPECT_EQ(b.forward.compute_s, a.forward.compute_s);
+  Scenario no_sp = s, no_sp_with = with;
+  no_sp.parallel.sequence_parallel = no_sp_with.parallel.sequence_parallel = false;
+  EXPECT_EQ(layer_passes(no_sp_with).forward.tp_exposed_s, layer_passes(no_sp).forward.tp_exposed_s);
+  Scenario across = with;
+  across.hardware.gpus_per_node = s.parallel.tp / 2;
+  EXPECT_DOUBLE_EQ(parallel_links(across, gpu).tp.gather_scatter_extra, 0.0);
+}
+
 // Untied embeddings (Llama): no embedding-gradient all-reduce; with one stage
 // the output matrix adds a vocab x hidden to memory and the DP payload.
 TEST(Estimator, UntiedEmbeddingsDropTheSyncAndAddAMatrixOnOneStage) {
