@@ -95,4 +95,14 @@ FitResult run_fit(const FitRequest& r, const std::function<void(const std::strin
   return fit_profile(base_file, fit, held, r.params, event_iteration_s, scratch.path.string());
 }
 
+LayerFitResult run_layer_fit(const std::string& profile, const std::string& layers_csv) {
+  const std::vector<PublishedLayer> layers = read_published_layers(layers_csv);
+  const ScratchDir scratch;
+  try {
+    return fit_layer_gather_scatter(profile_file(profile, scratch.path.string()), layers, scratch.path.string());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(layers_csv + ": " + e.what());  // which file had too few rows
+  }
+}
+
 }  // namespace megascale::calibrate

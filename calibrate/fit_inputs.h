@@ -15,6 +15,7 @@
 
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
+#include "calibrate/layer_fit.h"
 
 namespace megascale::calibrate {
 
@@ -53,5 +54,12 @@ struct FitRequest {
 // Throws as read_measured_runs, split_held_out and fit_profile do, and
 // std::invalid_argument for a request that names no runs or both sources.
 FitResult run_fit(const FitRequest& r, const std::function<void(const std::string& line)>& say);
+
+// `megascale calibrate fit --layers LAYERS.csv`: tp_gather_scatter_extra of
+// `profile` (a shipped profile's name or a file) fitted on the CSV's
+// per-layer times (calibrate/layer_fit.h), in a scratch directory of its own.
+// Throws as read_published_layers does, and fit_layer_gather_scatter's
+// std::invalid_argument prefixed with the CSV's path.
+LayerFitResult run_layer_fit(const std::string& profile, const std::string& layers_csv);
 
 }  // namespace megascale::calibrate

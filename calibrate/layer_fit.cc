@@ -21,9 +21,7 @@ constexpr double kProbeExtra = 1.0;  // dt/dx from t(1) - t(0): t is linear in x
 
 std::string write_with(model::GpuProfile p, double extra, const std::string& path, const char* why) {
   p.tp_gather_scatter_extra = extra;
-  if (p.provenance.count("tp_gather_scatter_extra") == 0 || extra == 0) {
-    p.provenance["tp_gather_scatter_extra"] = model::Provenance{"assumption", why, "", "", {}, -1};
-  }
+  p.provenance["tp_gather_scatter_extra"] = model::Provenance{"assumption", why, "", "", {}, -1};
   std::ofstream(path) << model::write_profile(p);
   return path;
 }

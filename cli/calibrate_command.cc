@@ -12,8 +12,6 @@
 #include <iostream>
 #include <thread>
 
-#include <unistd.h>
-
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
 #include "calibrate/fit_inputs.h"
@@ -21,7 +19,6 @@
 #include "calibrate/nccl_tests.h"
 #include "calibrate/net_check.h"
 #include "calibrate/layer_check.h"
-#include "calibrate/layer_fit.h"
 #include "calibrate/runs_check.h"
 #include "base/mpirun.h"
 #include "base/text_file.h"
@@ -167,18 +164,7 @@ int calibrate_fit_layers(const ParsedArgs& p, std::ostream& out) {
       read_option("--params", [&] { return calibrate::parse_fit_params(p.text("--params", "")); });
   if (!params.tp_gather_scatter || params.step_overhead || params.compute_scale || params.element_overhead)
     throw UsageError("calibrate fit --layers fits tp_gather_scatter alone: --params tp_gather_scatter");
-  const std::vector<calibrate::PublishedLayer> layers = calibrate::read_published_layers(p.text("--layers"));
-  const fs::path scratch = fs::temp_directory_path() / ("megascale-layer-fit-" + std::to_string(::getpid()));
-  fs::create_directories(scratch);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{scratch};
-  const std::string base = calibrate::profile_file(p.text("--profile"), scratch.string());
-  const calibrate::LayerFitResult r = calibrate::fit_layer_gather_scatter(base, layers, scratch.string());
+  const calibrate::LayerFitResult r = calibrate::run_layer_fit(p.text("--profile"), p.text("--layers"));
   std::ofstream(p.text("--out")) << model::write_profile(r.profile);
   const std::string md = calibrate::layer_fit_markdown(r, command_line("fit", p));
   if (p.has("--report")) std::ofstream(p.text("--report")) << md;

@@ -119,6 +119,16 @@ TEST(CalibrateCli, FitOnPublishedLayerTimesReproducesTheShippedValue) {
     r = run_megascale(args);
     EXPECT_EQ(r.exit_code, 2) << dump(r);
   }
+  // Too few rows with the collectives: the file is named, nothing is written.
+  const std::string few = (dir / "few.csv").string();
+  std::ofstream(few) << "name,scenario,set,forward_ms,backward_ms,source\na," << kSourceDir
+                     << "/scenarios/published/korthikanti-22b-8-full.toml,parallel.sequence_parallel=false,7.7,11.9,x\n";
+  fs::remove(out);
+  r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", out, "--layers", few, "--params",
+                     "tp_gather_scatter"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find(few + ": calibrate fit --layers: 0 row(s)"), std::string::npos) << dump(r);
+  EXPECT_FALSE(fs::exists(out));
   // On iteration times it is not a parameter.
   r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", out, "--runs",
                      "calibrate/runs/published.csv", "--params", "tp_gather_scatter"});
