@@ -38,6 +38,14 @@
 #                 vs 989; the bf16 run's `flash_attention` events time the
 #                 cuBLAS attention path, the default in bf16), summary.json
 #
+# Prebuilt (GPU_CHECK_PREBUILT=DIR, made by scripts/gpu-bundle.sh on another
+# machine): steps 2 and 3 are skipped and the bundle's programs run, with its
+# libraries and the machine's own cuBLAS / NCCL (found in CUDA's lib64 or a
+# PyTorch install's nvidia-* wheels). The `megascale` CLI is not in a bundle:
+# step 7 then prints the two commands that run it on the run's files anywhere.
+# Each step has a time limit (STEP_TIMEOUT_S, default 300 s; the GPU tests
+# GPU_TESTS_TIMEOUT_S, default 300 s): a hung step is recorded and the check goes on.
+#
 # Everything lands in OUT_DIR (default results/gpu/<UTC date>-<GPU name>/):
 # summary.txt, summary.json, device.csv, gpu-tests.xml, profile-cuda.toml,
 # train.jsonl, trace.csv / trace.json, calibration*/, check*.json,
@@ -50,10 +58,31 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="${JOBS:-$(nproc)}"
 archs="${CUDA_ARCHS:-90}"
 build="${GPU_CHECK_BUILD:-$root/build-gpu}"
+prebuilt="${GPU_CHECK_PREBUILT:-}"
+step_timeout="${STEP_TIMEOUT_S:-300}"
+tests_timeout="${GPU_TESTS_TIMEOUT_S:-300}"
+# The programs: a build here (step 3), or a bundle built elsewhere.
+if [ -n "$prebuilt" ]; then
+  prebuilt="$(cd "$prebuilt" && pwd)"
+  tests_bin="$prebuilt/bin/engine_gpu_tests"
+  train_bin="$prebuilt/bin/megascale-train"
+  micro_bin="$prebuilt/bin/megascale-micro"
+  cli_bin=""
+  work_dir="${TMPDIR:-/tmp}/megascale-gpu-work"
+else
+  tests_bin="$build/tests/engine_gpu_tests"
+  train_bin="$build/megascale-train"
+  micro_bin="$build/megascale-micro"
+  cli_bin="$build/megascale"
+  work_dir="$build/work"
+fi
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n-' '-' | sed 's/-*$//')"
 out="${1:-$root/results/gpu/$(date -u +%Y-%m-%d)-${gpu_name:-no-gpu}}"
 mkdir -p "$out"
-: > "$out/summary.txt"
+report_only="${GPU_CHECK_REPORT_ONLY:-}"
+# Report only (GPU_CHECK_REPORT_ONLY=1 on a machine with a build): steps 7 and
+# 8 on an OUT_DIR a bundle's run filled, appended to its summary.
+[ -z "$report_only" ] && : > "$out/summary.txt"
 failed=0
 t_start=$(date +%s)
 
@@ -63,11 +92,23 @@ note() { echo "$*" | tee -a "$out/summary.txt"; }
 step() {
   local name="$1"; shift
   local t0=$(date +%s)
-  if "$@" > "$out/$name.log" 2>&1; then
+  local limit="$step_timeout"
+  [ "$name" = gpu-tests ] && limit="$tests_timeout"
+  # A shell function cannot be given to timeout(1): the step runs in a
+  # subshell with a watchdog that ends it (and what it started) past the limit.
+  ( "$@" ) > "$out/$name.log" 2>&1 &
+  local pid=$!
+  ( sleep "$limit" && echo "gpu-check: step $name passed its limit of $limit s; stopped" >> "$out/$name.log" &&
+    pkill -TERM -P "$pid" ; sleep 5; pkill -KILL -P "$pid"; kill -KILL "$pid" ) 2> /dev/null &
+  local guard=$!
+  wait "$pid"
+  local status=$?
+  kill "$guard" 2> /dev/null; wait "$guard" 2> /dev/null
+  if [ $status = 0 ]; then
     note "ok    $name ($(( $(date +%s) - t0 )) s)"
     return 0
   else
-    local rc=$?
+    local rc=$status
     note "FAIL  $name (exit $rc after $(( $(date +%s) - t0 )) s; see $name.log)"
     failed=1
     tail -n 15 "$out/$name.log" | sed 's/^/      | /' | tee -a "$out/summary.txt"
@@ -77,6 +118,11 @@ step() {
 
 note "megascale gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
+built=0
+if [ -n "$report_only" ]; then
+  note "report only: steps 7-8 on $out"
+  [ -x "$cli_bin" ] && built=1
+else
 # ---- 1. device ----------------------------------------------------------------------
 device_info() {
   nvcc --version || /usr/local/cuda/bin/nvcc --version
@@ -101,7 +147,51 @@ deps() {
   fi
   command -v cmake && cmake --version | head -1
 }
-step deps deps
+# A bundle's programs: its libraries first, then the machine's CUDA libraries
+# wherever they are (ldd names what is still missing; CUDA's lib64 and a
+# PyTorch install's nvidia-* wheels are searched), libstdc++ from the bundle
+# only where the machine's lacks the version the programs need.
+bundle_libs() {
+  local path="$prebuilt/lib" missing lib dir
+  export LD_LIBRARY_PATH="$path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for pass in 1 2; do
+    missing="$(for b in "$prebuilt"/bin/*; do ldd "$b"; done | awk '/not found/ {print $1}' | sort -u)"
+    [ -z "$missing" ] && break
+    for lib in $missing; do
+      dir="$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets/ /usr/local/cuda*/ /usr/lib/ /opt/ /usr/local/lib/ \
+               -name "$lib" 2> /dev/null | head -1)"
+      if [ -n "$dir" ]; then
+        echo "found $lib in $(dirname "$dir")"
+        export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$dir")"
+      else
+        echo "missing $lib: not found on this machine"
+      fi
+    done
+  done
+  if for b in "$prebuilt"/bin/*; do "$b" --help; done 2>&1 | grep -q "GLIBCXX"; then
+    echo "the machine's libstdc++ is older than the bundle's: using the bundle's"
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$prebuilt/lib/fallback"
+  fi
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  cat "$prebuilt/BUILD-INFO" 2> /dev/null
+  for b in "$prebuilt"/bin/*; do ldd "$b"; done | grep -E "not found|cublas|nccl|cudart" | sort -u
+}
+built=0
+if [ -n "$prebuilt" ]; then
+  # Not in a step: its exports must reach the steps after it.
+  bundle_libs > "$out/deps.log" 2>&1
+  if grep -q "not found" "$out/deps.log"; then
+    note "FAIL  deps (bundle $prebuilt: libraries missing; see deps.log)"
+    failed=1
+    tail -n 15 "$out/deps.log" | sed 's/^/      | /' | tee -a "$out/summary.txt"
+  else
+    note "ok    deps (bundle $prebuilt; see deps.log)"
+  fi
+  note "skip  build (prebuilt bundle)"
+  built=1
+else
+  step deps deps
+fi
 if [ -d "$build/deps/usr" ]; then
   p="$build/deps/usr"
   export CMAKE_PREFIX_PATH="$p:${CMAKE_PREFIX_PATH:-}"
@@ -116,7 +206,6 @@ fi
 generator=()
 # Ninja for a fresh build directory; an existing one keeps its generator.
 if command -v ninja > /dev/null && [ ! -f "$build/CMakeCache.txt" ]; then generator=(-G Ninja); fi
-built=0
 build_all() {
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES="$archs" || return 1
@@ -124,13 +213,13 @@ build_all() {
     echo "note: the configure log does not show the CUDA backend ON"
   cmake --build "$build" -j "$jobs" --target engine_gpu_tests megascale megascale-train megascale-micro
 }
-step build build_all && built=1
+[ -z "$prebuilt" ] && step build build_all && built=1
 
 # ---- 4. GPU tests --------------------------------------------------------------------
 if [ $built = 1 ]; then
   gpu_tests() {
     # Skips are fine only where the machine lacks what a test needs (a second GPU).
-    "$build/tests/engine_gpu_tests" --gtest_output="xml:$out/gpu-tests.xml" --gtest_color=no
+    "$tests_bin" --gtest_output="xml:$out/gpu-tests.xml" --gtest_color=no
   }
   step gpu-tests gpu_tests
   grep -E "^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test" "$out/gpu-tests.log" | sed 's/^/      /' | tee -a "$out/summary.txt"
@@ -142,7 +231,7 @@ fi
 if [ $built = 1 ]; then
   # What `megascale calibrate micro --device cuda` runs under `mpirun -np 1`;
   # called directly, so that a machine without mpirun still measures.
-  step micro "$build/megascale-micro" --device cuda --out "$out/profile-cuda.toml" \
+  step micro "$micro_bin" --device cuda --out "$out/profile-cuda.toml" \
     --gemm-csv "$out/gemm-sweep.csv"
 else
   note "skip  micro (no build)"
@@ -153,14 +242,16 @@ if [ $built = 1 ]; then
   train_1b() {
     # One process: Open MPI's singleton start (no mpirun needed).
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-      "$build/megascale-train" "$root/scenarios/gpu/gpt-1b-h200.toml" --json \
-        --set "train.trace=$out/trace" --set "train.work_dir=$build/work" | tee "$out/train.jsonl"
+      "$train_bin" "$root/scenarios/gpu/gpt-1b-h200.toml" --json \
+        --set "train.trace=$out/trace" --set "train.work_dir=$work_dir" | tee "$out/train.jsonl"
     return "${PIPESTATUS[0]}"
   }
   step train-1b train_1b
 else
   note "skip  train-1b (no build)"
 fi
+
+fi  # report only
 
 # ---- 7. predict ---------------------------------------------------------------------------
 # Measure, then predict: the micro step's GEMM times go into the H200 profile
@@ -171,18 +262,23 @@ fi
 # step 6's recorded run (issue 14's bound: within 10%). Nothing is fitted to
 # the training run itself. Beyond the tolerance `calibrate check` exits 1:
 # recorded in its report, not a failed step; exit 2 (bad input) fails it.
-if [ $built = 1 ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ]; then
+if [ -z "$cli_bin" ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ]; then
+  note "skip  predict (no megascale CLI in a bundle); on any machine with a build, from the repository root:"
+  note "      build/megascale calibrate import --profile H200-SXM-141GB --gemm-csv OUT/gemm-sweep.csv --name H200-SXM-141GB-measured --out OUT/profile-h200-measured.toml"
+  note "      build/megascale calibrate check scenarios/gpu/gpt-1b-h200.toml --from-run OUT --warmup 3 --tolerance 0.10 --dir OUT/calibration --json --profile OUT/profile-h200-measured.toml > OUT/check.json"
+  note "      (and without --profile into OUT/calibration-shipped, > OUT/check-shipped.json; then GPU_CHECK_REPORT_ONLY=1 scripts/gpu-check.sh OUT)"
+elif [ $built = 1 ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ]; then
   # check_run NAME PROFILE-ARGS...: the recorded 1B run against one profile.
   check_run() {
     local name="$1"; shift
     local rc=0
     # calibration -> check.json, calibration-shipped -> check-shipped.json
-    "$build/megascale" calibrate check "$root/scenarios/gpu/gpt-1b-h200.toml" --from-run "$out" \
+    "$cli_bin" calibrate check "$root/scenarios/gpu/gpt-1b-h200.toml" --from-run "$out" \
       --warmup 3 --tolerance 0.10 --dir "$out/$name" --json "$@" > "$out/check${name#calibration}.json" || rc=$?
     [ $rc -le 1 ]
   }
   predict() {
-    "$build/megascale" calibrate import --profile H200-SXM-141GB --gemm-csv "$out/gemm-sweep.csv" \
+    "$cli_bin" calibrate import --profile H200-SXM-141GB --gemm-csv "$out/gemm-sweep.csv" \
       --name "H200-SXM-141GB-measured" --out "$out/profile-h200-measured.toml" || return 1
     check_run calibration --profile "$out/profile-h200-measured.toml" || return 1
     check_run calibration-shipped

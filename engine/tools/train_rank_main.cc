@@ -25,6 +25,7 @@
 #include "base/json.h"
 #include "engine/checkpoint.h"
 #include "engine/comm_mpi.h"
+#include "engine/comm_threads.h"
 #include "engine/dataset.h"
 #include "base/options.h"
 #include "engine/device_factory.h"
@@ -70,14 +71,45 @@ int rank_from_env() {
   return rank != nullptr ? std::atoi(rank) : 0;
 }
 
+// True when a launcher started this process as one rank of an MPI job
+// (Open MPI's mpirun / prterun, or a PMI-based one such as srun).
+bool started_by_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+// Aborts the whole job when there is one (MPI_Abort); a process without MPI
+// just returns its status.
+int abort_job(bool with_mpi, int status) {
+  if (with_mpi) MPI_Abort(MPI_COMM_WORLD, status);
+  return status;
+}
+
 int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::ostream& out,
              std::ostream& err) {
   // Armed before MPI_Init and ended after MPI_Finalize (declared first): a
   // peer that stops during start-up or at the end is caught too.
   engine::Watchdog watchdog(s.train.watchdog_s, s.train.startup_watchdog_s, rank_from_env());
-  engine::MpiEnvironment env(argc, argv);
-  auto world = engine::MpiComm::world();
-  auto node = world->split_shared();
+  // A one-process scenario started by hand (no launcher) needs no MPI runtime:
+  // its world and node are a one-rank in-process group (engine/comm_threads.h),
+  // so a single-GPU machine with only the binary and its libraries trains
+  // (scripts/gpu-check.sh with a prebuilt bundle). Started by mpirun, or with
+  // more than one process, the ranks are MPI's.
+  const bool with_mpi = s.cluster.gpus != 1 || started_by_launcher();
+  std::optional<engine::MpiEnvironment> env;
+  std::unique_ptr<engine::Comm> world, node;
+  if (with_mpi) {
+    env.emplace(argc, argv);
+    std::unique_ptr<engine::MpiComm> mpi_world = engine::MpiComm::world();
+    node = mpi_world->split_shared();
+    world = std::move(mpi_world);
+  } else {
+    std::vector<std::unique_ptr<engine::Comm>> one = engine::make_thread_comms(1);
+    world = std::move(one[0]);
+    node = world->split(0, 0);
+  }
   if (world->size() != s.cluster.gpus) {
     if (world->rank() == 0) {
       err << "megascale train: " << s.source << ": cluster.gpus: the scenario needs "
@@ -111,8 +143,7 @@ int run_rank(int* argc, char*** argv, const model::Scenario& s, bool json, std::
     const bool bad_input = dynamic_cast<const engine::DatasetError*>(&e) != nullptr ||
                            dynamic_cast<const engine::CheckpointError*>(&e) != nullptr ||
                            dynamic_cast<const std::invalid_argument*>(&e) != nullptr;
-    MPI_Abort(MPI_COMM_WORLD, bad_input ? 2 : 1);
-    return bad_input ? 2 : 1;
+    return abort_job(with_mpi, bad_input ? 2 : 1);
   }
 }
 
