@@ -1,7 +1,7 @@
 // tests/cli/run_megascale.h: runs the real `megascale` binary for the CLI
 // integration tests.
 //
-// run_megascale(args) forks, runs MEGASCALE_BINARY with the source tree
+// run_megascale(args) forks, runs MEGASCALE_BINARY (run_binary: any program) with the source tree
 // (MEGASCALE_SOURCE_DIR) as working directory, and returns the exit status and
 // stdout / stderr captured separately (into unlinked temporary files, not pipes,
 // so a child writing much to both streams cannot deadlock). dump() renders a
@@ -49,8 +49,12 @@ inline int capture_file() {
   return fd;
 }
 
-// Runs `megascale args...` in the source directory and waits for it.
-inline RunResult run_megascale(const std::vector<std::string>& args) {
+// Runs `binary args...` in the source directory and waits for it; `env`
+// ("NAME=VALUE") is added to the child's environment, and `unset` names
+// removed from it.
+inline RunResult run_binary(const std::string& binary, const std::vector<std::string>& args,
+                            const std::vector<std::string>& env = {},
+                            const std::vector<std::string>& unset = {}) {
   RunResult r;
   const int out_fd = capture_file();
   const int err_fd = capture_file();
@@ -59,13 +63,16 @@ inline RunResult run_megascale(const std::vector<std::string>& args) {
     return r;
   }
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(kBinary.c_str()));
+  argv.push_back(const_cast<char*>(binary.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
   const pid_t pid = fork();
   if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
+    // Child: only async-signal-safe calls until exec (and the environment
+    // edits, which this single-threaded test process's child may make).
+    for (const std::string& name : unset) unsetenv(name.c_str());
+    for (const std::string& kv : env) putenv(const_cast<char*>(kv.c_str()));
     if (chdir(kSourceDir.c_str()) != 0) _exit(126);
     if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(126);
     execv(argv[0], argv.data());
@@ -86,6 +93,9 @@ inline RunResult run_megascale(const std::vector<std::string>& args) {
   close(err_fd);
   return r;
 }
+
+// Runs `megascale args...` in the source directory and waits for it.
+inline RunResult run_megascale(const std::vector<std::string>& args) { return run_binary(kBinary, args); }
 
 // For failure messages: what the command printed.
 inline std::string dump(const RunResult& r) {

@@ -352,4 +352,47 @@ TEST_F(TrainCommandTest, MfuAboveOneNamesTheProfilePeakInsteadOfAFigure) {
   EXPECT_NE(r.err.find("re-measure it with `megascale calibrate micro`"), std::string::npos) << dump(r);
 }
 
+// A one-process scenario started without a launcher trains without MPI
+// (engine/tools/train_rank_main.cc): a single-GPU machine needs no MPI runtime
+// (scripts/gpu-bundle.sh). The environment makes MPI_Init fail (no such
+// point-to-point layer), so the run succeeds only if MPI is never started; its
+// losses are those of `megascale train`, which runs the same scenario under
+// mpirun -np 1.
+TEST_F(TrainCommandTest, OneProcessWithoutLauncherTrainsWithoutMpi) {
+  const std::string tiny = kSourceDir + "/scenarios/cpu/eval/tiny.toml";
+  const std::vector<std::string> sets = {"--set", "train.steps=3", "--set",
+                                         "train.work_dir=" + (dir_ / "work").string()};
+  std::vector<std::string> args = {tiny, "--json"};
+  args.insert(args.end(), sets.begin(), sets.end());
+  const RunResult alone = run_binary(MEGASCALE_TRAIN_BINARY, args, {"OMPI_MCA_pml=no-such-pml"},
+                                     {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
+  ASSERT_EQ(alone.exit_code, 0) << dump(alone);
+  std::vector<std::string> train = {"train", tiny, "--json"};
+  train.insert(train.end(), sets.begin(), sets.end());
+  const RunResult launched = run_megascale(train);
+  ASSERT_EQ(launched.exit_code, 0) << dump(launched);
+  const std::vector<std::string> a = nonempty_lines(alone.out), b = nonempty_lines(launched.out);
+  ASSERT_EQ(a.size(), 3u) << dump(alone);
+  ASSERT_EQ(b.size(), 3u) << dump(launched);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(number_after(a[i], "loss"))) << a[i];
+    EXPECT_EQ(number_after(a[i], "loss"), number_after(b[i], "loss")) << a[i] << "\n" << b[i];
+  }
+  // The same environment does stop an MPI start, so the check above is not
+  // vacuous: a two-process scenario started alone initialises MPI (a
+  // singleton) and fails there, before its "needs 2 processes" error.
+  std::vector<std::string> two = args;
+  for (const char* kv : {"cluster.gpus=2", "parallel.dp=2"}) {
+    two.push_back("--set");
+    two.push_back(kv);
+  }
+  const RunResult mpi = run_binary(MEGASCALE_TRAIN_BINARY, two, {"OMPI_MCA_pml=no-such-pml"},
+                                   {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
+  EXPECT_NE(mpi.exit_code, 0) << dump(mpi);
+  EXPECT_EQ(mpi.err.find("needs 2 processes"), std::string::npos) << dump(mpi);
+  const RunResult plain = run_binary(MEGASCALE_TRAIN_BINARY, two, {},
+                                     {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
+  EXPECT_NE(plain.err.find("needs 2 processes"), std::string::npos) << dump(plain);
+}
+
 }  // namespace
