@@ -31,6 +31,13 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
+std::string device_model_name(Device& device) {
+#ifdef MEGASCALE_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaDevice*>(&device)) return cuda->device_name();
+#endif
+  return device.name();
+}
+
 std::unique_ptr<Device> make_device(const DeviceOptions& options) {
   if (options.precision != "fp32" && options.precision != "bf16") {
     throw std::invalid_argument("device precision must be \"fp32\" or \"bf16\", got \"" + options.precision + "\"");

@@ -2,7 +2,7 @@
 // ("cpu": CpuDevice, "cuda": CudaDevice) and, for a GPU device, the Comm that
 // moves its memory (NcclComm over an existing communicator).
 //
-// defines: DeviceOptions, make_device, cuda_compiled, cuda_unavailable_reason,
+// defines: DeviceOptions, make_device, device_model_name, cuda_compiled, cuda_unavailable_reason,
 // make_device_comm.
 //
 // The CUDA backend (engine/cuda/) is compiled only when CMake found nvcc
@@ -40,6 +40,10 @@ bool cuda_compiled();
 // "" when make_device({"cuda"}) can succeed; otherwise why not (not compiled,
 // no driver, no device), naming the CUDA error string.
 std::string cuda_unavailable_reason();
+
+// What the hardware calls `device`: the GPU's name (cudaDeviceProp::name,
+// e.g. "NVIDIA H200") for a CUDA device, else its Device::name().
+std::string device_model_name(Device& device);
 
 // A new device. Throws std::invalid_argument for an unknown name or precision
 // and for "cuda" when cuda_unavailable_reason() is not empty (its text).

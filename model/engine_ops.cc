@@ -200,7 +200,7 @@ const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
 }
 
 std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu) {
-  if (!gpu.is_cpu()) {
+  if (!gpu.models_engine()) {
     std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
     if (s.optimizations.efficient_operators) {
       const FlashKernel kernel = s.optimizations.fused_attention ? FlashKernel::kFused
@@ -237,7 +237,7 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
 
 std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuProfile& gpu) {
   std::vector<OperatorCost> ops = embedding_operators(s.model, s.parallel);
-  if (!gpu.is_cpu()) return ops;
+  if (!gpu.models_engine()) return ops;
   // engine/embedding.cc: token lookup over the full (T, B) then learned
   // positions over the local shard; backward in the opposite order.
   const EngineDims d = dims(s.model, s.parallel);
@@ -252,7 +252,7 @@ std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuPr
 
 std::vector<OperatorCost> job_output_operators(const Scenario& s, const GpuProfile& gpu) {
   std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, s.optimizations.cross_entropy);
-  if (!gpu.is_cpu()) return ops;
+  if (!gpu.models_engine()) return ops;
   const EngineDims d = dims(s.model, s.parallel);
   const double shard = static_cast<double>(d.Nl) * d.C;
   for (OperatorCost& op : ops) {

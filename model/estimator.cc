@@ -259,7 +259,7 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
       if (step.beside_dgrad && step.fused_with >= 0) {
         // A GPU overlaps it with the input-gradient GEMM whether or not
         // tp_overlap is on; the CPU engine runs it before the GEMM.
-        st.added_s = gpu.is_cpu() ? st.collective_s
+        st.added_s = gpu.models_engine() ? st.collective_s
                                   : std::max(0.0, beside_dgrad_extra_s(ops[step.fused_with], st.collective_s, gpu,
                                                                        nccl));
         out.push_back(std::move(st));
@@ -532,7 +532,7 @@ Estimate estimate(const Scenario& s) {
   // FP8 (Transformer Engine delayed scaling): the amax history is all-reduced
   // once per step over the job, another small latency-bound all-reduce.
   if (o.fp8) b.grad_norm_s += small_allreduce_time_s(p.gpus(), norm_link);
-  if (gpu.is_cpu()) {
+  if (gpu.models_engine()) {
     // The engine's own step work, measured (model/engine_ops.h): the slowest rank,
     // with its small all-reduces and the profile's step overhead inside.
     b.optimizer_s = 0;

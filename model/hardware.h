@@ -134,6 +134,11 @@ struct GpuProfile {
   // (calibrate/layer_fit.h). 0: none.
   double tp_gather_scatter_extra = 0;
   double op_gap_us = 0;                // host time between two compute ops
+  // 1: the tables were measured on the megascale engine's own device (a GPU
+  // profile from `calibrate micro --device cuda SCENARIO`), so a job on it is
+  // timed by the engine's calls (model/engine_ops.h), as on a cpu profile,
+  // not by Megatron-LM's kernels. 0: a GPU running Megatron-LM's kernels.
+  double engine_calls = 0;
   double cache_bytes = 0;              // CPU: last-level cache of one machine (0: unknown)
   // Not from the file: ranks of one machine a job keeps busy at once, which
   // selects the measured tables' `ranks` (model/engine_ops.h job_profile),
@@ -149,6 +154,9 @@ struct GpuProfile {
   std::shared_ptr<const ProfileTables> tables;   // measured tables; null: none
 
   bool is_cpu() const { return kind == "cpu"; }
+  // The job is the megascale engine (its calls, fp32 stash, whole-tensor
+  // p2p, separate output layer): a cpu profile, or a GPU one measured on it.
+  bool models_engine() const { return is_cpu() || engine_calls > 0; }
   // The measured tables, or nullptr.
   const ProfileTables* measured() const { return tables.get(); }
 };

@@ -14,8 +14,8 @@ namespace megascale::model {
 int64_t p2p_message_bytes(const Scenario& s) {
   const ParallelConfig& p = s.parallel;
   const GpuProfile& gpu = hardware_profile(s);
-  if (gpu.is_cpu()) {
-    // The CPU engine sends its whole (Tl, B, C) fp32 activation: the sequence
+  if (gpu.models_engine()) {
+    // The engine sends its whole (Tl, B, C) fp32 activation: the sequence
     // shard under SP, the full sequence otherwise (engine/model_chunk.h).
     const int64_t tokens = static_cast<int64_t>(p.micro_batch) * s.model.seq_len /
                            (p.sequence_parallel && p.tp > 1 ? p.tp : 1);
@@ -46,7 +46,7 @@ ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, 
 int dp_buckets_per_chunk(const Scenario& s) {
   const Optimizations& o = s.optimizations;
   if (o.dp_bucket_params == 0 || !o.dp_overlap || s.parallel.dp <= 1 || s.parallel.zero_stage > 2) return 1;
-  if (hardware_profile(s).is_cpu()) return 1;  // the CPU engine reduces whole chunks
+  if (hardware_profile(s).models_engine()) return 1;  // the engine reduces whole chunks
   // Megatron-Core's default: max(40M, 1M x DP) parameters per bucket.
   const double bucket = o.dp_bucket_params > 0 ? static_cast<double>(o.dp_bucket_params)
                                                : std::max(40e6, 1e6 * s.parallel.dp);

@@ -107,8 +107,8 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
 MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
                                const Optimizations& o, const GpuProfile& gpu) {
   MemoryBreakdown r;
-  if (gpu.is_cpu()) {
-    // The CPU engine (model/engine_ops.h): fp32 everything, no device
+  if (gpu.models_engine()) {
+    // The engine (model/engine_ops.h): fp32 everything, no device
     // context; its stash per layer for the schedule's chunks in flight.
     Scenario s;
     s.model = m;

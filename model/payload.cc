@@ -13,7 +13,7 @@ double layer_chunk_params(const Scenario& s) {
 }
 
 double dp_chunk_params(const Scenario& s, int pp_rank, int chunk) {
-  if (hardware_profile(s).is_cpu()) return engine_chunk_params(s, pp_rank, chunk);
+  if (hardware_profile(s).models_engine()) return engine_chunk_params(s, pp_rank, chunk);
   const ParallelConfig& p = s.parallel;
   double params = layer_chunk_params(s);
   const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
@@ -25,7 +25,7 @@ double dp_chunk_params(const Scenario& s, int pp_rank, int chunk) {
 }
 
 bool embedding_sync_needed(const Scenario& s) {
-  return s.parallel.pp > 1 && s.model.tie_embeddings && !hardware_profile(s).is_cpu();
+  return s.parallel.pp > 1 && s.model.tie_embeddings && !hardware_profile(s).models_engine();
 }
 
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) {

@@ -91,6 +91,7 @@ const std::vector<ValueKey>& value_keys() {
       {"op_gap_us", &GpuProfile::op_gap_us, nullptr, kBoth, true, "host time between two compute ops, us"},
       {"element_overhead_ns", &GpuProfile::element_overhead_ns, nullptr, kOptional, true, "time per activation element (token x hidden / TP) of a layer's forward + backward that the kernel model leaves out, ns; 0: none"},
       {"tp_gather_scatter_extra", &GpuProfile::tp_gather_scatter_extra, nullptr, kOptional, true, "fraction by which a TP all-gather or reduce-scatter inside a node runs longer than the ring formula at nvlink_busbw_gbs (bandwidth term); 0: none"},
+      {"engine_calls", &GpuProfile::engine_calls, nullptr, kOptional, true, "1: the tables were measured on the megascale engine's own device (calibrate micro --device cuda SCENARIO): jobs are timed by the engine's calls; 0: Megatron-LM's kernels"},
       {"cache_bytes", &GpuProfile::cache_bytes, nullptr, kOptional, true, "last-level cache of one machine, bytes"},
   };
   return keys;
@@ -472,6 +473,8 @@ GpuProfile read_profile(const toml::table& root, const std::string& source) {
   if (p.is_cpu()) {
     check_cpu_tables(top, p);
     p.sm_count = std::max(p.sm_count, 1);
+  } else if (p.engine_calls > 0) {
+    check_cpu_tables(top, p);  // the engine's calls need the same tables
   }
   return p;
 }

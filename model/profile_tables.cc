@@ -152,6 +152,17 @@ GemmTable::GemmTable(std::vector<GemmPoint> points) : points_(std::move(points))
       cold_s[{p.layout, p.ranks}][shape] = p.seconds;
     }
   }
+  // A caller that knows no layout (the GPU model's GEMMs, model/hardware.h)
+  // asks for "any". A table measured per layout (calibrate micro, or an
+  // imported sweep with a layout column) then answers from every layout's
+  // points pooled, so each measured shape is read back as measured (the mean
+  // log rate where several layouts measured it), not from one layout's grid.
+  bool has_any = false;
+  for (const auto& [key, samples] : rates) has_any = has_any || key.first == "any";
+  std::map<int, std::vector<std::pair<Shape, double>>> pooled_rates, pooled_ratios;
+  for (const auto& [key, samples] : rates) {
+    pooled_rates[key.second].insert(pooled_rates[key.second].end(), samples.begin(), samples.end());
+  }
   for (const auto& [key, samples] : rates) {
     Grids g;
     g.log_rate = LogGrid3(samples);
@@ -161,13 +172,23 @@ GemmTable::GemmTable(std::vector<GemmPoint> points) : points_(std::move(points))
       if (it != cold_s[key].end()) ratios.push_back({shape, std::log(it->second / w)});
     }
     if (!ratios.empty()) g.log_ratio = LogGrid3(ratios);
+    pooled_ratios[key.second].insert(pooled_ratios[key.second].end(), ratios.begin(), ratios.end());
     grids_.emplace(key, std::move(g));
+  }
+  if (!has_any) {
+    for (const auto& [ranks, samples] : pooled_rates) {
+      Grids g;
+      g.log_rate = LogGrid3(samples);
+      if (!pooled_ratios[ranks].empty()) g.log_ratio = LogGrid3(pooled_ratios[ranks]);
+      grids_.emplace(std::make_pair(std::string("any"), ranks), std::move(g));
+    }
   }
   if (grids_.empty() && !points_.empty()) throw std::invalid_argument("GemmTable: warm points without cold ones");
 }
 
 const GemmTable::Grids& GemmTable::grids(const std::string& layout, int ranks) const {
-  // Prefer the layout asked for, then "any", then whatever was measured.
+  // Prefer the layout asked for, then "any" (every layout pooled when none
+  // was measured as "any"), then whatever was measured.
   for (const std::string& want : {layout, std::string("any")}) {
     std::vector<int> available;
     for (const auto& [key, g] : grids_) {

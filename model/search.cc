@@ -33,7 +33,7 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
   const int batch = s.parallel.global_batch;
   // The CPU engine runs ZeRO 0-2 without recomputation (engine/pipeline_executor.h)
   // and shards the sequence over TP only when it divides: offer what it can run.
-  const bool engine = hardware_profile(s).is_cpu();
+  const bool engine = hardware_profile(s).models_engine();
   std::vector<ParallelConfig> out;
   for (int tp : divisors(gpus)) {
     if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;

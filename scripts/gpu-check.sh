@@ -79,6 +79,10 @@ fi
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n-' '-' | sed 's/-*$//')"
 out="${1:-$root/results/gpu/$(date -u +%Y-%m-%d)-${gpu_name:-no-gpu}}"
 mkdir -p "$out"
+# Report only, away from the GPU: its name as the run recorded it.
+if [ -z "$gpu_name" ] && [ -s "$out/device.csv" ]; then
+  gpu_name="$(sed -n 2p "$out/device.csv" | cut -d, -f1 | tr -c 'A-Za-z0-9.\n-' '-' | sed 's/-*$//')"
+fi
 report_only="${GPU_CHECK_REPORT_ONLY:-}"
 # Report only (GPU_CHECK_REPORT_ONLY=1 on a machine with a build): steps 7 and
 # 8 on an OUT_DIR a bundle's run filled, appended to its summary.
@@ -116,7 +120,13 @@ step() {
   fi
 }
 
-note "megascale gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$prebuilt" ]; then
+  # The programs' commit is the bundle's, not this tree's.
+  cp "$prebuilt/BUILD-INFO" "$out/BUILD-INFO" 2> /dev/null
+  note "megascale gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), tree at commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), programs $(head -1 "$prebuilt/BUILD-INFO" 2> /dev/null || echo "of an unlabelled bundle")"
+elif [ -z "$report_only" ]; then
+  note "megascale gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+fi
 
 built=0
 if [ -n "$report_only" ]; then
@@ -233,6 +243,11 @@ if [ $built = 1 ]; then
   # called directly, so that a machine without mpirun still measures.
   step micro "$micro_bin" --device cuda --out "$out/profile-cuda.toml" \
     --gemm-csv "$out/gemm-sweep.csv"
+  # The engine's own calls for the 1B scenario (every GEMM shape and layout,
+  # its attention, each kernel at its size), as a GPU profile step 7 predicts
+  # the run from (engine/engine_tables.h).
+  step engine-profile "$micro_bin" --device cuda --engine-profile "$out/profile-engine.toml" \
+    "$root/scenarios/gpu/gpt-1b-h200.toml"
 else
   note "skip  micro (no build)"
 fi
@@ -266,7 +281,8 @@ if [ -z "$cli_bin" ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ];
   note "skip  predict (no megascale CLI in a bundle); on any machine with a build, from the repository root:"
   note "      build/megascale calibrate import --profile H200-SXM-141GB --gemm-csv OUT/gemm-sweep.csv --name H200-SXM-141GB-measured --out OUT/profile-h200-measured.toml"
   note "      build/megascale calibrate check scenarios/gpu/gpt-1b-h200.toml --from-run OUT --warmup 3 --tolerance 0.10 --dir OUT/calibration --json --profile OUT/profile-h200-measured.toml > OUT/check.json"
-  note "      (and without --profile into OUT/calibration-shipped, > OUT/check-shipped.json; then GPU_CHECK_REPORT_ONLY=1 scripts/gpu-check.sh OUT)"
+  note "      (with --profile OUT/profile-engine.toml into OUT/calibration-engine > OUT/check-engine.json, and without"
+  note "      --profile into OUT/calibration-shipped > OUT/check-shipped.json): all of it is GPU_CHECK_REPORT_ONLY=1 scripts/gpu-check.sh OUT"
 elif [ $built = 1 ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ]; then
   # check_run NAME PROFILE-ARGS...: the recorded 1B run against one profile.
   check_run() {
@@ -278,6 +294,12 @@ elif [ $built = 1 ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ]; 
     [ $rc -le 1 ]
   }
   predict() {
+    # 1. the engine's calls, timed by the tables measured in step 5 (the
+    #    prediction issue 14 bounds); 2. the GPU model with the micro's GEMM
+    #    times; 3. the shipped profile as it is.
+    if [ -s "$out/profile-engine.toml" ]; then
+      check_run calibration-engine --profile "$out/profile-engine.toml" || return 1
+    fi
     "$cli_bin" calibrate import --profile H200-SXM-141GB --gemm-csv "$out/gemm-sweep.csv" \
       --name "H200-SXM-141GB-measured" --out "$out/profile-h200-measured.toml" || return 1
     check_run calibration --profile "$out/profile-h200-measured.toml" || return 1
@@ -336,12 +358,13 @@ def check_of(name):
         return None
     checks = json.load(open(path)).get("checks", [])
     return checks[0] if checks else None
-for name, label, report in (("check.json", "measured-GEMM profile", "calibration"),
-                            ("check-shipped.json", "shipped profile", "calibration-shipped")):
+for name, label, report in (("check-engine.json", "engine profile: the engine's calls measured", "calibration-engine"),
+                            ("check.json", "GPU model, measured GEMMs", "calibration"),
+                            ("check-shipped.json", "GPU model, shipped profile", "calibration-shipped")):
     c = check_of(name)
     if c is None:
         continue
-    key = "predict" if name == "check.json" else "predict_shipped"
+    key = {"check-engine.json": "predict_engine", "check.json": "predict", "check-shipped.json": "predict_shipped"}[name]
     p, m, err = c["predicted_step_s"], c["measured_step_s"], c["error"]
     warm = len(c["measured_steps_s"]) - c["steps_used"]
     summary["predicted_step_s_" + key] = p

@@ -105,8 +105,8 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
   optimizer_s_ = e.breakdown.optimizer_s;
   grad_norm_s_ = e.breakdown.grad_norm_s;
   host_s_ = e.breakdown.host_s;
-  // The CPU engine: each pipeline rank's own step work (its chunks' buffers).
-  if (gpu.is_cpu()) {
+  // The engine: each pipeline rank's own step work (its chunks' buffers).
+  if (gpu.models_engine()) {
     for (int r = 0; r < p.pp; ++r) optimizer_rank_s_.push_back(model::engine_rank_step_s(s, gpu, r));
   }
 

@@ -24,6 +24,7 @@
 #include "engine/comm_mpi.h"
 #include "engine/device_cpu.h"
 #include "engine/device_factory.h"
+#include "engine/engine_tables.h"
 #include "engine/microbench.h"
 #include "engine/microbench_cuda.h"
 #include "model/profile.h"
@@ -95,18 +96,86 @@ int cuda_micro(const std::string& out_path, const std::string& gemm_csv, bool qu
   }
 }
 
+// --device cuda --engine-profile FILE SCENARIO...: the tables of the
+// engine's own calls for those scenarios (engine/engine_tables.h), measured
+// on the CudaDevice their [train] section asks for, as a GPU profile with
+// engine_calls = 1 (`calibrate check` then predicts their runs call by call).
+// Exit 2 for bad input (a scenario, mixed [train] devices) or no GPU.
+int cuda_engine_profile(const std::string& out_path, const std::vector<std::string>& files) {
+  using namespace megascale;
+  std::vector<model::Scenario> scenarios;
+  try {
+    for (const std::string& f : files) {
+      scenarios.push_back(model::load_scenario(f));
+      model::check_trainable(scenarios.back());
+    }
+  } catch (const model::ScenarioError& e) {
+    std::cerr << "megascale calibrate micro: " << e.what() << "\n";
+    return 2;
+  }
+  if (scenarios.empty()) {
+    std::cerr << "megascale calibrate micro: --engine-profile needs the SCENARIO files whose calls it measures\n";
+    return 2;
+  }
+  const model::TrainConfig& t = scenarios.front().train;
+  for (size_t i = 1; i < scenarios.size(); ++i) {
+    const model::TrainConfig& u = scenarios[i].train;
+    if (u.precision != t.precision || u.attention != t.attention ||
+        model::hardware_profile(scenarios[i]).name != model::hardware_profile(scenarios.front()).name) {
+      std::cerr << "megascale calibrate micro: --engine-profile: " << files[i] << " differs from " << files[0]
+                << " in [train] precision / attention or [hardware] gpu: one profile measures one device set-up\n";
+      return 2;
+    }
+  }
+  const std::string why = engine::cuda_unavailable_reason();
+  if (!why.empty()) {
+    std::cerr << "megascale calibrate micro: --device cuda: no CUDA device: " << why << "\n";
+    return 2;
+  }
+  try {
+    engine::DeviceOptions o;
+    o.name = "cuda";
+    o.precision = t.precision;
+    o.attention = t.attention;
+    const std::unique_ptr<engine::Device> device = engine::make_device(o);
+    const engine::EngineTables tables = engine::measure_engine_tables(*device, scenarios);
+    const model::GpuProfile& base = model::hardware_profile(scenarios.front());
+    const std::string device_name = engine::device_model_name(*device);
+    const model::GpuProfile p =
+        engine::engine_device_profile(tables, base, base.name + "-engine-" + t.precision, device_name, files,
+                                      hostname(), today());
+    const std::string text = model::write_profile(p);
+    (void)model::parse_profile(text, out_path);  // never write what cannot be read back
+    std::ofstream f(out_path);
+    f << text;
+    if (!f) {
+      std::cerr << "megascale calibrate micro: cannot write " << out_path << "\n";
+      return 1;
+    }
+    std::cerr << "megascale calibrate micro: " << tables.gemm.size() << " GEMM, " << tables.attention.size()
+              << " attention, " << tables.kernels.size() << " kernel points of the engine's calls on " << device_name
+              << " in " << static_cast<int>(tables.seconds) << " s; wrote " << out_path << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "megascale calibrate micro: --engine-profile: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace megascale;
   const base::Command command = {
-      "", "[--out FILE] [--quick] [--single] [--device cpu|cuda] [--gemm-csv FILE] [SCENARIO...]",
+      "", "[--out FILE] [--quick] [--single] [--device cpu|cuda] [--gemm-csv FILE] [--engine-profile FILE] [SCENARIO...]",
       "the engine's kernels and collectives, timed (normally started by `megascale calibrate micro`)",
       {{"--out", base::Kind::kText, "FILE", "the profile (default: stdout)"},
        {"--quick", base::Kind::kFlag, "", "a coarser sweep"},
        {"--single", base::Kind::kFlag, "", "every rank alone only"},
        {"--device", base::Kind::kChoice, "cpu|cuda", "the device timed (default cpu)"},
        {"--gemm-csv", base::Kind::kText, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"},
+       {"--engine-profile", base::Kind::kText, "FILE",
+        "cuda: the engine's own calls for the SCENARIOs, measured,\nas a GPU profile (engine_calls = 1) for calibrate check"},
        {"--help", base::Kind::kFlag, "", "this text"}}};
   base::ParsedArgs args;
   try {
@@ -126,6 +195,14 @@ int main(int argc, char** argv) {
   if (!gemm_csv.empty() && device != "cuda") {
     std::cerr << "megascale-micro: --gemm-csv needs --device cuda\n\n" << base::usage_text(command, "megascale-micro");
     return 2;
+  }
+  const std::string engine_profile = args.text("--engine-profile", "");
+  if (!engine_profile.empty()) {
+    if (device != "cuda") {
+      std::cerr << "megascale-micro: --engine-profile needs --device cuda\n\n" << base::usage_text(command, "megascale-micro");
+      return 2;
+    }
+    return cuda_engine_profile(engine_profile, scenarios);
   }
   if (device == "cuda") return cuda_micro(out_path, gemm_csv, quick);
   engine::MicroPlan plan = engine::default_micro_plan(quick);

@@ -226,6 +226,30 @@ TEST(ProfileTables, GemmCellsNotMeasuredTakeTheNearestRate) {
   EXPECT_NEAR(t.time_s(256, 256, 256, "any", 1), 2.0 * 256 * 256 * 256 / 1e9, 1e-12);
 }
 
+// A sweep measured per layout (the CUDA micro's GEMM CSV: the 1B GPT's nt
+// forward, tn weight-gradient and nn shapes) read by a caller that knows no
+// layout (the GPU model asks for "any"): every measured shape comes back as
+// measured, whatever its layout; a shape two layouts measured gives the mean
+// log rate. Before, "any" fell back to the first layout's grid alone ("nn"),
+// so the nt and tn points were never read.
+TEST(ProfileTables, GemmAnyLayoutReadsEveryLayoutsPoints) {
+  const std::vector<GemmPoint> pts = {{1, "nn", 4096, 4096, 4096, 2.63e-4, 0},
+                                      {1, "nt", 8192, 8192, 2048, 4.55e-4, 0},
+                                      {1, "nt", 8192, 2048, 8192, 5.46e-4, 0},
+                                      {1, "tn", 2048, 8192, 8192, 5.45e-4, 0},
+                                      {1, "nn", 8192, 8192, 8192, 1.63e-3, 0},
+                                      {1, "tn", 8192, 8192, 8192, 1.60e-3, 0}};
+  const GemmTable t(pts);
+  EXPECT_NEAR(t.time_s(8192, 8192, 2048, "any", 1), 4.55e-4, 1e-12);
+  EXPECT_NEAR(t.time_s(8192, 2048, 8192, "any", 1), 5.46e-4, 1e-12);
+  EXPECT_NEAR(t.time_s(2048, 8192, 8192, "any", 1), 5.45e-4, 1e-12);
+  EXPECT_NEAR(t.time_s(4096, 4096, 4096, "any", 1), 2.63e-4, 1e-12);
+  EXPECT_NEAR(t.time_s(8192, 8192, 8192, "any", 1), std::sqrt(1.63e-3 * 1.60e-3), 1e-12);
+  // A layout asked for by name still reads its own points only.
+  EXPECT_NEAR(t.time_s(8192, 8192, 8192, "nn", 1), 1.63e-3, 1e-12);
+  EXPECT_NEAR(t.time_s(8192, 8192, 8192, "tn", 1), 1.60e-3, 1e-12);
+}
+
 TEST(ProfileTables, AttentionWindowSavesOnlyTheMaskedSoftmaxWork) {
   // Full causal at seq 256: 100 us; window 32: 60 us -> 40 us saved over the keys it drops.
   const AttentionTable t({{1, 256, 64, 0, false, 100e-6, 0}, {1, 256, 64, 32, false, 60e-6, 0},
