@@ -63,6 +63,18 @@ int calibrate_micro(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
     if (!cuda) throw UsageError("--gemm-csv needs --device cuda");
     mpi_args.insert(mpi_args.end(), {"--gemm-csv", gemm_csv});
   }
+  // The engine's own calls of the SCENARIOs on the GPU, as a GPU profile
+  // (engine/engine_tables.h); the scenarios are read here first.
+  const std::string engine_profile = p.text("--engine-profile", "");
+  if (!engine_profile.empty()) {
+    if (!cuda) throw UsageError("--engine-profile needs --device cuda");
+    if (p.positional.empty()) throw UsageError("--engine-profile needs the SCENARIO files whose calls it measures");
+    for (const std::string& f : p.positional) model::check_trainable(model::load_scenario(f));
+    mpi_args.insert(mpi_args.end(), {"--engine-profile", engine_profile});
+    mpi_args.insert(mpi_args.end(), p.positional.begin(), p.positional.end());
+    out.flush();
+    return base::run_mpirun(mpi_args, err, "megascale calibrate micro");
+  }
   // "-" writes the cpu profile to stdout; the default is a file (it is ~2 MB).
   const std::string out_file = p.text("--out", cuda ? "cuda-micro.toml" : "cpu-profile.toml");
   if (cuda || out_file != "-") mpi_args.insert(mpi_args.end(), {"--out", out_file});
@@ -290,7 +302,9 @@ std::vector<CommandEntry> calibrate_commands() {
         {"--out", Kind::kText, "FILE", "the profile (default cpu-profile.toml, cuda-micro.toml;\n- for stdout)"},
         {"--quick", Kind::kFlag, "", "a coarser sweep"},
         {"--single", Kind::kFlag, "", "every rank alone only"},
-        {"--gemm-csv", Kind::kText, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"}}},
+        {"--gemm-csv", Kind::kText, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"},
+        {"--engine-profile", Kind::kText, "FILE", "cuda: the engine's own calls for the SCENARIOs, measured,\n"
+                                                  "as a GPU profile (engine_calls = 1) for calibrate check"}}},
       calibrate_micro};
   CommandEntry import = {
       {"calibrate import", "--out FILE [options]",

@@ -17,7 +17,9 @@
 #   4. gpu-tests  every GPU test (tests/engine_gpu/: each kernel forward and
 #                 backward against the CPU device, the optimizer, NCCL, the
 #                 2-layer model, the fp32 and bf16 Trainer runs); JUnit XML
-#   5. micro      `megascale calibrate micro --device cuda`: the kernels timed
+#   5. micro      (and engine-profile: `--engine-profile` of the 1B scenario,
+#                 the engine's own calls as a GPU profile, engine/engine_tables.h)
+#                 `megascale calibrate micro --device cuda`: the kernels timed
 #                 with CUDA events -> a measured profile (attention on both
 #                 paths: flash in fp32, attention_fwd/bwd; cuBLAS in bf16,
 #                 attention_fwd_cublas / attention_bwd_cublas)
@@ -25,7 +27,11 @@
 #                 steps) with a trace; MFU = model FLOPs / (step time x 989
 #                 TFLOP/s), the mean over steps 4..20 (the first ones warm up
 #                 cuBLASLt plans and the memory pool)
-#   7. predict    `calibrate import --gemm-csv` of the micro step's GEMM times
+#   7. predict    `megascale calibrate check --from-run OUT --profile
+#                 OUT/profile-engine.toml`: the engine's calls timed by the
+#                 engine profile (issue 14's bound: within 10%; check-engine.json);
+#                 then, for comparison, the GPU model:
+#                 `calibrate import --gemm-csv` of the micro step's GEMM times
 #                 into the H200 profile, then `megascale calibrate check
 #                 --from-run OUT` of the 1B scenario: step 6's train.jsonl and
 #                 trace.csv against the event-level simulation with that

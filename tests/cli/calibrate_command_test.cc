@@ -46,6 +46,19 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--gemm-csv needs --device cuda"), std::string::npos) << dump(r);
   EXPECT_FALSE(fs::exists("/tmp/megascale-cli-test-gemm.csv"));
+  // The engine profile measures given scenarios' calls on the GPU.
+  r = run_megascale({"calibrate", "micro", "--engine-profile", "/tmp/megascale-cli-test-engine.toml",
+                     "scenarios/gpu/gpt-1b-h200.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--engine-profile needs --device cuda"), std::string::npos) << dump(r);
+  r = run_megascale({"calibrate", "micro", "--device", "cuda", "--engine-profile", "/tmp/megascale-cli-test-engine.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("needs the SCENARIO files"), std::string::npos) << dump(r);
+  r = run_megascale({"calibrate", "micro", "--device", "cuda", "--engine-profile", "/tmp/megascale-cli-test-engine.toml",
+                     "scenarios/gpu/gpt-1b-h200.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << dump(r);
+  EXPECT_FALSE(fs::exists("/tmp/megascale-cli-test-engine.toml"));
   r = run_megascale({"calibrate", "micro", "--ranks", "0"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--ranks"), std::string::npos) << dump(r);
