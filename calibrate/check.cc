@@ -210,6 +210,7 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   r.scenario_file = scenario_file;
   r.name = s.name;
   r.device = s.train.device;
+  r.engine_calls = profile.models_engine();
   r.profile_name = profile.name;
   r.profile_file = s.hardware.profile.empty() ? "calibrate/profiles/" + s.hardware.gpu + ".toml (shipped)"
                                               : s.hardware.profile;
@@ -375,7 +376,13 @@ std::string check_markdown(const CheckResult& r) {
     << (r.recorded ? " --from-run " + r.run_dir : std::string()) << "` (" << r.processes << " process(es) on "
     << r.device << ", " << (r.recorded ? "a recorded run" : "run now") << "); prediction on profile `" << r.profile_file
     << "`.\n\n";
-  if (r.device == "cuda") {
+  if (r.device == "cuda" && r.engine_calls) {
+    o << "The CUDA engine times each op with CUDA events. The prediction times the engine's own calls "
+         "(model/engine_ops.h) from the profile's tables, which `megascale calibrate micro --device cuda "
+         "--engine-profile` measured on the device (fused_bias: the biases run inside the GEMM epilogue and the "
+         "residual kernel when the device does so). The profile's data_load_s_per_sample is an assumption, not the "
+         "engine's loader.\n\n";
+  } else if (r.device == "cuda") {
     o << "The CUDA engine times each op with CUDA events. Where it differs from the Megatron-LM kernels the "
          "profile models: bf16 GEMMs cast their fp32 inputs per call; activations stay fp32 (twice the modelled "
          "bytes of LayerNorm, GeLU, bias-add, softmax); its own fp32 AdamW kernel; attention is the cuBLAS "

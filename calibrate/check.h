@@ -92,6 +92,7 @@ RecordedRun read_recorded_run(const std::string& dir, const model::Scenario& s);
 struct CheckResult {
   std::string scenario_file, name, profile_name, profile_file;
   std::string device;                    // train.device: "cpu" or "cuda"
+  bool engine_calls = false;             // the profile times the engine's own calls (a cpu or engine profile)
   std::string run_dir;                   // the recorded run ("" = a temporary one, removed)
   bool recorded = false;                 // read with from_run, not run now
   int processes = 0;

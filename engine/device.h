@@ -69,6 +69,10 @@ class Device {
   // Markers in this device's queue order for the trace (engine/op_timer.h);
   // nullptr when the host clock times ops correctly (the CPU: ops are synchronous).
   virtual std::unique_ptr<OpTimer> make_op_timer() { return nullptr; }
+  // True when matmul_bias runs the bias inside the GEMM and bias_residual_add
+  // is one kernel (their defaults below are separate calls): what the
+  // simulator's call lists must know (model/hardware.h fused_bias).
+  virtual bool fuses_bias() const { return false; }
 
   // ---- GEMM ---------------------------------------------------------------
   // c (M, N) = op(a) (M, K) @ op(b) (K, N) + beta * c, where op(a) = a^T when

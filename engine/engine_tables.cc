@@ -266,6 +266,7 @@ EngineTables measure_engine_tables(Device& device, const std::vector<model::Scen
   }
 
   EngineTables t;
+  t.fused_bias = device.fuses_bias();
   Operands o(device);
   for (const auto& [layout, m, n, k] : gemms) {
     // engine/transformer_layer.cc: forward out = in w^T ("nt"), weight
@@ -343,6 +344,13 @@ model::GpuProfile engine_device_profile(const EngineTables& t, const model::GpuP
   p.engine_calls = 1;
   p.provenance["engine_calls"] =
       Provenance{"spec", "the tables below are the engine's own calls on this device (model/engine_ops.h)", "", "", {}, -1};
+  p.fused_bias = t.fused_bias ? 1 : 0;
+  p.provenance["fused_bias"] = Provenance{
+      "spec",
+      t.fused_bias ? "the device runs matmul_bias as one GEMM with its bias epilogue and bias_residual_add as one "
+                     "kernel (engine/cuda/device_cuda.cc)"
+                   : "the device runs matmul_bias and bias_residual_add as separate kernels (engine/device.h)",
+      "", "", {}, -1};
   p.activation_bytes = 4;
   p.provenance["activation_bytes"] =
       Provenance{"spec", "the engine keeps fp32 activations; bf16 only inside its GEMMs (engine/device.h)", "", "", {}, -1};

@@ -45,6 +45,7 @@ struct EngineTables {
   std::vector<model::AttentionPoint> attention;
   std::vector<model::KernelPoint> kernels;
   double seconds = 0;  // wall time of the measurement
+  bool fused_bias = false;  // Device::fuses_bias() of the device measured
 };
 
 // REQUIRES: every scenario is trainable (model::check_trainable).
@@ -53,6 +54,7 @@ EngineTables measure_engine_tables(Device& device, const std::vector<model::Scen
 
 // `base` (the shipped profile of the device, e.g. H200-SXM-141GB) with these
 // tables, engine_calls = 1 (jobs on it are timed by the engine's calls),
+// fused_bias as the device measured does it,
 // activation_bytes and param_gather_bytes 4 (the engine keeps fp32
 // activations and gathers fp32 parameters), named `name`; every table's
 // provenance is "measured" on `device_name`, `host`, `date`, naming the

@@ -231,7 +231,15 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
   // The engine's attention is one kernel whatever efficient_operators says.
   std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, /*efficient_operators=*/true);
   const EngineDims d = dims(s.model, s.parallel);
-  for (OperatorCost& op : ops) attach_layer(&op, d, s.parallel.micro_batch, s.model.block == BlockKind::kParallel);
+  for (OperatorCost& op : ops) {
+    attach_layer(&op, d, s.parallel.micro_batch, s.model.block == BlockKind::kParallel);
+    // A device that fuses the biases (GpuProfile::fused_bias: the CUDA
+    // device's matmul_bias epilogue and one-kernel bias_residual_add) runs
+    // no forward bias_add of its own; the bias gradients stay.
+    if (gpu.fused_bias > 0) {
+      std::erase_if(op.fwd_calls, [](const KernelCall& c) { return c.kind == CallKind::kKernel && c.name == "bias_add"; });
+    }
+  }
   return ops;
 }
 

@@ -139,6 +139,11 @@ struct GpuProfile {
   // timed by the engine's calls (model/engine_ops.h), as on a cpu profile,
   // not by Megatron-LM's kernels. 0: a GPU running Megatron-LM's kernels.
   double engine_calls = 0;
+  // 1: the engine's device runs a linear layer's bias inside the GEMM
+  // (matmul_bias) and the residual add with its biases as one kernel
+  // (bias_residual_add), so the engine's calls have no separate forward
+  // bias_add (model/engine_ops.h). 0: separate kernels, as the CPU device.
+  double fused_bias = 0;
   double cache_bytes = 0;              // CPU: last-level cache of one machine (0: unknown)
   // Not from the file: ranks of one machine a job keeps busy at once, which
   // selects the measured tables' `ranks` (model/engine_ops.h job_profile),

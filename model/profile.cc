@@ -92,6 +92,7 @@ const std::vector<ValueKey>& value_keys() {
       {"element_overhead_ns", &GpuProfile::element_overhead_ns, nullptr, kOptional, true, "time per activation element (token x hidden / TP) of a layer's forward + backward that the kernel model leaves out, ns; 0: none"},
       {"tp_gather_scatter_extra", &GpuProfile::tp_gather_scatter_extra, nullptr, kOptional, true, "fraction by which a TP all-gather or reduce-scatter inside a node runs longer than the ring formula at nvlink_busbw_gbs (bandwidth term); 0: none"},
       {"engine_calls", &GpuProfile::engine_calls, nullptr, kOptional, true, "1: the tables were measured on the megascale engine's own device (calibrate micro --device cuda SCENARIO): jobs are timed by the engine's calls; 0: Megatron-LM's kernels"},
+      {"fused_bias", &GpuProfile::fused_bias, nullptr, kOptional, true, "1: the engine's device fuses a linear layer's bias into its GEMM and the residual add with its biases into one kernel; 0: separate kernels"},
       {"cache_bytes", &GpuProfile::cache_bytes, nullptr, kOptional, true, "last-level cache of one machine, bytes"},
   };
   return keys;

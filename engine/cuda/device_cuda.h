@@ -107,6 +107,7 @@ class CudaDevice final : public Device {
   void synchronize() override;
   // CUDA events on this device's stream (engine/cuda/event_timer.h).
   std::unique_ptr<OpTimer> make_op_timer() override;
+  bool fuses_bias() const override { return true; }  // cuBLASLt's bias epilogue; one residual kernel
 
   void matmul(float* c, const float* a, const float* b, int M, int N, int K, bool trans_a,
               bool trans_b, float beta) override;

@@ -7,8 +7,9 @@
 // plus every kernel the profile format needs; the profile built from them is
 // a GPU profile with engine_calls = 1 that survives a write / parse round
 // trip; and a job on it is timed by the engine's calls from those tables
-// (model/engine_ops.h), while the shipped profile it was based on still times
-// Megatron-LM's kernels.
+// (model/engine_ops.h), with no forward bias_add where the device fuses the
+// biases, while the shipped profile it was based on still times Megatron-LM's
+// kernels.
 #include <algorithm>
 #include <set>
 #include <string>
@@ -86,6 +87,24 @@ TEST(EngineTables, MeasureTheScenariosCallsAndMakeAnEngineProfile) {
                    : *back.measured()->kernels.time_s(c.name, c.backward, c.count, 1);
   }
   EXPECT_NEAR(model::forward_time_s(*fc1, back), table_s + model::op_gap_s(back), 1e-12);
+  // The CPU device runs the biases as kernels of their own; a device that
+  // fuses them (the CUDA device: GpuProfile::fused_bias) has no forward bias_add.
+  EXPECT_FALSE(t.fused_bias);
+  EXPECT_EQ(back.fused_bias, 0);
+  auto bias_adds = [](const model::OperatorCost& op) {
+    return std::count_if(op.fwd_calls.begin(), op.fwd_calls.end(),
+                         [](const model::KernelCall& c) { return c.name == "bias_add"; });
+  };
+  EXPECT_EQ(bias_adds(*fc1), 1);
+  model::GpuProfile fused = back;
+  fused.fused_bias = 1;
+  double fused_bias_s = 0, separate_bias_s = 0;
+  for (const model::OperatorCost& op : model::job_layer_operators(s, fused)) {
+    EXPECT_EQ(bias_adds(op), 0) << op.name;
+    fused_bias_s += model::forward_time_s(op, fused);
+  }
+  for (const model::OperatorCost& op : ops) separate_bias_s += model::forward_time_s(op, back);
+  EXPECT_LT(fused_bias_s, separate_bias_s);
   // ... while the shipped profile still costs Megatron-LM's kernels.
   for (const model::OperatorCost& op : model::job_layer_operators(s, base)) EXPECT_TRUE(op.fwd_calls.empty()) << op.name;
 }
