@@ -11,7 +11,9 @@
 //     for it: step within 10%, attention forward and backward within 5%, and
 //     the report says the prediction is the engine's own calls;
 //   - two held-out runs (micro-batch 2; sequence 4096), each from the profile
-//     measured for all three scenarios' shapes: step within 10%.
+//     measured for all three scenarios' shapes: step within 10%;
+//   - the profiles measured with fused_bias: all three within 5% from the
+//     profile of their shapes, within 10% from the 1B profile alone.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -89,6 +91,26 @@ TEST_F(CalibrateCheckH200, HeldOutShapesArePredictedFromTheProfileOfTheirShapes)
     const nlohmann::json c = check(scenario, run, profile);
     ASSERT_FALSE(c.is_null()) << scenario;
     EXPECT_LT(std::abs(c["error"].get<double>()), 0.10) << scenario << ": " << c.dump().substr(0, 400);
+  }
+}
+
+// The profiles measured later with fused_bias (results/gpu/...-fused): the
+// CUDA device's fused biases taken into account, the three runs come within
+// 5% from the profile of their shapes, and within 10% from the 1B profile
+// alone (shapes not measured).
+TEST_F(CalibrateCheckH200, FusedBiasProfilesPredictAllThreeRuns) {
+  const std::string dir = "results/gpu/2026-12-04-NVIDIA-H200-fused";
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"scenarios/gpu/gpt-1b-h200.toml", kRun},
+      {"scenarios/gpu/gpt-1b-h200-mb2.toml", kHeldOut + "/mb2"},
+      {"scenarios/gpu/gpt-1b-h200-seq4096.toml", kHeldOut + "/s4k"}};
+  for (const auto& [scenario, run] : runs) {
+    const nlohmann::json own = check(scenario, run, dir + "/profile-engine-fused-3.toml");
+    ASSERT_FALSE(own.is_null()) << scenario;
+    EXPECT_LT(std::abs(own["error"].get<double>()), 0.05) << scenario;
+    const nlohmann::json one = check(scenario, run, dir + "/profile-engine-fused-1b.toml");
+    ASSERT_FALSE(one.is_null()) << scenario;
+    EXPECT_LT(std::abs(one["error"].get<double>()), 0.10) << scenario;
   }
 }
 
