@@ -113,11 +113,6 @@ struct AttentionNeed {
   }
 };
 
-bool has_backward(const std::string& k) {
-  return k == "layer_norm" || k == "gelu" || k == "swiglu" || k == "cross_entropy" || k == "embedding" ||
-         k == "position_embedding";
-}
-
 // One call of kernel `n.kernel` as the engine's layers make it.
 std::function<void()> kernel_call(Device& d, Operands& o, const KernelNeed& n) {
   const size_t e = static_cast<size_t>(n.elements);
@@ -258,7 +253,7 @@ EngineTables measure_engine_tables(Device& device, const std::vector<model::Scen
   // Every kernel the profile format asks for, at least once.
   for (const std::string& k : model::kCpuKernels) {
     for (bool bwd : {false, true}) {
-      if (bwd && !has_backward(k)) continue;
+      if (bwd && !model::kernel_has_backward(k)) continue;
       bool found = false;
       for (const KernelNeed& n : kernels) found = found || (n.kernel == k && n.backward == bwd);
       if (!found) kernels.insert({k, bwd, static_cast<double>(1 << 22), 1024});

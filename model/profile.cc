@@ -32,13 +32,12 @@ const std::vector<std::string> kCpuKernels = {
     "layer_norm", "add",       "bias_add",  "bias_grad",  "gelu",  "swiglu", "cross_entropy",
     "embedding",  "position_embedding", "copy", "fill_zero", "clip_grad", "adamw", "lamb"};
 
-namespace {
-
-// Kernels whose backward is a separate measurement (the others are forward-only work).
 bool kernel_has_backward(const std::string& k) {
   return k == "layer_norm" || k == "gelu" || k == "swiglu" || k == "cross_entropy" || k == "embedding" ||
          k == "position_embedding";
 }
+
+namespace {
 
 constexpr std::string_view kKinds[] = {"gpu", "cpu"};
 constexpr std::string_view kDtypes[] = {"bf16", "fp16", "fp32", "fp8"};

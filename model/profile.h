@@ -1,7 +1,7 @@
 // model/profile.h: hardware profiles as data files, each value with its provenance.
 //
 // defines: Provenance, load_profile, parse_profile, write_profile,
-// builtin_profile, builtin_profile_names, hardware_profile, kCpuKernels,
+// builtin_profile, builtin_profile_names, hardware_profile, kCpuKernels, kernel_has_backward,
 // ProfileNumber, profile_numbers
 //
 // A profile describes one device the simulator can time work on: a GPU SKU
@@ -75,5 +75,8 @@ std::vector<ProfileNumber> profile_numbers();
 // The kernels a CPU profile must measure (the engine's CpuDevice work outside
 // GEMMs and attention), by the names model/op_cost.h gives them.
 extern const std::vector<std::string> kCpuKernels;
+// Kernels of kCpuKernels whose backward is a measurement of its own (the
+// others are forward-only work).
+bool kernel_has_backward(const std::string& kernel);
 
 }  // namespace megascale::model

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +60,26 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << dump(r);
   EXPECT_FALSE(fs::exists("/tmp/megascale-cli-test-engine.toml"));
+  // One profile measures one device set-up: scenarios asking for another
+  // precision are refused, naming both files, before any GPU is needed.
+  const std::string fp32 = (fs::temp_directory_path() / "megascale-cli-test-fp32.toml").string();
+  {
+    std::ifstream in(kSourceDir + "/scenarios/gpu/gpt-1b-h200.toml");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string t = text.str();
+    const size_t at = t.find("precision = \"bf16\"");
+    ASSERT_NE(at, std::string::npos);
+    t.replace(at, std::string("precision = \"bf16\"").size(), "precision = \"fp32\"");
+    std::ofstream(fp32) << t;
+  }
+  r = run_megascale({"calibrate", "micro", "--device", "cuda", "--engine-profile", "/tmp/megascale-cli-test-engine.toml",
+                     "scenarios/gpu/gpt-1b-h200.toml", fp32});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("differs from scenarios/gpu/gpt-1b-h200.toml"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find(fp32), std::string::npos) << dump(r);
+  EXPECT_FALSE(fs::exists("/tmp/megascale-cli-test-engine.toml"));
+  fs::remove(fp32);
   r = run_megascale({"calibrate", "micro", "--ranks", "0"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("--ranks"), std::string::npos) << dump(r);
