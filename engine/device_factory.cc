@@ -42,9 +42,14 @@ std::unique_ptr<Device> make_device(const DeviceOptions& options) {
   if (options.precision != "fp32" && options.precision != "bf16") {
     throw std::invalid_argument("device precision must be \"fp32\" or \"bf16\", got \"" + options.precision + "\"");
   }
-  if (options.attention != "auto" && options.attention != "flash" && options.attention != "cublas") {
-    throw std::invalid_argument("device attention must be \"auto\", \"flash\" or \"cublas\", got \"" +
+  if (options.attention != "auto" && options.attention != "flash" && options.attention != "cublas" &&
+      options.attention != "flash-tc") {
+    throw std::invalid_argument("device attention must be \"auto\", \"flash\", \"cublas\" or \"flash-tc\", got \"" +
                                 options.attention + "\"");
+  }
+  if (options.attention == "flash-tc" && options.precision != "bf16") {
+    throw std::invalid_argument("device attention \"flash-tc\" runs on bf16 tensor cores: it needs precision "
+                                "\"bf16\", got \"" + options.precision + "\"");
   }
   if (options.name == "cpu") return std::make_unique<CpuDevice>();
   if (options.name != "cuda") {
@@ -57,8 +62,9 @@ std::unique_ptr<Device> make_device(const DeviceOptions& options) {
   o.ordinal = options.ordinal;
   o.precision = options.precision == "bf16" ? GemmPrecision::kBf16 : GemmPrecision::kFp32;
   o.attention = options.attention == "flash"    ? AttentionPath::kFlash
-                : options.attention == "cublas" ? AttentionPath::kCublas
-                                                : AttentionPath::kAuto;
+                : options.attention == "cublas"   ? AttentionPath::kCublas
+                : options.attention == "flash-tc" ? AttentionPath::kFlashTc
+                                                  : AttentionPath::kAuto;
   return std::make_unique<CudaDevice>(o);
 #else
   return nullptr;  // unreachable: cuda_unavailable_reason() is never empty here

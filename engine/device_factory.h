@@ -31,7 +31,8 @@ struct DeviceOptions {
   std::string precision = "fp32";
   int ordinal = -1;                // CUDA device index; -1: local rank modulo the GPU count
   // CUDA attention path ([train] attention): "auto" (cuBLAS in bf16, the
-  // flash-style kernel in fp32) | "flash" | "cublas". Ignored on the CPU.
+  // flash-style kernel in fp32) | "flash" | "cublas" | "flash-tc" (tensor-core
+  // flash kernel; needs precision "bf16"). Ignored on the CPU.
   std::string attention = "auto";
 };
 

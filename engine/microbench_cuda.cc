@@ -173,6 +173,33 @@ CudaMicroResult run_cuda_microbenchmarks(bool quick, int repeats) {
     });
     add("adamw", "n " + std::to_string(n), s, 0, 28.0 * double(n));
   }
+  // Last, so that a fault in the newest kernel cannot take the points above
+  // with it: attention at the same shape on the tensor-core flash path (bf16
+  // mma.sync, kernels_attention_tc.cu). Its saved state gets the layer
+  // stash's B * NH * T^2 floats, so the forward keeps its copy of O as in
+  // training. A failure is reported on stderr and leaves the two points out.
+  try {
+    const int T = 2048, B = quick ? 1 : 4, NH = 16, HD = 128;
+    const size_t qkv_n = size_t(T) * B * 3 * NH * HD, out_n = size_t(T) * B * NH * HD;
+    const std::string shape = fmt::format("T{} B{} NH16 HD128 causal bf16", T, B);
+    const double fwd_flops = 4.0 * B * NH * double(T) * T * HD / 2;
+    CudaDeviceOptions tc_options = b16;
+    tc_options.attention = AttentionPath::kFlashTc;
+    CudaDevice tc(tc_options);
+    DeviceBuffer qkv = buffer(tc, qkv_n), out = buffer(tc, out_n), dqkv = buffer(tc, qkv_n);
+    DeviceBuffer saved = buffer(tc, size_t(B) * NH * T * T);
+    double s = time_calls(tc, repeats, [&] {
+      tc.attention_forward(out.floats(), saved.floats(), qkv.floats(), T, B, NH, NH, HD, 0);
+    });
+    add("attention_fwd_flash_tc", shape, s, fwd_flops, 0);
+    s = time_calls(tc, repeats, [&] {
+      tc.attention_backward(dqkv.floats(), out.floats(), qkv.floats(), saved.floats(), T, B, NH, NH, HD);
+    });
+    add("attention_bwd_flash_tc", shape, s, 2.5 * fwd_flops, 0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "megascale-micro: attention_fwd_flash_tc / attention_bwd_flash_tc not measured: %s\n",
+                 e.what());
+  }
   return r;
 }
 

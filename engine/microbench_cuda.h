@@ -11,7 +11,8 @@
 // (scenarios/gpu/gpt-1b-h200.toml: tokens 8192 = micro-batch 4 x 2048),
 // attention forward and backward (the flash path in fp32: attention_fwd /
 // attention_bwd; the cuBLAS path in bf16: attention_fwd_cublas /
-// attention_bwd_cublas, CudaDeviceOptions::attention), LayerNorm, GeLU, cross-entropy and AdamW at
+// attention_bwd_cublas; the tensor-core flash path: attention_fwd_flash_tc /
+// attention_bwd_flash_tc, CudaDeviceOptions::attention), LayerNorm, GeLU, cross-entropy and AdamW at
 // that model's sizes. A point reports FLOPs (GEMMs, attention) or bytes moved
 // (the memory-bound kernels), so achieved TFLOP/s or GB/s follow.
 //

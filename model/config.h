@@ -270,7 +270,8 @@ struct TrainConfig {
   std::string precision = "fp32";    // CUDA GEMMs: "fp32" | "bf16" (bf16 inputs, fp32 accumulation)
   // CUDA attention kernel (engine/cuda/device_cuda.h AttentionPath): "auto"
   // (cuBLAS tensor-core GEMMs in bf16, the flash-style kernel in fp32) |
-  // "flash" | "cublas". Ignored on the CPU.
+  // "flash" | "cublas" | "flash-tc" (flash style on bf16 tensor cores; needs
+  // precision "bf16"). Ignored on the CPU.
   std::string attention = "auto";
 };
 

@@ -579,7 +579,7 @@ constexpr std::string_view kTrainKeys[] = {"steps",          "learning_rate", "s
                                            "device",         "precision",     "attention"};
 constexpr std::string_view kTrainDevices[] = {"cpu", "cuda"};
 constexpr std::string_view kTrainPrecisions[] = {"fp32", "bf16"};
-constexpr std::string_view kTrainAttention[] = {"auto", "flash", "cublas"};
+constexpr std::string_view kTrainAttention[] = {"auto", "flash", "cublas", "flash-tc"};
 
 TrainConfig read_train(const Section& s) {
   s.reject_unknown_keys(kTrainKeys);
@@ -599,6 +599,9 @@ TrainConfig read_train(const Section& s) {
   t.device = s.choice("device", kTrainDevices).value_or(t.device);
   t.precision = s.choice("precision", kTrainPrecisions).value_or(t.precision);
   t.attention = s.choice("attention", kTrainAttention).value_or(t.attention);
+  if (t.attention == "flash-tc" && t.precision != "bf16") {
+    s.fail("attention", "\"flash-tc\" runs on bf16 tensor cores: it needs train.precision = \"bf16\"");
+  }
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
     s.fail("checkpoint_every", "needs train.checkpoint_dir");
   }

@@ -22,11 +22,15 @@
 #                 `megascale calibrate micro --device cuda`: the kernels timed
 #                 with CUDA events -> a measured profile (attention on both
 #                 paths: flash in fp32, attention_fwd/bwd; cuBLAS in bf16,
-#                 attention_fwd_cublas / attention_bwd_cublas)
+#                 attention_fwd_cublas / attention_bwd_cublas; tensor-core
+#                 flash in bf16, attention_fwd_flash_tc / attention_bwd_flash_tc)
 #   6. train-1b   scenarios/gpu/gpt-1b-h200.toml (~1.1B parameters, bf16, 20
 #                 steps) with a trace; MFU = model FLOPs / (step time x 989
 #                 TFLOP/s), the mean over steps 4..20 (the first ones warm up
 #                 cuBLASLt plans and the memory pool)
+#   6b. train-1b-flash-tc  the same with train.attention = "flash-tc"
+#                 (scenarios/gpu/gpt-1b-h200-flash-tc.toml): its engine profile
+#                 and a 20-step run in OUT/flash-tc/ (GPU_CHECK_FLASH_TC=0 skips)
 #   7. predict    `megascale calibrate check --from-run OUT --profile
 #                 OUT/profile-engine.toml`: the engine's calls timed by the
 #                 engine profile (issue 14's bound: within 10%; check-engine.json);
@@ -268,6 +272,21 @@ if [ $built = 1 ]; then
     return "${PIPESTATUS[0]}"
   }
   step train-1b train_1b
+  # 6b. The same model with the tensor-core flash attention
+  # (scenarios/gpu/gpt-1b-h200-flash-tc.toml), its own engine profile and a
+  # 20-step run with a trace, in OUT/flash-tc/ (GPU_CHECK_FLASH_TC=0 skips it).
+  if [ "${GPU_CHECK_FLASH_TC:-1}" = 1 ]; then
+    mkdir -p "$out/flash-tc"
+    step engine-profile-flash-tc "$micro_bin" --device cuda --engine-profile "$out/flash-tc/profile-engine.toml" \
+      "$root/scenarios/gpu/gpt-1b-h200-flash-tc.toml"
+    train_1b_flash_tc() {
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        "$train_bin" "$root/scenarios/gpu/gpt-1b-h200-flash-tc.toml" --json \
+          --set "train.trace=$out/flash-tc/trace" --set "train.work_dir=$work_dir" | tee "$out/flash-tc/train.jsonl"
+      return "${PIPESTATUS[0]}"
+    }
+    step train-1b-flash-tc train_1b_flash_tc
+  fi
 else
   note "skip  train-1b (no build)"
 fi
@@ -323,22 +342,28 @@ import csv, json, os, sys, collections
 out, gpu, failed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 PEAK = 989e12  # H200 dense bf16 (calibrate/profiles/H200-SXM-141GB.toml)
 summary = {"gpu": gpu, "peak_tflops": PEAK / 1e12}
-steps = []
-path = os.path.join(out, "train.jsonl")
-if os.path.exists(path):
-    for line in open(path):
-        line = line.strip()
-        if line.startswith("{"):
-            steps.append(json.loads(line))
-if steps:
+def run_summary(path, label):
+    """Mean step time and MFU of a train.jsonl over steps 4.. (the first ones warm up)."""
+    steps = []
+    if os.path.exists(path):
+        for line in open(path):
+            line = line.strip()
+            if line.startswith("{"):
+                steps.append(json.loads(line))
+    if not steps:
+        return {}
     timed = steps[3:] if len(steps) > 4 else steps
     mfu = sum(s["mfu"] for s in timed) / len(timed)
     step_s = sum(s["step_time_s"] for s in timed) / len(timed)
-    summary.update(train_steps=len(steps), mfu=mfu, step_time_s=step_s,
-                   tokens_per_s=sum(s["tokens_per_s"] for s in timed) / len(timed),
-                   first_loss=steps[0]["loss"], last_loss=steps[-1]["loss"])
-    print(f"1B GPT: {len(steps)} steps, step {step_s:.3f} s, MFU {100 * mfu:.1f}% of 989 TFLOP/s "
+    print(f"{label}: {len(steps)} steps, step {step_s:.3f} s, MFU {100 * mfu:.1f}% of 989 TFLOP/s "
           f"(mean of steps {len(steps) - len(timed) + 1}..{len(steps)}), loss {steps[0]['loss']:.3f} -> {steps[-1]['loss']:.3f}")
+    return dict(train_steps=len(steps), mfu=mfu, step_time_s=step_s,
+                tokens_per_s=sum(s["tokens_per_s"] for s in timed) / len(timed),
+                first_loss=steps[0]["loss"], last_loss=steps[-1]["loss"])
+summary.update(run_summary(os.path.join(out, "train.jsonl"), "1B GPT"))
+flash_tc = run_summary(os.path.join(out, "flash-tc", "train.jsonl"), "1B GPT, attention flash-tc")
+if flash_tc:
+    summary["flash_tc"] = flash_tc
 trace = os.path.join(out, "trace.csv")
 if os.path.exists(trace):
     flops, secs, count = collections.Counter(), collections.Counter(), collections.Counter()

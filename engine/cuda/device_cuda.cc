@@ -334,12 +334,22 @@ void CudaDevice::attention_forward(float* out, float* probs, const float* qkv, i
     cublas_attention_forward(out, probs, qkv, T, B, NH, NKV, HD, window);
     return;
   }
+  if (attention_path_ == AttentionPath::kFlashTc) {
+    cuda::launch_attention_tc_forward(out, probs, qkv, T, B, NH, NKV, HD, window, stream_);
+    return;
+  }
   cuda::launch_attention_forward(out, probs, qkv, T, B, NH, NKV, HD, window, stream_);
 }
 void CudaDevice::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int T,
                                     int B, int NH, int NKV, int HD) {
   if (attention_path_ == AttentionPath::kCublas) {
     cublas_attention_backward(dqkv, dout, qkv, probs, T, B, NH, NKV, HD);
+    return;
+  }
+  if (attention_path_ == AttentionPath::kFlashTc) {
+    float* ws = static_cast<float*>(
+        workspace(kScratch, cuda::attention_tc_backward_workspace_floats(T, B, NH, HD) * sizeof(float)));
+    cuda::launch_attention_tc_backward(dqkv, dout, qkv, probs, T, B, NH, NKV, HD, ws, stream_);
     return;
   }
   float* ws = static_cast<float*>(

@@ -62,11 +62,19 @@ enum class GemmPrecision { kFp32, kBf16 };
 //    of NH * T^2 floats (dP) plus, in bf16, NH * T^2 bf16 (P or dS) and the
 //    bf16 copies of qkv and dout; the full T x T products are computed (the
 //    causal half is masked afterwards, twice the useful GEMM FLOPs).
+//  - kFlashTc: kernels_attention_tc.cu, flash style on bf16 tensor cores
+//    (mma.sync, sm_80+; FlashAttention-2's tiling): inputs rounded to bf16 as
+//    they are loaded, fp32 softmax and accumulation, scores never stored, the
+//    causal / window mask skips whole tiles. `probs` holds each row's
+//    log-sum-exp, the window and (when T > HD + 4) a copy of O for the
+//    backward's D = rowsum(dO * O). Any precision (the device factory and the
+//    scenario ask for bf16, the precision it computes in).
 //  - kAuto (default): kCublas when precision is kBf16 (tensor cores), kFlash
 //    when kFp32 (the path the fp32 comparisons with CpuDevice were written for).
+//    kFlashTc is not the default until it has been measured on a GPU.
 // The layer stash gives `probs` B * NH * T^2 floats per layer on every path
 // (engine/transformer_layer.cc), so the saved state costs no more with kCublas.
-enum class AttentionPath { kAuto, kFlash, kCublas };
+enum class AttentionPath { kAuto, kFlash, kCublas, kFlashTc };
 
 struct CudaDeviceOptions {
   int ordinal = -1;  // -1: the MPI local rank (OMPI_COMM_WORLD_LOCAL_RANK / LOCAL_RANK) modulo the GPU count

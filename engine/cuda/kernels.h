@@ -11,6 +11,7 @@
 // (CudaDevice::workspace). Files: kernels_elementwise.cu (add, bias, GeLU,
 // SwiGLU, embeddings, bf16 casts), kernels_norm.cu (LayerNorm, softmax,
 // cross-entropy, column sums), kernels_attention.cu (flash attention),
+// kernels_attention_tc.cu (flash attention on bf16 tensor cores),
 // kernels_attention_scores.cu (the row kernels of the cuBLAS attention path),
 // kernels_optimizer.cu (multi-tensor AdamW / LAMB, sums of squares).
 //
@@ -97,6 +98,19 @@ void launch_attention_forward(float* out, float* saved, const float* qkv, int T,
 size_t attention_backward_workspace_floats(int T, int B, int NH);
 void launch_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
                                int T, int B, int NH, int NKV, int HD, float* ws, cudaStream_t s);
+
+// ---- attention on tensor cores (kernels_attention_tc.cu) -------------------------
+// Flash style in bf16 mma.sync (sm_80+). saved: as launch_attention_forward's,
+// then, from attention_tc_saved_o_offset (when it is not 0: the buffer of
+// B * NH * T * T floats has room), a copy of out for the backward's D.
+size_t attention_tc_saved_o_offset(int T, int B, int NH, int HD);
+void launch_attention_tc_forward(float* out, float* saved, const float* qkv, int T, int B, int NH, int NKV, int HD,
+                                 int window, cudaStream_t s);
+// ws: attention_tc_backward_workspace_floats(T, B, NH, HD) floats (D, and O
+// recomputed when the saved state had no room for it).
+size_t attention_tc_backward_workspace_floats(int T, int B, int NH, int HD);
+void launch_attention_tc_backward(float* dqkv, const float* dout, const float* qkv, const float* saved, int T, int B,
+                                  int NH, int NKV, int HD, float* ws, cudaStream_t s);
 
 // ---- explicit-scores attention (kernels_attention_scores.cu) -------------------
 // The row kernels of CudaDevice's cuBLAS attention path (its GEMMs are

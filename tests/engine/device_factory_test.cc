@@ -35,9 +35,22 @@ TEST(DeviceFactory, UnknownNameAndPrecisionRefused) {
     make_device({"cpu", "fp32", -1, "cudnn"});
     FAIL() << "attention cudnn accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("\"flash\" or \"cublas\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"cublas\" or \"flash-tc\""), std::string::npos) << e.what();
+  }
+  // The tensor-core flash path computes in bf16: asked for with fp32 GEMMs it
+  // is refused, naming both, before any GPU is looked for.
+  for (const char* name : {"cuda", "cpu"}) {
+    try {
+      make_device({name, "fp32", -1, "flash-tc"});
+      FAIL() << "flash-tc with fp32 accepted on " << name;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("\"flash-tc\""), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("\"bf16\""), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("\"fp32\""), std::string::npos) << e.what();
+    }
   }
   EXPECT_NE(make_device({"cpu", "fp32", -1, "flash"}), nullptr);  // the CPU ignores the path
+  EXPECT_NE(make_device({"cpu", "bf16", -1, "flash-tc"}), nullptr);
 }
 
 TEST(DeviceFactory, CudaRefusedWithTheReasonOrMade) {

@@ -394,6 +394,12 @@ TEST(ScenarioErrorTest, TrainTableErrors) {
                "unknown key 'step' (did you mean 'steps'?)");
   expect_error(std::string(kValid) + "[train]\nsteps = 0\n", 14, "train.steps", "must be");
   expect_error(std::string(kValid) + "[train]\nattention = \"cudnn\"\n", 14, "train.attention", "cudnn");
+  // The tensor-core flash kernel computes in bf16: fp32 GEMMs with it are refused.
+  expect_error(std::string(kValid) + "[train]\nattention = \"flash-tc\"\n", 14, "train.attention",
+               "train.precision = \"bf16\"");
+  EXPECT_EQ(parse_scenario(std::string(kValid) + "[train]\nprecision = \"bf16\"\nattention = \"flash-tc\"\n", "t.toml")
+                .train.attention,
+            "flash-tc");
   expect_error(std::string(kValid) + "[train]\nstartup_watchdog_s = -1\n", 14, "train.startup_watchdog_s", "must be a finite number >= 0");
   expect_error(std::string(kValid) + "[train]\ncheckpoint_every = 5\n", 14,
                "train.checkpoint_every", "needs train.checkpoint_dir");
