@@ -11,7 +11,8 @@
 //   low half); ld32(const bf16*) -> uint32_t; mma(d[4], a[4], b0, b1): d += a b
 //   for mma.m16n8k16 with the PTX ISA's fragment layouts; shfl_xor(v, lane_mask);
 //   warp_sum(v); sync_block(); fast_exp(x); round_to_int(x); kWarp;
-//   threadIdx / blockIdx / blockDim / gridDim; min / max (int), fmaxf, logf,
+//   AttentionGeometry and first_visible_key (engine/cuda/attention_geometry.h);
+//   threadIdx / blockIdx / blockDim / gridDim; min (int), fmaxf, logf,
 //   INFINITY; and the macros MEGASCALE_TC_KERNEL (a kernel's return type and
 //   qualifiers), MEGASCALE_TC_DEVICE (a device function's), MEGASCALE_TC_SHARED(name)
 //   (the block's dynamic shared memory as `unsigned char* name`-like storage,
@@ -26,24 +27,7 @@ constexpr int kKeyTile = 64;              // keys per shared tile (forward, dQ)
 constexpr int kQueryTile = 32;            // queries per shared tile (dK dV)
 constexpr int kPad = 8;                   // bf16 of padding per shared row (16 bytes)
 
-struct Geometry {
-  int T, B, NH, NKV, HD, group, width;  // width: floats per (t, b) row of qkv
-  float scale;
-  MEGASCALE_TC_DEVICE size_t qkv_row(int t, int b) const {
-    return (static_cast<size_t>(t) * B + b) * static_cast<size_t>(width);
-  }
-  MEGASCALE_TC_DEVICE size_t q_at(int t, int b, int h) const { return qkv_row(t, b) + static_cast<size_t>(h) * HD; }
-  MEGASCALE_TC_DEVICE size_t k_at(int t, int b, int g) const { return qkv_row(t, b) + static_cast<size_t>(NH + g) * HD; }
-  MEGASCALE_TC_DEVICE size_t v_at(int t, int b, int g) const {
-    return qkv_row(t, b) + static_cast<size_t>(NH + NKV + g) * HD;
-  }
-  MEGASCALE_TC_DEVICE size_t o_at(int t, int b, int h) const {
-    return (static_cast<size_t>(t) * B + b) * static_cast<size_t>(NH) * HD + static_cast<size_t>(h) * HD;
-  }
-  MEGASCALE_TC_DEVICE size_t row_at(int b, int h, int t) const {  // (B, NH, T) arrays: lse, D
-    return (static_cast<size_t>(b) * NH + h) * T + t;
-  }
-};
+using Geometry = AttentionGeometry;  // attention_geometry.h
 
 // The head dimension padded to the kernels' tile: 16, 32, 64 or 128 (host side).
 inline int padded_head_dim(int HD) { return HD <= 16 ? 16 : HD <= 32 ? 32 : HD <= 64 ? 64 : 128; }
@@ -58,9 +42,8 @@ inline size_t saved_o_offset(int T, int B, int NH, int HD) {
   return offset + rows * static_cast<size_t>(HD) <= capacity ? offset : 0;
 }
 
-MEGASCALE_TC_DEVICE int first_key(int i, int window) { return window > 0 ? max(0, i - window) : 0; }
 MEGASCALE_TC_DEVICE bool visible(int i, int j, int T, int window) {
-  return i < T && j <= i && j >= first_key(i, window);  // j <= i < T implies j < T
+  return i < T && j <= i && j >= first_visible_key(i, window);  // j <= i < T implies j < T
 }
 
 // A fragment of rows [r0, r0 + 16), k columns [k0, k0 + 16) of a row-major
@@ -134,7 +117,7 @@ MEGASCALE_TC_UNROLL
   for (int n = 0; n < kHDP / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the row sum
 
-  const int j_begin = first_key(i0, window);
+  const int j_begin = first_visible_key(i0, window);
   const int j_end = min(g.T - 1, i0 + kBlockRows - 1);  // last key any row of the block sees
   const int w_last = min(g.T - 1, w0 + kRowsPerWarp - 1);
   for (int j0 = j_begin; j0 <= j_end; j0 += kKeyTile) {
@@ -143,7 +126,7 @@ MEGASCALE_TC_UNROLL
     load_tile<kHDP, true>(vt_s, qkv, j0, kKeyTile, g.T, g.HD, [&](int t) { return g.v_at(t, b, kvh); });
     sync_block();
     // Warp-uniform skip: no query of this warp sees a key of the tile.
-    if (w0 >= g.T || j0 > w_last || j0 + kKeyTile - 1 < first_key(w0, window)) continue;
+    if (w0 >= g.T || j0 > w_last || j0 + kKeyTile - 1 < first_visible_key(w0, window)) continue;
 
     float s[kKeyTile / 8][4];
 MEGASCALE_TC_UNROLL
@@ -279,7 +262,7 @@ MEGASCALE_TC_UNROLL
   float dq[kHDP / 8][4];
 MEGASCALE_TC_UNROLL
   for (int n = 0; n < kHDP / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-  const int j_begin = first_key(i0, window);
+  const int j_begin = first_visible_key(i0, window);
   const int j_end = min(g.T - 1, i0 + kBlockRows - 1);
   const int w_last = min(g.T - 1, w0 + kRowsPerWarp - 1);
   for (int j0 = j_begin; j0 <= j_end; j0 += kKeyTile) {
@@ -288,7 +271,7 @@ MEGASCALE_TC_UNROLL
     load_tile<kHDP, false>(v_s, qkv, j0, kKeyTile, g.T, g.HD, [&](int t) { return g.v_at(t, b, kvh); });
     load_tile<kHDP, true>(kt_s, qkv, j0, kKeyTile, g.T, g.HD, [&](int t) { return g.k_at(t, b, kvh); });
     sync_block();
-    if (w0 >= g.T || j0 > w_last || j0 + kKeyTile - 1 < first_key(w0, window)) continue;
+    if (w0 >= g.T || j0 > w_last || j0 + kKeyTile - 1 < first_visible_key(w0, window)) continue;
 
     float s[kKeyTile / 8][4], dp[kKeyTile / 8][4];
 MEGASCALE_TC_UNROLL

@@ -3,7 +3,7 @@
 // `stream` and returning at once. CudaDevice (device_cuda.h) calls them; the
 // GPU tests compare each with CpuDevice.
 //
-// defines: the launch_* functions, kMaxAttentionHeadDim.
+// defines: the launch_* functions (kMaxAttentionHeadDim: attention_geometry.h).
 //
 // Shapes and semantics are exactly those of engine/device.h (activations
 // (T, B, C), "+=" where it says so); pointers are device memory. `ws` is a
@@ -27,12 +27,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace megascale::engine::cuda {
+#include "engine/cuda/attention_geometry.h"  // defines: kMaxAttentionHeadDim
 
-// The flash-attention kernels keep a (32, HD) key tile and a (32, HD) value
-// tile per block in shared memory, with HD per lane in registers: HD <= 128
-// (GPT-2 / GPT-3 / Llama heads are 64 or 128).
-constexpr int kMaxAttentionHeadDim = 128;
+namespace megascale::engine::cuda {
 
 // ---- elementwise (kernels_elementwise.cu) -----------------------------------
 void launch_add(float* out, const float* a, const float* b, size_t n, cudaStream_t s);

@@ -25,6 +25,7 @@
 // for a window W > 0 and 0 otherwise (engine/device.h).
 #include <cmath>
 
+#include "engine/cuda/attention_geometry.h"
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
@@ -36,26 +37,7 @@ constexpr int kRows = 8;                            // warps (rows) per block
 constexpr int kTile = kWarp;                        // keys (or queries) per shared tile
 constexpr int kDimsPerLane = kMaxAttentionHeadDim / kWarp;  // 4 accumulators per lane
 
-struct Geometry {
-  int T, B, NH, NKV, HD, group, width;  // width: floats per (t, b) row of qkv
-  float scale;
-  __device__ size_t qkv_row(int t, int b) const {
-    return (static_cast<size_t>(t) * B + b) * static_cast<size_t>(width);
-  }
-  __device__ size_t q_at(int t, int b, int h) const { return qkv_row(t, b) + static_cast<size_t>(h) * HD; }
-  __device__ size_t k_at(int t, int b, int g) const { return qkv_row(t, b) + static_cast<size_t>(NH + g) * HD; }
-  __device__ size_t v_at(int t, int b, int g) const {
-    return qkv_row(t, b) + static_cast<size_t>(NH + NKV + g) * HD;
-  }
-  __device__ size_t o_at(int t, int b, int h) const {
-    return (static_cast<size_t>(t) * B + b) * static_cast<size_t>(NH) * HD + static_cast<size_t>(h) * HD;
-  }
-  __device__ size_t row_at(int b, int h, int t) const {  // (B, NH, T) arrays: lse, D
-    return (static_cast<size_t>(b) * NH + h) * T + t;
-  }
-};
-
-__device__ __forceinline__ int first_key(int i, int window) { return window > 0 ? max(0, i - window) : 0; }
+using Geometry = AttentionGeometry;  // attention_geometry.h
 
 // The window the forward stored after the log-sum-exps (kernels.h); with
 // T == 1 there is one key, and no room and no need for it.
@@ -88,7 +70,7 @@ __global__ void attention_forward_kernel(float* out, float* saved, const float* 
   const int i0 = blockIdx.x * kRows;
   const int i = i0 + warp;
   const bool valid = i < g.T;
-  const int lo = first_key(i, window);
+  const int lo = first_visible_key(i, window);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && g.T > 1) {
     saved[static_cast<size_t>(g.B) * g.NH * g.T] = static_cast<float>(window);
   }
@@ -97,7 +79,7 @@ __global__ void attention_forward_kernel(float* out, float* saved, const float* 
   }
   float o[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
   float m = -INFINITY, l = 0.0f;
-  const int j_begin = first_key(i0, window);
+  const int j_begin = first_visible_key(i0, window);
   const int j_end = min(g.T - 1, i0 + kRows - 1);  // last key any row of the block sees
   for (int j0 = j_begin; j0 <= j_end; j0 += kTile) {
     __syncthreads();
@@ -159,7 +141,7 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* Dws, const f
   const int i0 = blockIdx.x * kRows;
   const int i = i0 + warp;
   const bool valid = i < g.T;
-  const int lo = first_key(i, window);
+  const int lo = first_visible_key(i, window);
   float row_lse = 0.0f, row_D = 0.0f;
   if (valid) {
     for (int d = lane; d < HD; d += kWarp) {
@@ -171,7 +153,7 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* Dws, const f
   }
   float acc[kDimsPerLane] = {0.0f, 0.0f, 0.0f, 0.0f};
   float D_part = 0.0f;
-  const int j_begin = first_key(i0, window);
+  const int j_begin = first_visible_key(i0, window);
   const int j_end = min(g.T - 1, i0 + kRows - 1);
   for (int j0 = j_begin; j0 <= j_end; j0 += kTile) {
     __syncthreads();
@@ -261,7 +243,7 @@ __global__ void attention_backward_key_kernel(float* dqkv, const float* Dws, con
       __syncthreads();
       if (!valid) continue;
       const int i = i0 + lane;
-      const bool visible = i < g.T && i >= j && first_key(i, window) <= j;
+      const bool visible = i < g.T && i >= j && first_visible_key(i, window) <= j;
       float p = 0.0f, ds = 0.0f;
       if (visible) {
         float s = 0.0f, t = 0.0f;
@@ -297,36 +279,14 @@ __global__ void attention_backward_key_kernel(float* dqkv, const float* Dws, con
   }
 }
 
-Geometry geometry(int T, int B, int NH, int NKV, int HD) {
-  Geometry g;
-  g.T = T;
-  g.B = B;
-  g.NH = NH;
-  g.NKV = NKV;
-  g.HD = HD;
-  g.group = NH / NKV;
-  g.width = (NH + 2 * NKV) * HD;
-  g.scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  return g;
-}
-
-void check_shape(int T, int B, int NH, int NKV, int HD) {
-  if (T < 1 || B < 1 || NH < 1 || NKV < 1 || NH % NKV != 0 || HD < 1 || HD > kMaxAttentionHeadDim) {
-    throw std::runtime_error("attention on CUDA: unsupported shape T " + std::to_string(T) + ", B " +
-                             std::to_string(B) + ", NH " + std::to_string(NH) + ", NKV " +
-                             std::to_string(NKV) + ", HD " + std::to_string(HD) + " (HD must be 1.." +
-                             std::to_string(kMaxAttentionHeadDim) + ", NH a multiple of NKV)");
-  }
-}
-
 unsigned row_blocks(int T) { return static_cast<unsigned>((T + kRows - 1) / kRows); }
 
 }  // namespace
 
 void launch_attention_forward(float* out, float* saved, const float* qkv, int T, int B, int NH,
                               int NKV, int HD, int window, cudaStream_t s) {
-  check_shape(T, B, NH, NKV, HD);
-  const Geometry g = geometry(T, B, NH, NKV, HD);
+  check_attention_shape("flash path", T, B, NH, NKV, HD);
+  const Geometry g = attention_geometry(T, B, NH, NKV, HD);
   const size_t smem = (static_cast<size_t>(kRows) * HD + 2 * kTile * (HD + 1)) * sizeof(float);
   attention_forward_kernel<<<dim3(row_blocks(T), static_cast<unsigned>(B * NH)), kRows * kWarp, smem, s>>>(
       out, saved, qkv, g, window);
@@ -339,8 +299,8 @@ size_t attention_backward_workspace_floats(int T, int B, int NH) {
 
 void launch_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* saved,
                                int T, int B, int NH, int NKV, int HD, float* ws, cudaStream_t s) {
-  check_shape(T, B, NH, NKV, HD);
-  const Geometry g = geometry(T, B, NH, NKV, HD);
+  check_attention_shape("flash path", T, B, NH, NKV, HD);
+  const Geometry g = attention_geometry(T, B, NH, NKV, HD);
   const size_t q_smem = (2 * static_cast<size_t>(kRows) * HD + 2 * kTile * (HD + 1)) * sizeof(float);
   const dim3 q_grid(row_blocks(T), static_cast<unsigned>(B * NH));
   attention_backward_query_kernel<1><<<q_grid, kRows * kWarp, q_smem, s>>>(dqkv, ws, dout, qkv, saved, g);

@@ -52,6 +52,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/cuda/attention_geometry.h"
 #include "engine/cuda/common.cuh"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
@@ -95,28 +96,6 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
 #include "engine/cuda/attention_tc_kernels.cuh"
 
 // ---- host side -----------------------------------------------------------------------
-
-Geometry geometry(int T, int B, int NH, int NKV, int HD) {
-  Geometry g;
-  g.T = T;
-  g.B = B;
-  g.NH = NH;
-  g.NKV = NKV;
-  g.HD = HD;
-  g.group = NH / NKV;
-  g.width = (NH + 2 * NKV) * HD;
-  g.scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  return g;
-}
-
-void check_shape(int T, int B, int NH, int NKV, int HD) {
-  if (T < 1 || B < 1 || NH < 1 || NKV < 1 || NH % NKV != 0 || HD < 1 || HD > kMaxAttentionHeadDim) {
-    throw std::runtime_error("attention on CUDA (tensor-core flash path): unsupported shape T " + std::to_string(T) +
-                             ", B " + std::to_string(B) + ", NH " + std::to_string(NH) + ", NKV " +
-                             std::to_string(NKV) + ", HD " + std::to_string(HD) + " (HD must be 1.." +
-                             std::to_string(kMaxAttentionHeadDim) + ", NH a multiple of NKV)");
-  }
-}
 
 // mma.sync with bf16 operands needs sm_80 (Ampere) or later.
 void check_arch() {
@@ -198,9 +177,9 @@ size_t attention_tc_saved_o_offset(int T, int B, int NH, int HD) { return saved_
 
 void launch_attention_tc_forward(float* out, float* saved, const float* qkv, int T, int B, int NH, int NKV, int HD,
                                  int window, cudaStream_t s) {
-  check_shape(T, B, NH, NKV, HD);
+  check_attention_shape("tensor-core flash path", T, B, NH, NKV, HD);
   check_arch();
-  const Geometry g = geometry(T, B, NH, NKV, HD);
+  const Geometry g = attention_geometry(T, B, NH, NKV, HD);
   const size_t o_offset = attention_tc_saved_o_offset(T, B, NH, HD);
   forward_dispatch(out, saved, o_offset > 0 ? saved + o_offset : nullptr, qkv, g, window, nullptr, s);
 }
@@ -213,9 +192,9 @@ size_t attention_tc_backward_workspace_floats(int T, int B, int NH, int HD) {
 
 void launch_attention_tc_backward(float* dqkv, const float* dout, const float* qkv, const float* saved, int T, int B,
                                   int NH, int NKV, int HD, float* ws, cudaStream_t s) {
-  check_shape(T, B, NH, NKV, HD);
+  check_attention_shape("tensor-core flash path", T, B, NH, NKV, HD);
   check_arch();
-  const Geometry g = geometry(T, B, NH, NKV, HD);
+  const Geometry g = attention_geometry(T, B, NH, NKV, HD);
   const size_t rows = static_cast<size_t>(B) * NH * T;
   float* D = ws;
   const size_t o_offset = attention_tc_saved_o_offset(T, B, NH, HD);

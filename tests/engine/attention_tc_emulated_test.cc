@@ -32,12 +32,14 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/cuda/attention_geometry.h"
 #include "engine/device_cpu.h"
+#include "tests/engine_gpu/attention_test_util.h"
+#include "tests/engine_gpu/gpu_test_util.h"
 
 namespace megascale::engine::tc_emulated {
 namespace {
@@ -55,11 +57,10 @@ Dim3 blockDim, gridDim;  // set before a launch's threads start, read-only while
 struct bf16 {
   uint16_t bits;
 };
-bf16 to_bf16(float x) {
+bf16 to_bf16(float x) {  // round to nearest even (gpu_test_util.h's round_bf16), keep the high half
+  const float r = gpu_test::round_bf16(x);
   uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u) return bf16{static_cast<uint16_t>(u >> 16 | ((u & 0xffffu) ? 0x40u : 0u))};
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  std::memcpy(&u, &r, sizeof u);
   return bf16{static_cast<uint16_t>(u >> 16)};
 }
 float from_bf16(uint16_t bits) {
@@ -124,7 +125,6 @@ int round_to_int(float x) { return static_cast<int>(std::lrint(x)); }
 float fmaxf(float a, float b) { return std::fmax(a, b); }
 float logf(float x) { return std::log(x); }
 int min(int a, int b) { return std::min(a, b); }
-int max(int a, int b) { return std::max(a, b); }
 
 // d += a b, the warp's 16 x 16 by 16 x 8 product, from the lanes' fragments.
 void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -156,6 +156,17 @@ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     d[e] += sum;
   }
 }
+
+using attention_test::bf16_close;
+using attention_test::Case;
+using attention_test::describe;
+using attention_test::Inputs;
+using attention_test::inputs;
+using attention_test::on_cpu;
+using attention_test::qkv_parts;
+using attention_test::Result;
+using cuda::AttentionGeometry;
+using cuda::first_visible_key;
 
 #define MEGASCALE_TC_KERNEL void
 #define MEGASCALE_TC_DEVICE inline
@@ -197,10 +208,6 @@ void launch(unsigned gx, unsigned gy, unsigned threads, size_t smem_bytes, Kerne
 // same saved-state layout and the same order of kernels.
 unsigned blocks_of(int rows) { return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows); }
 
-Geometry geometry(int T, int B, int NH, int NKV, int HD) {
-  return Geometry{T, B, NH, NKV, HD, NH / NKV, (NH + 2 * NKV) * HD, 1.0f / std::sqrt(static_cast<float>(HD))};
-}
-
 template <int kHDP>
 void forward_for(float* out, float* saved, float* o_copy, const float* qkv, const Geometry& g, int window,
                  const float* window_from) {
@@ -229,65 +236,17 @@ void backward_for(float* dqkv, const float* dout, const float* qkv, const float*
          [&] { tc_backward_dkv_kernel<kHDP>(dqkv, dout, qkv, lse, D, g); });
 }
 
-struct Case {
-  int T, B, NH, NKV, HD, window;
-};
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-::testing::AssertionResult bf16_close(const std::vector<float>& want, const std::vector<float>& got) {
-  double err2 = 0, ref2 = 0, max_ref = 0, max_err = 0;
-  size_t worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::fabs(static_cast<double>(got[i]) - want[i]);
-    if (!(e <= max_err)) {
-      max_err = std::isnan(e) ? INFINITY : e;
-      worst = i;
-    }
-    err2 += e * e;
-    ref2 += static_cast<double>(want[i]) * want[i];
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
-  }
-  const double normwise = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  const double elementwise = max_ref > 0 ? max_err / max_ref : max_err;
-  if (normwise <= 2e-2 && elementwise <= 3e-2) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "normwise " << normwise << ", worst element " << worst << ": want "
-                                       << want[worst] << ", got " << got[worst];
-}
-
-// The Q, K and V parts of a (T, B, (NH + 2 NKV) HD) tensor.
-std::vector<std::vector<float>> qkv_parts(const std::vector<float>& x, const Case& c) {
-  const size_t width = size_t(c.NH + 2 * c.NKV) * c.HD, nq = size_t(c.NH) * c.HD, nk = size_t(c.NKV) * c.HD;
-  std::vector<std::vector<float>> parts(3);
-  for (size_t row = 0; row < x.size() / width; ++row) {
-    const float* r = x.data() + row * width;
-    parts[0].insert(parts[0].end(), r, r + nq);
-    parts[1].insert(parts[1].end(), r + nq, r + nq + nk);
-    parts[2].insert(parts[2].end(), r + nq + nk, r + width);
-  }
-  return parts;
-}
-
 void expect_matches_cpu(const Case& c, uint32_t seed) {
-  SCOPED_TRACE("T " + std::to_string(c.T) + " B " + std::to_string(c.B) + " NH " + std::to_string(c.NH) + " NKV " +
-               std::to_string(c.NKV) + " HD " + std::to_string(c.HD) + " W " + std::to_string(c.window));
-  const size_t n_qkv = size_t(c.T) * c.B * (c.NH + 2 * c.NKV) * c.HD, n_out = size_t(c.T) * c.B * c.NH * c.HD;
+  SCOPED_TRACE(describe(c));
   const size_t rows = size_t(c.B) * c.NH * c.T;
-  const std::vector<float> qkv = random_values(n_qkv, seed), dout = random_values(n_out, seed + 1);
-  // CpuDevice: the reference.
-  CpuDevice cpu;
-  std::vector<float> want_out(n_out), probs(rows * c.T), want_dqkv(n_qkv);
-  cpu.attention_forward(want_out.data(), probs.data(), qkv.data(), c.T, c.B, c.NH, c.NKV, c.HD, c.window);
-  cpu.attention_backward(want_dqkv.data(), dout.data(), qkv.data(), probs.data(), c.T, c.B, c.NH, c.NKV, c.HD);
+  const Inputs in = inputs(c, seed);
+  const std::vector<float>&qkv = in.qkv, &dout = in.dout;
+  const size_t n_qkv = qkv.size(), n_out = dout.size();
+  const Result want = on_cpu(c, in);  // CpuDevice: the reference
+  const std::vector<float>&want_out = want.out, &want_dqkv = want.dqkv, &probs = want.probs;
   // The kernels, as launch_attention_tc_forward / _backward run them; outputs
   // start as NaN, so anything not written shows.
-  const Geometry g = geometry(c.T, c.B, c.NH, c.NKV, c.HD);
+  const Geometry g = cuda::attention_geometry(c.T, c.B, c.NH, c.NKV, c.HD);
   const float nan = std::nanf("");
   std::vector<float> out(n_out, nan), saved(rows * c.T, nan), dqkv(n_qkv, nan);
   const size_t o_offset = saved_o_offset(c.T, c.B, c.NH, c.HD);

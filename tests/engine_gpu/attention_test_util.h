@@ -1,7 +1,9 @@
 // tests/engine_gpu/attention_test_util.h: what the attention GPU tests share
 // (attention_cublas_gpu_test.cc, attention_flash_tc_gpu_test.cc): the cases,
 // the bf16 tolerance check against the fp32 CPU result, and one forward +
-// backward on CpuDevice or on a CudaDevice.
+// backward on CpuDevice or on a GPU device. CUDA-free: the CPU emulation of
+// the tensor-core kernels (tests/engine/attention_tc_emulated_test.cc) uses it
+// too.
 //
 // bf16 tolerance: against the fp32 CPU result, the normwise error
 // ||got - want|| / ||want|| <= kBf16Normwise = 2e-2 and every element within
@@ -18,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/device_cuda.h"
+#include "engine/device.h"
 #include "engine/device_cpu.h"
 #include "tests/engine_gpu/gpu_test_util.h"
 
@@ -123,7 +125,7 @@ inline Result on_cpu(const Case& c, const Inputs& in) {
 }
 // Runs forward and backward on `dev` (outputs pre-filled with NaN: both must
 // overwrite everything), then a second backward that must give the same bits.
-inline Result on_gpu(CudaDevice& dev, const Case& c, const Inputs& in) {
+inline Result on_gpu(Device& dev, const Case& c, const Inputs& in) {
   const float nan = std::nanf("");
   Mirror qkv(dev, in.qkv), dout(dev, in.dout), out(dev, std::vector<float>(in.dout.size(), nan));
   Mirror probs(dev, std::vector<float>(size_t(c.B) * c.NH * c.T * c.T, nan));
