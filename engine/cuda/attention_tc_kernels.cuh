@@ -70,6 +70,34 @@ MEGASCALE_TC_DEVICE void a_from_acc(uint32_t (&a)[4], const float (&lo)[4], cons
   a[3] = pack_bf16(hi[2], hi[3]);
 }
 
+// c1 = X1 Y1^T and c2 = X2 Y2^T for this warp's 16 rows [r0, r0 + 16) of X1
+// and X2 and the kN rows of Y1 and Y2 (all row-major shared tiles of kHDP
+// columns, `ld` bf16 per row): the two score-shaped products of the backward
+// (S and dP, or S^T and dP^T), sharing the loop over the head dimension.
+template <int kHDP, int kN>
+MEGASCALE_TC_DEVICE void two_products_nt(float (&c1)[kN / 8][4], float (&c2)[kN / 8][4], const bf16* x1,
+                                         const bf16* y1, const bf16* x2, const bf16* y2, int ld, int r0) {
+MEGASCALE_TC_UNROLL
+  for (int n = 0; n < kN / 8; ++n) {
+    c1[n][0] = c1[n][1] = c1[n][2] = c1[n][3] = 0.0f;
+    c2[n][0] = c2[n][1] = c2[n][2] = c2[n][3] = 0.0f;
+  }
+MEGASCALE_TC_UNROLL
+  for (int kk = 0; kk < kHDP / 16; ++kk) {
+    uint32_t a1[4], a2[4];
+    load_a(a1, x1, ld, r0, kk * 16);
+    load_a(a2, x2, ld, r0, kk * 16);
+MEGASCALE_TC_UNROLL
+    for (int n = 0; n < kN / 8; ++n) {
+      uint32_t b0, b1;
+      load_b(b0, b1, y1, ld, n * 8, kk * 16);
+      mma(c1[n], a1, b0, b1);
+      load_b(b0, b1, y2, ld, n * 8, kk * 16);
+      mma(c2[n], a2, b0, b1);
+    }
+  }
+}
+
 // Rows [t0, t0 + rows) of a per-token vector (src at offset(t)) into a shared
 // tile, rounded to bf16: row-major (rows, kHDP + kPad) when kTransposed is
 // false, else (kHDP, rows + kPad). Rows past T and dims past HD are zero.
@@ -273,26 +301,8 @@ MEGASCALE_TC_UNROLL
     sync_block();
     if (w0 >= g.T || j0 > w_last || j0 + kKeyTile - 1 < first_visible_key(w0, window)) continue;
 
-    float s[kKeyTile / 8][4], dp[kKeyTile / 8][4];
-MEGASCALE_TC_UNROLL
-    for (int n = 0; n < kKeyTile / 8; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.0f;
-    }
-MEGASCALE_TC_UNROLL
-    for (int kk = 0; kk < kHDP / 16; ++kk) {
-      uint32_t aq[4], ado[4];
-      load_a(aq, q_s, kLd, warp * kRowsPerWarp, kk * 16);
-      load_a(ado, do_s, kLd, warp * kRowsPerWarp, kk * 16);
-MEGASCALE_TC_UNROLL
-      for (int n = 0; n < kKeyTile / 8; ++n) {
-        uint32_t b0, b1;
-        load_b(b0, b1, k_s, kLd, n * 8, kk * 16);  // S = Q K^T
-        mma(s[n], aq, b0, b1);
-        load_b(b0, b1, v_s, kLd, n * 8, kk * 16);  // dP = dO V^T
-        mma(dp[n], ado, b0, b1);
-      }
-    }
+    float s[kKeyTile / 8][4], dp[kKeyTile / 8][4];  // S = Q K^T, dP = dO V^T
+    two_products_nt<kHDP, kKeyTile>(s, dp, q_s, k_s, do_s, v_s, kLd, warp * kRowsPerWarp);
 MEGASCALE_TC_UNROLL
     for (int n = 0; n < kKeyTile / 8; ++n) {
 MEGASCALE_TC_UNROLL
@@ -382,26 +392,8 @@ MEGASCALE_TC_UNROLL
       const int i_last = min(g.T - 1, i0 + kQueryTile - 1);
       if (w0 >= g.T || i_last < w0 || (window > 0 && i0 - window > w_last)) continue;
 
-      float st[kQueryTile / 8][4], dpt[kQueryTile / 8][4];  // S^T, dP^T: rows keys, columns queries
-MEGASCALE_TC_UNROLL
-      for (int n = 0; n < kQueryTile / 8; ++n) {
-        st[n][0] = st[n][1] = st[n][2] = st[n][3] = 0.0f;
-        dpt[n][0] = dpt[n][1] = dpt[n][2] = dpt[n][3] = 0.0f;
-      }
-MEGASCALE_TC_UNROLL
-      for (int kk = 0; kk < kHDP / 16; ++kk) {
-        uint32_t ak[4], av[4];
-        load_a(ak, k_s, kLd, warp * kRowsPerWarp, kk * 16);
-        load_a(av, v_s, kLd, warp * kRowsPerWarp, kk * 16);
-MEGASCALE_TC_UNROLL
-        for (int n = 0; n < kQueryTile / 8; ++n) {
-          uint32_t b0, b1;
-          load_b(b0, b1, q_s, kLd, n * 8, kk * 16);  // S^T = K Q^T
-          mma(st[n], ak, b0, b1);
-          load_b(b0, b1, do_s, kLd, n * 8, kk * 16);  // dP^T = V dO^T
-          mma(dpt[n], av, b0, b1);
-        }
-      }
+      float st[kQueryTile / 8][4], dpt[kQueryTile / 8][4];  // S^T = K Q^T, dP^T = V dO^T: rows keys
+      two_products_nt<kHDP, kQueryTile>(st, dpt, k_s, q_s, v_s, do_s, kLd, warp * kRowsPerWarp);
 MEGASCALE_TC_UNROLL
       for (int n = 0; n < kQueryTile / 8; ++n) {
 MEGASCALE_TC_UNROLL
