@@ -98,6 +98,11 @@ MEGASCALE_TC_UNROLL
   }
 }
 
+// Under the causal mask a query block's work grows with its index: blocks are
+// taken last-first, so that the longest start first and the short ones fill
+// the tail (the dK / dV blocks, whose work shrinks with the index, keep the order).
+MEGASCALE_TC_DEVICE int heavy_first_block() { return static_cast<int>(gridDim.x - 1 - blockIdx.x); }
+
 // Rows [t0, t0 + rows) of a per-token vector (src at offset(t)) into a shared
 // tile, rounded to bf16: row-major (rows, kHDP + kPad) when kTransposed is
 // false, else (kHDP, rows + kPad). Rows past T and dims past HD are zero.
@@ -132,7 +137,7 @@ MEGASCALE_TC_KERNEL tc_forward_kernel(float* out, float* saved, float* o_copy,
   if (window_from != nullptr) window = g.T > 1 ? round_to_int(*window_from) : 0;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, gq = lane / 4, tq = lane % 4;
   const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, kvh = h / g.group;
-  const int i0 = blockIdx.x * kBlockRows;
+  const int i0 = heavy_first_block() * kBlockRows;
   const int w0 = i0 + warp * kRowsPerWarp;  // this warp's first query
   const int rows[2] = {w0 + gq, w0 + gq + 8};
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && g.T > 1 && saved != nullptr) {
@@ -275,7 +280,7 @@ MEGASCALE_TC_KERNEL tc_backward_dq_kernel(float* dqkv, const float* dout, const 
   const int window = g.T > 1 ? round_to_int(lse[static_cast<size_t>(g.B) * g.NH * g.T]) : 0;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, gq = lane / 4, tq = lane % 4;
   const int bh = blockIdx.y, b = bh / g.NH, h = bh % g.NH, kvh = h / g.group;
-  const int i0 = blockIdx.x * kBlockRows;
+  const int i0 = heavy_first_block() * kBlockRows;
   const int w0 = i0 + warp * kRowsPerWarp;
   const int rows[2] = {w0 + gq, w0 + gq + 8};
   float row_lse[2], row_D[2];
