@@ -42,6 +42,8 @@
 #                 profile (and with the shipped one), op by op; reports in
 #                 OUT/calibration/ and OUT/calibration-shipped/ (.md, .svg,
 #                 .json), their JSON in check.json / check-shipped.json
+#                 and, after step 6b, the flash-tc run from its own engine
+#                 profile (OUT/flash-tc/check-engine.json)
 #   8. report     predicted vs measured step time (from step 7's checks);
 #                 kernel efficiencies from
 #                 the trace (achieved TFLOP/s of each GEMM / attention op
@@ -329,6 +331,14 @@ elif [ $built = 1 ] && [ -s "$out/gemm-sweep.csv" ] && [ -s "$out/trace.csv" ]; 
       --name "H200-SXM-141GB-measured" --out "$out/profile-h200-measured.toml" || return 1
     check_run calibration --profile "$out/profile-h200-measured.toml" || return 1
     check_run calibration-shipped
+    # 4. the flash-tc run (step 6b) from its own engine profile.
+    if [ -s "$out/flash-tc/profile-engine.toml" ] && [ -s "$out/flash-tc/trace.csv" ]; then
+      local rc=0
+      "$cli_bin" calibrate check "$root/scenarios/gpu/gpt-1b-h200-flash-tc.toml" --from-run "$out/flash-tc" \
+        --warmup 3 --tolerance 0.10 --dir "$out/flash-tc/calibration-engine" --json \
+        --profile "$out/flash-tc/profile-engine.toml" > "$out/flash-tc/check-engine.json" || rc=$?
+      [ $rc -le 1 ] || return 1
+    fi
   }
   step predict predict
 else
@@ -389,21 +399,24 @@ def check_of(name):
         return None
     checks = json.load(open(path)).get("checks", [])
     return checks[0] if checks else None
-for name, label, report in (("check-engine.json", "engine profile: the engine's calls measured", "calibration-engine"),
-                            ("check.json", "GPU model, measured GEMMs", "calibration"),
-                            ("check-shipped.json", "GPU model, shipped profile", "calibration-shipped")):
+for name, label, report, key in (
+        ("check-engine.json", "engine profile: the engine's calls measured", "calibration-engine", "predict_engine"),
+        ("check.json", "GPU model, measured GEMMs", "calibration", "predict"),
+        ("check-shipped.json", "GPU model, shipped profile", "calibration-shipped", "predict_shipped"),
+        ("flash-tc/check-engine.json", "attention flash-tc, its engine profile", "flash-tc/calibration-engine",
+         "predict_flash_tc_engine")):
     c = check_of(name)
     if c is None:
         continue
-    key = {"check-engine.json": "predict_engine", "check.json": "predict", "check-shipped.json": "predict_shipped"}[name]
     p, m, err = c["predicted_step_s"], c["measured_step_s"], c["error"]
     warm = len(c["measured_steps_s"]) - c["steps_used"]
     summary["predicted_step_s_" + key] = p
-    summary["measured_step_s_median"] = m
+    summary["measured_step_s_median" + ("_flash_tc" if key.startswith("predict_flash_tc") else "")] = m
     summary["prediction_error_" + key] = err
-    summary["check_" + key] = report + "/gpt-1b-h200.md"
+    md = report + ("/gpt-1b-h200-flash-tc.md" if key.startswith("predict_flash_tc") else "/gpt-1b-h200.md")
+    summary["check_" + key] = md
     print(f"predicted step ({label}): {p:.3f} s vs measured {m:.3f} s (median of steps {warm + 1}..{warm + c['steps_used']}): "
-          f"error {100 * err:+.1f}% (issue 14's bound: within 10%); per op: {report}/gpt-1b-h200.md")
+          f"error {100 * err:+.1f}% (issue 14's bound: within 10%); per op: {md}")
 summary["failed"] = failed
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 PY
