@@ -98,6 +98,25 @@ MEGASCALE_TC_UNROLL
   }
 }
 
+// Calls store(r, d, v) for each value v of this lane's part of a 16 x kHDP
+// accumulator (rows r = 0: g, 1: g + 8 of the warp's 16; dims d < HD): the
+// write-back of O, dQ, dK and dV.
+template <int kHDP, typename Store>
+MEGASCALE_TC_DEVICE void for_each_output(const float (&acc)[kHDP / 8][4], int HD, Store store) {
+  const int tq = threadIdx.x % 4;
+MEGASCALE_TC_UNROLL
+  for (int r = 0; r < 2; ++r) {
+MEGASCALE_TC_UNROLL
+    for (int n = 0; n < kHDP / 8; ++n) {
+MEGASCALE_TC_UNROLL
+      for (int c = 0; c < 2; ++c) {
+        const int d = n * 8 + 2 * tq + c;
+        if (d < HD) store(r, d, acc[n][2 * r + c]);
+      }
+    }
+  }
+}
+
 // Under the causal mask a query block's work grows with its index: blocks are
 // taken last-first, so that the longest start first and the short ones fill
 // the tail (the dK / dV blocks, whose work shrinks with the index, keep the order).
@@ -228,23 +247,16 @@ MEGASCALE_TC_UNROLL
     l[r] += shfl_xor(l[r], 1);
     l[r] += shfl_xor(l[r], 2);
   }
+  // Every row i < T sees key i, so l > 0 there.
+  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+  for_each_output<kHDP>(o, g.HD, [&](int r, int d, float v) {
+    if (rows[r] >= g.T) return;
+    out[g.o_at(rows[r], b, h) + d] = v * inv[r];
+    if (o_copy != nullptr) o_copy[g.o_at(rows[r], b, h) + d] = v * inv[r];
+  });
 MEGASCALE_TC_UNROLL
   for (int r = 0; r < 2; ++r) {
-    const int i = rows[r];
-    if (i >= g.T) continue;  // every row i < T sees key i: l > 0
-    const float inv = 1.0f / l[r];
-MEGASCALE_TC_UNROLL
-    for (int n = 0; n < kHDP / 8; ++n) {
-MEGASCALE_TC_UNROLL
-      for (int c = 0; c < 2; ++c) {
-        const int d = n * 8 + 2 * tq + c;
-        if (d >= g.HD) continue;
-        const float v = o[n][2 * r + c] * inv;
-        out[g.o_at(i, b, h) + d] = v;
-        if (o_copy != nullptr) o_copy[g.o_at(i, b, h) + d] = v;
-      }
-    }
-    if (tq == 0 && saved != nullptr) saved[g.row_at(b, h, i)] = m[r] + logf(l[r]);
+    if (rows[r] < g.T && tq == 0 && saved != nullptr) saved[g.row_at(b, h, rows[r])] = m[r] + logf(l[r]);
   }
 }
 
@@ -329,19 +341,9 @@ MEGASCALE_TC_UNROLL
       }
     }
   }
-MEGASCALE_TC_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int i = rows[r];
-    if (i >= g.T) continue;
-MEGASCALE_TC_UNROLL
-    for (int n = 0; n < kHDP / 8; ++n) {
-MEGASCALE_TC_UNROLL
-      for (int c = 0; c < 2; ++c) {
-        const int d = n * 8 + 2 * tq + c;
-        if (d < g.HD) dqkv[g.q_at(i, b, h) + d] = dq[n][2 * r + c] * g.scale;
-      }
-    }
-  }
+  for_each_output<kHDP>(dq, g.HD, [&](int r, int d, float v) {
+    if (rows[r] < g.T) dqkv[g.q_at(rows[r], b, h) + d] = v * g.scale;
+  });
 }
 
 // ---- backward: dK, dV, per key block of a KV head over the group's query heads --------
@@ -425,20 +427,11 @@ MEGASCALE_TC_UNROLL
       }
     }
   }
-MEGASCALE_TC_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int j = keys[r];
-    if (j >= g.T) continue;
-MEGASCALE_TC_UNROLL
-    for (int n = 0; n < kHDP / 8; ++n) {
-MEGASCALE_TC_UNROLL
-      for (int c = 0; c < 2; ++c) {
-        const int d = n * 8 + 2 * tq + c;
-        if (d >= g.HD) continue;
-        dqkv[g.k_at(j, b, kvh) + d] = dk[n][2 * r + c] * g.scale;
-        dqkv[g.v_at(j, b, kvh) + d] = dv[n][2 * r + c];
-      }
-    }
-  }
+  for_each_output<kHDP>(dk, g.HD, [&](int r, int d, float v) {
+    if (keys[r] < g.T) dqkv[g.k_at(keys[r], b, kvh) + d] = v * g.scale;
+  });
+  for_each_output<kHDP>(dv, g.HD, [&](int r, int d, float v) {
+    if (keys[r] < g.T) dqkv[g.v_at(keys[r], b, kvh) + d] = v;
+  });
 }
 

@@ -95,6 +95,12 @@ CudaDevice::CudaDevice(const CudaDeviceOptions& options) : options_(options) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
   device_name_ = prop.name;
   compute_capability_ = prop.major * 10 + prop.minor;
+  if (attention_path_ == AttentionPath::kFlashTc && compute_capability_ < 80) {
+    // kernels_attention_tc.cu runs bf16 mma.sync, which needs sm_80 (Ampere) or later.
+    throw std::runtime_error("CudaDevice: attention \"flash-tc\" needs compute capability 8.0 or later (bf16 "
+                             "mma.sync); " + device_name_ + " has " + std::to_string(prop.major) + "." +
+                             std::to_string(prop.minor) + ": use attention \"flash\" or \"cublas\"");
+  }
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   // Keep freed blocks in the pool (the default threshold 0 hands them back to
   // the driver at every synchronisation, making each allocation a real one).

@@ -68,7 +68,8 @@ enum class GemmPrecision { kFp32, kBf16 };
 //    causal / window mask skips whole tiles. `probs` holds each row's
 //    log-sum-exp, the window and (when T > HD + 4) a copy of O for the
 //    backward's D = rowsum(dO * O). Any precision (the device factory and the
-//    scenario ask for bf16, the precision it computes in).
+//    scenario ask for bf16, the precision it computes in). The constructor
+//    refuses it on a GPU below compute capability 8.0 (no bf16 mma.sync).
 //  - kAuto (default): kCublas when precision is kBf16 (tensor cores), kFlash
 //    when kFp32 (the path the fp32 comparisons with CpuDevice were written for).
 //    kFlashTc is not the default until it has been measured on a GPU.

@@ -89,25 +89,13 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
-  __trap();  // the host refuses to launch below sm_80 (check_arch)
+  __trap();  // CudaDevice refuses AttentionPath::kFlashTc below sm_80 (device_cuda.cc)
 #endif
 }
 
 #include "engine/cuda/attention_tc_kernels.cuh"
 
 // ---- host side -----------------------------------------------------------------------
-
-// mma.sync with bf16 operands needs sm_80 (Ampere) or later.
-void check_arch() {
-  int dev = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major < 8) {
-    throw std::runtime_error("attention on CUDA (tensor-core flash path): needs compute capability 8.0 or later "
-                             "(bf16 mma.sync), this GPU has " + std::to_string(major) + ".x; use attention = \"flash\" "
-                             "or \"cublas\"");
-  }
-}
 
 unsigned blocks_of(int rows) { return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows); }
 
@@ -130,17 +118,25 @@ size_t dkv_smem_bytes() {
          2 * kQueryTile * sizeof(float);
 }
 
-// Allows `bytes` of dynamic shared memory (above the 48 KiB default needs the opt-in).
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+// Allows `bytes` of dynamic shared memory (above the 48 KiB default needs the
+// opt-in), once per kernel: the first launch sets it, the later ones skip it.
+// (One process drives one GPU in the engine, so one setting per kernel holds.)
+// The kernel is a template argument, so each kernel has its own flag (the dQ
+// and dK/dV kernels share one signature).
+template <auto kKernel>
+void allow_smem(size_t bytes) {
+  static const bool set = [&] {
+    CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    return true;
+  }();
+  (void)set;
 }
 
 template <int kHDP>
 void forward_for(float* out, float* saved, float* o_copy, const float* qkv, const Geometry& g, int window,
                  const float* window_from, cudaStream_t s) {
   const size_t smem = forward_smem_bytes<kHDP>();
-  allow_smem(tc_forward_kernel<kHDP>, smem);
+  allow_smem<tc_forward_kernel<kHDP>>(smem);
   tc_forward_kernel<kHDP><<<dim3(blocks_of(g.T), static_cast<unsigned>(g.B * g.NH)), kThreads, smem, s>>>(
       out, saved, o_copy, qkv, g, window, window_from);
   CUDA_CHECK_LAUNCH();
@@ -160,12 +156,12 @@ template <int kHDP>
 void backward_for(float* dqkv, const float* dout, const float* qkv, const float* lse, const float* D,
                   const Geometry& g, cudaStream_t s) {
   const size_t dq_smem = dq_smem_bytes<kHDP>();
-  allow_smem(tc_backward_dq_kernel<kHDP>, dq_smem);
+  allow_smem<tc_backward_dq_kernel<kHDP>>(dq_smem);
   tc_backward_dq_kernel<kHDP><<<dim3(blocks_of(g.T), static_cast<unsigned>(g.B * g.NH)), kThreads, dq_smem, s>>>(
       dqkv, dout, qkv, lse, D, g);
   CUDA_CHECK_LAUNCH();
   const size_t dkv_smem = dkv_smem_bytes<kHDP>();
-  allow_smem(tc_backward_dkv_kernel<kHDP>, dkv_smem);
+  allow_smem<tc_backward_dkv_kernel<kHDP>>(dkv_smem);
   tc_backward_dkv_kernel<kHDP><<<dim3(blocks_of(g.T), static_cast<unsigned>(g.B * g.NKV)), kThreads, dkv_smem, s>>>(
       dqkv, dout, qkv, lse, D, g);
   CUDA_CHECK_LAUNCH();
@@ -178,7 +174,6 @@ size_t attention_tc_saved_o_offset(int T, int B, int NH, int HD) { return saved_
 void launch_attention_tc_forward(float* out, float* saved, const float* qkv, int T, int B, int NH, int NKV, int HD,
                                  int window, cudaStream_t s) {
   check_attention_shape("tensor-core flash path", T, B, NH, NKV, HD);
-  check_arch();
   const Geometry g = attention_geometry(T, B, NH, NKV, HD);
   const size_t o_offset = attention_tc_saved_o_offset(T, B, NH, HD);
   forward_dispatch(out, saved, o_offset > 0 ? saved + o_offset : nullptr, qkv, g, window, nullptr, s);
@@ -193,7 +188,6 @@ size_t attention_tc_backward_workspace_floats(int T, int B, int NH, int HD) {
 void launch_attention_tc_backward(float* dqkv, const float* dout, const float* qkv, const float* saved, int T, int B,
                                   int NH, int NKV, int HD, float* ws, cudaStream_t s) {
   check_attention_shape("tensor-core flash path", T, B, NH, NKV, HD);
-  check_arch();
   const Geometry g = attention_geometry(T, B, NH, NKV, HD);
   const size_t rows = static_cast<size_t>(B) * NH * T;
   float* D = ws;
