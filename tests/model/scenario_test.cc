@@ -602,6 +602,44 @@ gpus = 16
                "global_batch (768) not divisible by dp*micro_batch (4*5=20)");
 }
 
+// With context parallelism the layout errors print the file's dp and global
+// batch and name cp in the product, not the folded cp x dp the model runs on.
+TEST(ScenarioErrorTest, LayoutErrorsUnderContextParallelismPrintTheFilesValues) {
+  expect_error(R"([model]
+layers = 24
+hidden = 2048
+heads = 16
+seq_len = 2048
+vocab = 51200
+[parallel]
+tp = 2
+cp = 2
+pp = 2
+dp = 4
+global_batch = 64
+[cluster]
+gpus = 16
+)",
+               14, "cluster.gpus", "gpus (16) != tp*cp*pp*dp (2*2*2*4=32)");
+  expect_error(R"([model]
+layers = 24
+hidden = 2048
+heads = 16
+seq_len = 2048
+vocab = 51200
+[parallel]
+tp = 2
+cp = 2
+pp = 2
+dp = 2
+micro_batch = 5
+global_batch = 64
+[cluster]
+gpus = 16
+)",
+               13, "parallel.global_batch", "global_batch (64) not divisible by dp*micro_batch (2*5=10)");
+}
+
 TEST(ScenarioErrorTest, MicrobatchesNotMultipleOfPpWithVpp) {
   expect_error(R"([model]
 layers = 24
