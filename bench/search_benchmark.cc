@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@
 #include "model/hardware.h"     // defines: gpu_profile, GpuProfile
 #include "model/memory.h"       // defines: memory_per_gpu
 #include "model/profile.h"
-#include "model/scenario.h"     // defines: default_scenario, load_scenario, check_layout
+#include "model/scenario.h"     // defines: default_scenario, load_scenario, check_layout, with_layout
 #include "model/search.h"       // defines: enumerate_layouts, search
 
 namespace {
@@ -59,17 +60,22 @@ void BM_SearchEvaluations(benchmark::State& state) {
   const model::GpuProfile& gpu = model::hardware_profile(s);
   model::Scenario trial = s;
   trial.cluster.gpus = kPaperGpus;
+  // One model per context-parallel size, as model::search keeps them.
+  std::map<int, model::ModelConfig> models;
+  for (const model::ParallelConfig& p : layouts) models.emplace(p.cp, model::with_layout(s, p).model);
   int64_t valid = 0, fit = 0;
   double best_mfu = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     valid = fit = 0;
     for (const model::ParallelConfig& p : layouts) {
-      if (model::check_layout(s.model, p, kPaperGpus).has_value()) continue;
+      const model::ModelConfig& m = models.at(p.cp);
+      if (model::check_layout(m, p, kPaperGpus).has_value()) continue;
       ++valid;
-      if (!model::memory_per_gpu(s.model, p, s.optimizations, gpu).fits()) continue;
+      if (!model::memory_per_gpu(m, p, s.optimizations, gpu).fits()) continue;
       ++fit;
       trial.parallel = p;
+      trial.model = m;
       const model::Estimate e = model::estimate(trial);
       best_mfu = std::max(best_mfu, e.mfu);
     }

@@ -25,10 +25,6 @@ constexpr int kMaxSearchGpus = 1 << 20;
 int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.positional.size() != 1) throw UsageError("search expects exactly one scenario FILE");
   const model::Scenario s = model::load_scenario(p.positional[0], p.all("--set"));
-  if (s.parallel.cp > 1) {
-    throw UsageError("search does not enumerate context parallelism yet; " + s.source +
-                     " sets parallel.cp = " + std::to_string(s.parallel.cp) + " (simulate it, or search without cp)");
-  }
   model::SearchOptions o;
   o.gpus = static_cast<int>(p.integer("--gpus", s.cluster.gpus));
   // --fix tp=8,pp=4: dimensions the search keeps (the scenario's own [parallel]
@@ -93,14 +89,14 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
 CommandEntry search_command() {
   const std::string headroom = "the share of GPU memory to keep free, 0..0.9 or 0%..90%";
   return {{"search", "FILE [options]",
-           "rank every valid (tp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage,\n"
+           "rank every valid (tp, cp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage,\n"
            "recompute) by predicted MFU (analytical); drops what does not fit; * marks the\n"
            "layouts within the model's error of #1. Exit 1 when nothing fits.",
            {json_flag(),
             {"--gpus", Kind::kInt, "N", "GPUs to lay out (default: the scenario's cluster.gpus)", 1, kMaxSearchGpus},
             {"--top", Kind::kInt, "K", "layouts ranked (default 10)", 1, kMaxInt},
             {"--refine", Kind::kInt, "N", "re-simulate the best N at event level and re-rank them by\nit (a line per layout on stderr)", 1, kMaxInt},
-            {"--fix", Kind::kText, "tp=8,pp=4,...", "keep dimensions (tp, pp, vpp, dp, micro_batch, zero_stage)"},
+            {"--fix", Kind::kText, "tp=8,pp=4,...", "keep dimensions (tp, cp, pp, vpp, dp, micro_batch, zero_stage)"},
             {"--min-headroom", Kind::kFraction, "10%", "memory each GPU keeps free (default 0)", 0, 0.9, headroom},
             {"--headroom", Kind::kFraction, "0.1", "the same as --min-headroom", 0, 0.9, headroom},
             {"--csv", Kind::kText, "FILE", "the ranking, then every valid layout"},

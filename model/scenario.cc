@@ -659,8 +659,7 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
                                   std::to_string(2 * sc.parallel.cp) + "): each CP rank holds two equal chunks");
     }
     if (sc.hardware.gpu == "cpu") top.fail("parallel.cp", "the CPU engine has no context parallelism");
-    sc.model.attention_span = sc.model.seq_len;
-    sc.model.seq_len /= sc.parallel.cp;
+    sc.model = context_parallel_model(sc.model, 1, sc.parallel.cp);
     sc.parallel.dp *= sc.parallel.cp;
     sc.parallel.global_batch *= sc.parallel.cp;
   }
@@ -806,6 +805,21 @@ ScenarioError::ScenarioError(std::string file, int line, int column, std::string
       column_(column),
       key_(std::move(key)),
       reason_(std::move(reason)) {}
+
+ModelConfig context_parallel_model(const ModelConfig& m, int folded_cp, int cp) {
+  ModelConfig out = m;
+  const int sequence = folded_cp > 1 ? m.span() : m.seq_len;
+  out.seq_len = sequence / std::max(1, cp);
+  out.attention_span = cp > 1 ? sequence : 0;
+  return out;
+}
+
+Scenario with_layout(const Scenario& s, const ParallelConfig& p) {
+  Scenario out = s;
+  out.model = context_parallel_model(s.model, s.parallel.cp, p.cp);
+  out.parallel = p;
+  return out;
+}
 
 Scenario load_scenario(const std::string& path) { return load_scenario(path, {}); }
 

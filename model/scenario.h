@@ -76,6 +76,17 @@ void check_trainable(const Scenario& s);
 std::optional<std::string> check_layout(const ModelConfig& m, const ParallelConfig& p,
                                         int cluster_gpus, std::string* key = nullptr);
 
+// Context parallelism is folded when a scenario is read (model/config.h
+// ParallelConfig). The model one CP rank of `cp` runs, from a model folded for
+// `folded_cp` (1: as written): seq_len / cp tokens whose attention spans the
+// whole sequence (attention_span; 0 when cp = 1).
+ModelConfig context_parallel_model(const ModelConfig& m, int folded_cp, int cp);
+
+// `s` laid out as `p` (folded: p.dp and p.global_batch carry p.cp, as the
+// parser leaves them), its model refolded for p.cp: what the search and its
+// event-level refinement time for a layout.
+Scenario with_layout(const Scenario& s, const ParallelConfig& p);
+
 // The built-in default scenario: the 175B model of MegaScale Table 1 on 12,288
 // A100-SXM4-80GB GPUs (TP 8, PP 8, VPP 6, DP 192, global batch 6144) with the
 // given system ("megatron" or "megascale", model/system_preset.h).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,37 +30,44 @@ bool better(const Candidate& a, const Candidate& b) { return a.estimate.mfu > b.
 }  // namespace
 
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
-  const ModelConfig& m = s.model;
-  const int batch = s.parallel.global_batch;
+  // The job as written: a scenario read with cp > 1 carries a folded model and batch.
+  const ModelConfig m = context_parallel_model(s.model, s.parallel.cp, 1);
+  const int batch = s.parallel.global_batch / std::max(1, s.parallel.cp);
   // The CPU engine runs ZeRO 0-2 without recomputation (engine/pipeline_executor.h)
   // and shards the sequence over TP only when it divides: offer what it can run.
+  // Neither engine has context parallelism.
   const bool engine = hardware_profile(s).models_engine();
   std::vector<ParallelConfig> out;
-  for (int tp : divisors(gpus)) {
-    if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
-    for (int pp : divisors(gpus / tp)) {
-      if (m.layers % pp != 0) continue;
-      const int dp = gpus / (tp * pp);
-      if (batch % dp != 0) continue;
-      for (int mb : divisors(batch / dp)) {
-        const int microbatches = batch / (dp * mb);
-        for (int vpp : divisors(m.layers / pp)) {
-          if (vpp > 1 && (pp == 1 || microbatches % pp != 0)) continue;
-          for (int sp = 0; sp <= (tp > 1 && (!engine || m.seq_len % tp == 0) ? 1 : 0); ++sp) {
-            for (int zero = 0; zero <= (engine ? 2 : 3); ++zero) {
-              for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-                if (engine && rc != Recompute::kNone) continue;
-                ParallelConfig p;
-                p.tp = tp;
-                p.pp = pp;
-                p.vpp = vpp;
-                p.dp = dp;
-                p.micro_batch = mb;
-                p.global_batch = batch;
-                p.sequence_parallel = sp == 1;
-                p.zero_stage = zero;
-                p.recompute = rc;
-                out.push_back(p);
+  for (int cp : divisors(gpus)) {
+    // Megatron-Core's load-balanced CP: 2 x cp equal chunks of each sequence.
+    if (cp > 1 && (engine || m.seq_len % (2 * cp) != 0)) continue;
+    for (int tp : divisors(gpus / cp)) {
+      if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
+      for (int pp : divisors(gpus / (cp * tp))) {
+        if (m.layers % pp != 0) continue;
+        const int dp = gpus / (cp * tp * pp);
+        if (batch % dp != 0) continue;
+        for (int mb : divisors(batch / dp)) {
+          const int microbatches = batch / (dp * mb);
+          for (int vpp : divisors(m.layers / pp)) {
+            if (vpp > 1 && (pp == 1 || microbatches % pp != 0)) continue;
+            for (int sp = 0; sp <= (tp > 1 && (!engine || m.seq_len % tp == 0) ? 1 : 0); ++sp) {
+              for (int zero = 0; zero <= (engine ? 2 : 3); ++zero) {
+                for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                  if (engine && rc != Recompute::kNone) continue;
+                  ParallelConfig p;
+                  p.tp = tp;
+                  p.cp = cp;
+                  p.pp = pp;
+                  p.vpp = vpp;
+                  p.dp = dp * cp;  // folded (model/config.h)
+                  p.micro_batch = mb;
+                  p.global_batch = batch * cp;
+                  p.sequence_parallel = sp == 1;
+                  p.zero_stage = zero;
+                  p.recompute = rc;
+                  out.push_back(p);
+                }
               }
             }
           }
@@ -78,6 +86,8 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
   r.enumerated = static_cast<int64_t>(layouts.size());
   Scenario trial = s;
   trial.cluster.gpus = gpus;
+  // One model per cp (seq_len / cp tokens, attention over the whole sequence).
+  std::map<int, ModelConfig> models;
   const size_t keep = static_cast<size_t>(std::max(1, options.top_k));
   for (size_t i = 0; i < layouts.size(); ++i) {
     if (options.progress && options.progress_every > 0 && i > 0 &&
@@ -86,14 +96,17 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     }
     const ParallelConfig& p = layouts[i];
     if (!options.fixed.admits(p)) continue;
-    if (check_layout(s.model, p, gpus).has_value()) continue;
+    auto model = models.find(p.cp);
+    if (model == models.end()) model = models.emplace(p.cp, with_layout(s, p).model).first;
+    if (check_layout(model->second, p, gpus).has_value()) continue;
     ++r.valid;
     // Memory first: it is cheaper than the time estimate and prunes most layouts.
-    const MemoryBreakdown mem = memory_per_gpu(s.model, p, s.optimizations, gpu);
+    const MemoryBreakdown mem = memory_per_gpu(model->second, p, s.optimizations, gpu);
     r.memory_capacity_bytes = mem.capacity_bytes;
     const bool fits = mem.total_bytes <= (1.0 - options.memory_headroom) * mem.capacity_bytes;
     if (!fits && !options.keep_points) continue;
     trial.parallel = p;
+    trial.model = model->second;
     Candidate c{p, estimate(trial)};
     if (options.keep_points) {
       r.points.push_back({p, c.estimate.mfu, c.estimate.iteration_time_s, mem.total_bytes, fits});
@@ -110,7 +123,8 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
 }
 
 std::string layout_text(const ParallelConfig& p) {
-  return fmt::format("TP {} PP {} VPP {} DP {} mb {}{} ZeRO {} recompute {}", p.tp, p.pp, p.vpp, p.dp, p.micro_batch,
+  return fmt::format("TP {}{} PP {} VPP {} DP {} mb {}{} ZeRO {} recompute {}", p.tp,
+                     p.cp > 1 ? fmt::format(" CP {}", p.cp) : "", p.pp, p.vpp, p.replicas(), p.micro_batch,
                      p.sequence_parallel ? " SP" : "", p.zero_stage, to_string(p.recompute));
 }
 
@@ -132,10 +146,10 @@ RankingSpread ranking_spread(const std::vector<double>& mfus, double error_point
 std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event) {
   std::string out =
       "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s\n";
+      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp\n";
   auto row = [&](const std::string& rank, const ParallelConfig& p, double mfu, double iteration_s, double memory_bytes,
                  bool fits, const Estimate* ev) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{:.6g},{:.0f},{},", rank, p.tp, p.pp, p.vpp, p.dp,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{:.6g},{:.0f},{},", rank, p.tp, p.pp, p.vpp, p.replicas(),
                        p.micro_batch, p.zero_stage, to_string(p.recompute), p.sequence_parallel ? 1 : 0, mfu,
                        iteration_s, memory_bytes, fits ? 1 : 0);
     if (ev != nullptr) {
@@ -143,10 +157,10 @@ std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event
     } else {
       out += ",";
     }
-    out += "\n";
+    out += fmt::format(",{}\n", p.cp);
   };
   auto same = [](const ParallelConfig& a, const ParallelConfig& b) {
-    return a.tp == b.tp && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp && a.micro_batch == b.micro_batch &&
+    return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp && a.micro_batch == b.micro_batch &&
            a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage && a.recompute == b.recompute;
   };
   for (size_t i = 0; i < r.top.size(); ++i) {
@@ -221,12 +235,12 @@ LayoutConstraints parse_layout_constraints(const std::string& text) {
       value = eq == std::string::npos ? -1 : std::stoi(item.substr(eq + 1), &used);
       if (eq == std::string::npos || used != item.size() - eq - 1) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw std::invalid_argument("'" + item + "' is not KEY=INTEGER (tp, pp, vpp, dp, micro_batch, zero_stage)");
+      throw std::invalid_argument("'" + item + "' is not KEY=INTEGER (tp, cp, pp, vpp, dp, micro_batch, zero_stage)");
     }
-    int* slot = key == "tp" ? &f.tp : key == "pp" ? &f.pp : key == "vpp" ? &f.vpp : key == "dp" ? &f.dp
+    int* slot = key == "tp" ? &f.tp : key == "cp" ? &f.cp : key == "pp" ? &f.pp : key == "vpp" ? &f.vpp : key == "dp" ? &f.dp
               : key == "micro_batch" ? &f.micro_batch : key == "zero_stage" ? &f.zero_stage : nullptr;
     if (slot == nullptr) {
-      throw std::invalid_argument("unknown dimension '" + key + "' (tp, pp, vpp, dp, micro_batch, zero_stage)");
+      throw std::invalid_argument("unknown dimension '" + key + "' (tp, cp, pp, vpp, dp, micro_batch, zero_stage)");
     }
     if (value < (key == "zero_stage" ? 0 : 1) || (key == "zero_stage" && value > 3)) {
       throw std::invalid_argument(key + "=" + std::to_string(value) + " is out of range");

@@ -1,8 +1,10 @@
 // model/search.h: exhaustive parallelism search with the analytical estimator.
 //
 // For a scenario's model, global batch, GPU count and optimisations, enumerates
-// every (tp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage, recompute)
-// that is a valid layout (check_layout(), tp within one node), drops those that do
+// every (tp, cp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage,
+// recompute) that is a valid layout (check_layout(), tp within one node; cp > 1
+// where the sequence splits into 2 x cp chunks, Megatron-Core's load-balanced
+// form, and not for the engine, which has no CP), drops those that do
 // not fit in the GPU's HBM (model/memory.h), ranks the rest by predicted MFU and
 // keeps the best K. Calculon needs ~2.6 ms per configuration; here one evaluation
 // costs microseconds (bench/search_benchmark.cc).
@@ -21,19 +23,21 @@
 namespace megascale::model {
 
 // Dimensions a search keeps fixed (`megascale search --fix tp=8,pp=4`); 0 or
-// -1 = free.
+// -1 = free. dp is the user's (data-parallel replicas, ParallelConfig::replicas),
+// not the folded cp x dp.
 struct LayoutConstraints {
-  int tp = 0, pp = 0, vpp = 0, dp = 0, micro_batch = 0;
+  int tp = 0, cp = 0, pp = 0, vpp = 0, dp = 0, micro_batch = 0;
   int zero_stage = -1;
   bool admits(const ParallelConfig& p) const {
-    return (tp == 0 || p.tp == tp) && (pp == 0 || p.pp == pp) && (vpp == 0 || p.vpp == vpp) &&
-           (dp == 0 || p.dp == dp) && (micro_batch == 0 || p.micro_batch == micro_batch) &&
+    return (tp == 0 || p.tp == tp) && (cp == 0 || p.cp == cp) && (pp == 0 || p.pp == pp) &&
+           (vpp == 0 || p.vpp == vpp) && (dp == 0 || p.replicas() == dp) &&
+           (micro_batch == 0 || p.micro_batch == micro_batch) &&
            (zero_stage < 0 || p.zero_stage == zero_stage);
   }
 };
 
-// "tp=8,pp=4": the dimensions a search keeps (`megascale search --fix`): tp, pp,
-// vpp, dp, micro_batch >= 1, zero_stage 0..3. Throws std::invalid_argument
+// "tp=8,pp=4": the dimensions a search keeps (`megascale search --fix`): tp, cp,
+// pp, vpp, dp, micro_batch >= 1, zero_stage 0..3. Throws std::invalid_argument
 // naming the item that is not one of them.
 LayoutConstraints parse_layout_constraints(const std::string& text);
 
@@ -77,13 +81,18 @@ struct SearchResult {
   double memory_capacity_bytes = 0;  // per GPU, the memory model's capacity
 };
 
-// Every layout the search would evaluate, before the memory filter.
+// Every layout the search would evaluate, before the memory filter, folded as
+// the parser folds a scenario (model/config.h): a layout with cp > 1 carries
+// cp x dp and cp x the global batch, and is timed on
+// with_layout(s, p) (model/scenario.h). The scenario's own layout, cp
+// included, describes the job, not a constraint.
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus);
 
 SearchResult search(const Scenario& s, const SearchOptions& options);
 
 // "TP 8 PP 4 VPP 2 DP 96 mb 1 SP ZeRO 1 recompute selective": a layout in
-// one line (progress and labels; SP only when sequence parallelism is on).
+// one line (progress and labels; SP only when sequence parallelism is on, "CP 2"
+// after TP only with context parallelism; DP is the user's, without cp).
 std::string layout_text(const ParallelConfig& p);
 
 // How far apart a ranking's MFUs lie, against the model's measured error

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "model/accuracy.h"
+#include "model/scenario.h"
 #include "report/estimate_report.h"
 
 namespace megascale::report {
@@ -19,9 +20,8 @@ Json search_json(const SearchReport& s) {
   const model::RankingSpread spread = model::ranking_spread(r, s.refined);
   std::vector<Json> items;
   for (size_t i = 0; i < r.top.size(); ++i) {
-    model::Scenario c = s.scenario;
+    model::Scenario c = model::with_layout(s.scenario, r.top[i].parallel);
     c.cluster.gpus = s.gpus;
-    c.parallel = r.top[i].parallel;
     Json item = estimate_json(c, r.top[i].estimate);
     item["rank"] = static_cast<int64_t>(i + 1);
     item["why"] = why[i];
@@ -65,7 +65,7 @@ std::string search_text(const SearchReport& s) {
     fmt::format_to(o, "best {} re-simulated at event level (SimGrid, fabric contention, GPU spread) and re-ranked by it\n",
                    refined);
   }
-  fmt::format_to(o, " #    MFU%   iter s{}  TP PP VPP    DP  mb  SP ZeRO recompute  why\n",
+  fmt::format_to(o, " #    MFU%   iter s{}  TP CP PP VPP    DP  mb  SP ZeRO recompute  why\n",
                  refined > 0 ? "  event%  event s" : "");
   for (size_t i = 0; i < r.top.size(); ++i) {
     const model::ParallelConfig& c = r.top[i].parallel;
@@ -79,7 +79,8 @@ std::string search_text(const SearchReport& s) {
         fmt::format_to(o, " {:>7} {:>8}", "-", "-");
       }
     }
-    fmt::format_to(o, " {:3} {:2} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.pp, c.vpp, c.dp, c.micro_batch,
+    fmt::format_to(o, " {:3} {:2} {:2} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.cp, c.pp, c.vpp, c.replicas(),
+                   c.micro_batch,
                    c.sequence_parallel ? "yes" : "no", c.zero_stage, model::to_string(c.recompute), why[i]);
   }
   if (!spread.within.empty()) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "model/scenario.h"
 #include "sim/event_run.h"
 
 namespace megascale::sim {
@@ -14,9 +15,8 @@ std::vector<model::Estimate> refine_search(const model::Scenario& s, int gpus, m
   const size_t refined = std::min(r.top.size(), n);
   std::vector<model::Estimate> event(refined);
   for (size_t i = 0; i < refined; ++i) {
-    model::Scenario c = s;
+    model::Scenario c = model::with_layout(s, r.top[i].parallel);  // its model refolded for its cp
     c.cluster.gpus = gpus;
-    c.parallel = r.top[i].parallel;
     const auto started = std::chrono::steady_clock::now();
     event[i] = event_estimate(c);
     const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

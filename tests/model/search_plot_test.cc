@@ -107,15 +107,25 @@ TEST(SearchPoints, CsvHasTheRankingThenEveryOtherValidLayout) {
   std::getline(in, line);
   EXPECT_EQ(line,
             "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s");
+            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp");
   std::vector<std::string> rows;
   while (std::getline(in, line)) rows.push_back(line);
   EXPECT_EQ(rows.size(), r.points.size());  // the ranked 3 are not repeated
   EXPECT_EQ(rows[0].rfind("1,", 0), 0u) << rows[0];
   EXPECT_NE(rows[0].find(",0.424200,"), std::string::npos) << rows[0];
-  EXPECT_EQ(rows[1].substr(rows[1].size() - 2), ",,") << rows[1];  // not refined
-  EXPECT_EQ(rows[3].rfind(",", 0), 0u) << rows[3];                   // unranked: no rank
-  for (const std::string& row : rows) EXPECT_EQ(std::count(row.begin(), row.end(), ','), 14) << row;
+  auto fields = [](const std::string& row) {
+    std::vector<std::string> f;
+    std::istringstream cells(row + ",");
+    for (std::string cell; std::getline(cells, cell, ',');) f.push_back(cell);
+    return f;
+  };
+  EXPECT_EQ(fields(rows[1])[13], "") << rows[1];  // not refined: no event MFU
+  EXPECT_EQ(fields(rows[1])[14], "") << rows[1];  // nor event time
+  EXPECT_EQ(rows[3].rfind(",", 0), 0u) << rows[3];  // unranked: no rank
+  for (const std::string& row : rows) {
+    ASSERT_EQ(fields(row).size(), 16u) << row;
+    EXPECT_GE(std::stoi(fields(row)[15]), 1) << row;  // cp
+  }
 }
 
 TEST(SearchScatter, CapacityLineRankedDotsAndAxesFromZero) {

@@ -27,26 +27,115 @@ Scenario small_job() {
 TEST(Search, EnumeratesEveryLayoutOnce) {
   const Scenario s = small_job();
   const auto layouts = enumerate_layouts(s, 16);
-  // Brute force over the same axes.
+  // Brute force over the same axes; context parallelism where the 2048-token
+  // sequence splits into 2 x cp chunks (all of 1..16 here).
   int64_t expected = 0;
-  for (int tp : {1, 2, 4, 8}) {
-    if (16 % tp || 16 % tp) continue;
-    for (int pp = 1; pp <= 16 / tp; ++pp) {
-      if ((16 / tp) % pp || 24 % pp) continue;
-      const int dp = 16 / (tp * pp);
-      if (64 % dp) continue;
-      for (int mb = 1; mb <= 64 / dp; ++mb) {
-        if ((64 / dp) % mb) continue;
-        const int m = 64 / (dp * mb);
-        for (int v = 1; v <= 24 / pp; ++v) {
-          if ((24 / pp) % v) continue;
-          if (v > 1 && (pp == 1 || m % pp)) continue;
-          expected += (tp > 1 ? 2 : 1) * 4 * 3;
+  for (int cp : {1, 2, 4, 8, 16}) {
+    for (int tp : {1, 2, 4, 8}) {
+      if ((16 / cp) % tp) continue;
+      for (int pp = 1; pp <= 16 / (cp * tp); ++pp) {
+        if ((16 / (cp * tp)) % pp || 24 % pp) continue;
+        const int dp = 16 / (cp * tp * pp);
+        if (64 % dp) continue;
+        for (int mb = 1; mb <= 64 / dp; ++mb) {
+          if ((64 / dp) % mb) continue;
+          const int m = 64 / (dp * mb);
+          for (int v = 1; v <= 24 / pp; ++v) {
+            if ((24 / pp) % v) continue;
+            if (v > 1 && (pp == 1 || m % pp)) continue;
+            expected += (tp > 1 ? 2 : 1) * 4 * 3;
+          }
         }
       }
     }
   }
   EXPECT_EQ(static_cast<int64_t>(layouts.size()), expected);
+  int64_t with_cp = 0;
+  for (const ParallelConfig& p : layouts) {
+    if (p.cp == 1) continue;
+    ++with_cp;
+    // Folded as the parser folds a scenario: the gradient group is cp x dp,
+    // and every GPU and sample is still counted once.
+    EXPECT_EQ(p.dp % p.cp, 0);
+    EXPECT_EQ(p.tp * p.pp * p.dp, 16);
+    EXPECT_EQ(p.global_batch, 64 * p.cp);
+    EXPECT_EQ(p.microbatches() * p.micro_batch * p.replicas(), 64);
+  }
+  EXPECT_GT(with_cp, 0);
+}
+
+// A layout with context parallelism found by the search is timed as the same
+// layout written in a scenario file: one model per cp, folded the parser's way.
+TEST(Search, ContextParallelLayoutsAreTimedAsTheirScenario) {
+  const Scenario s = small_job();
+  SearchOptions o;
+  o.top_k = 1 << 20;
+  o.fixed.cp = 2;
+  o.fixed.tp = 2;
+  o.fixed.pp = 2;
+  o.fixed.vpp = 1;
+  o.fixed.micro_batch = 1;
+  o.fixed.zero_stage = 1;
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.top.empty());
+  const Candidate* found = nullptr;
+  for (const Candidate& c : r.top) {
+    EXPECT_EQ(c.parallel.cp, 2);
+    EXPECT_EQ(c.parallel.replicas(), 2);  // 16 GPUs / (tp 2 x cp 2 x pp 2)
+    if (c.parallel.sequence_parallel && c.parallel.recompute == Recompute::kNone) found = &c;
+  }
+  ASSERT_NE(found, nullptr);
+  const Scenario laid = with_layout(s, found->parallel);
+  EXPECT_EQ(laid.model.seq_len, s.model.seq_len / 2);
+  EXPECT_EQ(laid.model.span(), s.model.seq_len);
+  const Scenario written = parse_scenario(R"([model]
+name = "small"
+layers = 24
+hidden = 2048
+heads = 16
+seq_len = 2048
+vocab = 64000
+[parallel]
+tp = 2
+cp = 2
+pp = 2
+dp = 2
+micro_batch = 1
+global_batch = 64
+sequence_parallel = true
+zero_stage = 1
+[hardware]
+gpu = "A100-SXM4-80GB"
+[cluster]
+gpus = 16
+[optimizations]
+preset = "megascale"
+)",
+                                          "cp.toml");
+  // The job's other settings are the search's (default_scenario's); the fold
+  // (sequence, span, dp, batch) is the parser's.
+  Scenario as_written = s;
+  as_written.model.seq_len = written.model.seq_len;
+  as_written.model.attention_span = written.model.attention_span;
+  as_written.parallel = written.parallel;
+  EXPECT_EQ(as_written.parallel.dp, found->parallel.dp);
+  EXPECT_EQ(as_written.parallel.global_batch, found->parallel.global_batch);
+  EXPECT_EQ(as_written.model.seq_len, laid.model.seq_len);
+  EXPECT_EQ(as_written.model.span(), laid.model.span());
+  EXPECT_DOUBLE_EQ(estimate(as_written).iteration_time_s, found->estimate.iteration_time_s);
+  // A scenario read with cp = 2 searches the job it describes, not its layout.
+  EXPECT_EQ(enumerate_layouts(written, 16).size(), enumerate_layouts(s, 16).size());
+}
+
+// No CP where the sequence does not split into 2 x cp chunks, nor for the
+// engine (which has none).
+TEST(Search, ContextParallelismOnlyWhereItCanRun) {
+  Scenario s = small_job();
+  s.model.seq_len = 2 * 3 * 5;  // 2 x cp chunks for cp = 1, 3, 5, 15 only
+  for (const ParallelConfig& p : enumerate_layouts(s, 16)) EXPECT_EQ(p.cp, 1);
+  Scenario engine = small_job();
+  engine.hardware.gpu = "cpu";
+  for (const ParallelConfig& p : enumerate_layouts(engine, 16)) EXPECT_EQ(p.cp, 1);
 }
 
 TEST(Search, RanksByMfuAndKeepsOnlyLayoutsThatFit) {
@@ -68,7 +157,7 @@ TEST(Search, RanksByMfuAndKeepsOnlyLayoutsThatFit) {
   for (size_t i = 1; i < r.top.size(); ++i) EXPECT_GE(r.top[i - 1].estimate.mfu, r.top[i].estimate.mfu);
   for (const Candidate& c : r.top) {
     EXPECT_TRUE(c.estimate.memory.fits());
-    EXPECT_FALSE(check_layout(s.model, c.parallel, 16).has_value());
+    EXPECT_FALSE(check_layout(with_layout(s, c.parallel).model, c.parallel, 16).has_value());
   }
   EXPECT_NE(explain(r.top[1], r.top[0]).find("behind #1"), std::string::npos);
 }
