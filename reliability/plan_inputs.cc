@@ -25,19 +25,25 @@ std::string fmt(double v, int decimals = 1) {
 }  // namespace
 
 model::Scenario scaled_to_gpus(const model::Scenario& s, int gpus) {
-  const int tp_pp = s.parallel.tp * s.parallel.pp;
+  // Context parallelism is folded into dp (model/config.h): the GPUs must hold
+  // whole CP groups, and dp stays a multiple of cp.
+  const model::ParallelConfig& p = s.parallel;
+  const int tp_pp = p.tp * p.pp;
   const std::string what = std::to_string(gpus) + " GPUs";
-  if (gpus % tp_pp != 0) {
-    throw std::invalid_argument(what + " is not a multiple of tp x pp = " + std::to_string(s.parallel.tp) + " x " +
-                     std::to_string(s.parallel.pp) + " = " + std::to_string(tp_pp) +
-                     " (the sweep keeps TP and PP and derives DP)");
+  if (gpus % (tp_pp * p.cp) != 0) {
+    const std::string dims = p.cp > 1 ? "tp x cp x pp = " + std::to_string(p.tp) + " x " + std::to_string(p.cp) + " x "
+                                      : "tp x pp = " + std::to_string(p.tp) + " x ";
+    throw std::invalid_argument(what + " is not a multiple of " + dims + std::to_string(p.pp) + " = " +
+                                std::to_string(tp_pp * p.cp) +
+                                (p.cp > 1 ? " (the sweep keeps TP, CP and PP and derives DP)"
+                                          : " (the sweep keeps TP and PP and derives DP)"));
   }
   model::Scenario x = s;
-  x.parallel.dp = gpus / tp_pp;
+  x.parallel.dp = gpus / tp_pp;  // folded: cp x the user's dp
   x.cluster.gpus = gpus;
   std::string key;
   if (const std::optional<std::string> why = model::check_layout(x.model, x.parallel, gpus, &key)) {
-    throw std::invalid_argument(what + " (dp " + std::to_string(x.parallel.dp) + "): " + key + ": " + *why);
+    throw std::invalid_argument(what + " (dp " + std::to_string(x.parallel.replicas()) + "): " + key + ": " + *why);
   }
   const double ratio = static_cast<double>(gpus) / s.parallel.gpus();
   if (x.failures.links > 0) x.failures.links = std::max(1, static_cast<int>(std::lround(x.failures.links * ratio)));

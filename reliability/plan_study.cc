@@ -23,7 +23,7 @@ PlanStudy plan_study(const model::Scenario& s, const PlanRequest& request, const
   for (const model::Scenario& x : request.scaled) {
     GpuPoint g;
     g.gpus = x.parallel.gpus();
-    g.dp = x.parallel.dp;
+    g.dp = x.parallel.replicas();  // the user's DP (without CP, model/config.h)
     g.iteration = simulate(x);
     g.plan = monte_carlo(build_run_model(x, g.iteration.s), request.runs, request.seed);
     st.gpu_points.push_back(g);

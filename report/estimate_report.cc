@@ -142,7 +142,7 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea, co
   std::string out;
   auto o = std::back_inserter(out);
   fmt::format_to(o, "{} x {}, model {} ({} layers, hidden {}), global batch {}\n", a.cluster.gpus, a.hardware.gpu,
-                 a.model.name, a.model.layers, a.model.hidden, a.parallel.global_batch);
+                 a.model.name, a.model.layers, a.model.hidden, a.parallel.global_batch / a.parallel.cp);  // the user's
   fmt::format_to(o, "  layout: {}\n", layout_line(a.parallel));
   if (b.model.block != a.model.block || b.model.attention_window != a.model.attention_window) {
     fmt::format_to(o, "  MegaScale model: {} block, attention window {} (0 = full)\n", model::to_string(b.model.block),

@@ -108,8 +108,10 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
                  sim::to_string(res.comm.model), p2p, e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
   int most = 0;
   for (const sim::StepResult& st : res.steps) most = std::max(most, static_cast<int>(st.replicas.size()));
-  fmt::format_to(to, "    simulated: up to {} DP replica(s) x {} pipeline ranks; GPU speed sigma {:.3f}, jitter sigma {:.3f}; ",
-                 most, res.scenario.parallel.pp, o.variability.gpu_sigma, o.variability.jitter_sigma);
+  // With CP each simulated gradient rank is one CP rank of a replica (model/config.h).
+  fmt::format_to(to, "    simulated: up to {} {} x {} pipeline ranks; GPU speed sigma {:.3f}, jitter sigma {:.3f}; ",
+                 most, res.scenario.parallel.cp > 1 ? "DP x CP rank group(s)" : "DP replica(s)",
+                 res.scenario.parallel.pp, o.variability.gpu_sigma, o.variability.jitter_sigma);
   fmt::format_to(to, "stragglers: {} GPU(s) + {:.2f}% of machines at x{:.2f}\n", o.variability.stragglers.gpus.size(),
                  100 * o.variability.stragglers.machine_fraction, o.variability.stragglers.factor);
   // A fraction that rounds to no machine at all does nothing: say so.

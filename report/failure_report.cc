@@ -121,8 +121,8 @@ std::string failure_text(const model::Scenario& s, const sim::FailureResult& f, 
                    h.last_progress_s);
     text += "  NCCL timeout: [recovery]) and a restart from the last checkpoint: `megascale plan`\n";
   }
-  fmt::format_to(to, "  simulated: {} DP replica(s) x {} pipeline ranks, wall time {:.3f} s\n", f.replicas.size(),
-                 p.pp, wall_s);
+  fmt::format_to(to, "  simulated: {} {} x {} pipeline ranks, wall time {:.3f} s\n", f.replicas.size(),
+                 p.cp > 1 ? "DP x CP rank group(s)" : "DP replica(s)", p.pp, wall_s);
   for (const std::string& w : files) text += "    wrote " + w + "\n";
   return text;
 }

@@ -148,8 +148,9 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
     }
   }
   if (!request.scaled.empty()) {
-    fmt::format_to(o, "  sweep gpus (TP {}, PP {}, global batch {} kept):\n", s.parallel.tp, s.parallel.pp,
-                   s.parallel.global_batch);
+    fmt::format_to(o, "  sweep gpus (TP {}{}, PP {}, global batch {} kept):\n", s.parallel.tp,
+                   s.parallel.cp > 1 ? fmt::format(", CP {}", s.parallel.cp) : "", s.parallel.pp,
+                   s.parallel.global_batch / s.parallel.cp);  // the user's (CP folds into it, model/config.h)
     out += "    GPUs       DP  iteration s  source      ETTR     p5       p95      restarts  days to finish\n";
     for (const GpuPoint& g : study.gpu_points) {
       fmt::format_to(o, "    {:<7} {:5}  {:11.2f}  {:<10}  {:5.1f}%   {:5.1f}%   {:5.1f}%   {:8.1f}  {:14.1f}\n", g.gpus,

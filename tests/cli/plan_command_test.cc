@@ -154,6 +154,27 @@ TEST(PlanCommandTest, GpuSweepScalesDpAndEttrFallsWithGpus) {
   EXPECT_NE(text.str().find(">12288<"), std::string::npos) << text.str();
 }
 
+// With context parallelism the sweep keeps whole CP groups and reports the
+// user's DP (CP is folded into dp, model/config.h).
+TEST(PlanCommandTest, GpuSweepKeepsContextParallelGroups) {
+  const RunResult bad = run_megascale({"plan", kMegaScale, "--set", "parallel.cp=2", "--set", "parallel.dp=96",
+                                       "--sweep", "gpus=1088"});  // 17 x 64: not whole CP groups
+  EXPECT_EQ(bad.exit_code, 2) << dump(bad);
+  EXPECT_NE(bad.err.find("1088 GPUs is not a multiple of tp x cp x pp = 8 x 2 x 8 = 128"), std::string::npos)
+      << bad.err;
+  const RunResult r = run_megascale({"plan", kMegaScale, "--runs", "20", "--set", "parallel.cp=2", "--set",
+                                     "parallel.dp=96", "--sweep", "gpus=3072", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  bool found = false;
+  for (const auto& g : j.at("gpus_sweep")) {
+    if (g.at("gpus") != 3072) continue;
+    found = true;
+    EXPECT_EQ(g.at("dp"), 24) << g.dump();  // 3072 / (tp 8 x cp 2 x pp 8)
+  }
+  EXPECT_TRUE(found) << r.out;
+}
+
 TEST(PlanCommandTest, GpuSweepRejectsCountsThatDoNotDivide) {
   const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "gpus=1536,1000"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);

@@ -126,6 +126,18 @@ TEST(EstimateReport, CompareTextGivesTheSpeedupOfTheSecond) {
   EXPECT_NE(text.find("(analytical fidelity;"), std::string::npos);
 }
 
+// The first line of `compare` states the user's global batch, not CP's folded one.
+TEST(EstimateReport, CompareTextStatesTheUsersGlobalBatchWithContextParallelism) {
+  model::Scenario a = model::default_scenario("megatron");
+  a.parallel.cp = 2;
+  a.parallel.dp *= 2;  // folded (model/config.h)
+  a.parallel.global_batch *= 2;
+  const model::Estimate e = with_breakdown(a);
+  const std::string text = compare_text(a, e, a, e, "analytical");
+  const std::string first = text.substr(0, text.find('\n'));
+  EXPECT_NE(first.find("global batch " + std::to_string(a.parallel.global_batch / 2)), std::string::npos) << first;
+}
+
 TEST(EstimateReport, LayoutLineShowsTheUsersFiguresWithContextParallelism) {
   model::ParallelConfig p;
   p.tp = 8;
