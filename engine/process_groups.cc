@@ -22,6 +22,7 @@ int world_rank_of(const GridShape& g, const RankCoord& c) {
     throw std::invalid_argument("world_rank_of: coordinate (tp " + std::to_string(c.tp) + ", pp " +
                                 std::to_string(c.pp) + ", dp " + std::to_string(c.dp) +
                                 ") outside the grid");
+  if (g.pp_before_dp) return c.tp + c.pp * g.tp + c.dp * g.tp * g.pp;
   return c.tp + c.dp * g.tp + c.pp * g.tp * g.dp;
 }
 
@@ -32,13 +33,18 @@ RankCoord coord_of(const GridShape& g, int world_rank) {
                                 std::to_string(g.world() - 1));
   RankCoord c;
   c.tp = world_rank % g.tp;
+  if (g.pp_before_dp) {
+    c.pp = (world_rank / g.tp) % g.pp;
+    c.dp = world_rank / (g.tp * g.pp);
+    return c;
+  }
   c.dp = (world_rank / g.tp) % g.dp;
   c.pp = world_rank / (g.tp * g.dp);
   return c;
 }
 
-ProcessGroups::ProcessGroups(Comm& world, int tp, int pp, int dp)
-    : world_(&world), shape_{tp, pp, dp} {
+ProcessGroups::ProcessGroups(Comm& world, int tp, int pp, int dp, bool pp_before_dp)
+    : world_(&world), shape_{tp, pp, dp, pp_before_dp} {
   check_shape(shape_);
   if (world.size() != shape_.world())
     throw std::invalid_argument("process groups: world size " + std::to_string(world.size()) +

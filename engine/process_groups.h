@@ -39,11 +39,14 @@ struct GridShape {
   int tp = 1;
   int pp = 1;
   int dp = 1;
+  // false: Megatron's default order (tp-dp-pp); true: Megatron-Core's
+  // --use-tp-pp-dp-mapping (tp-pp-dp), `[parallel] rank_order = "tp-cp-pp-dp"`.
+  bool pp_before_dp = false;
   int world() const { return tp * pp * dp; }
 };
 
-// world rank = tp + dp*TP + pp*TP*DP, and its inverse. Throw std::invalid_argument
-// when out of range.
+// world rank = tp + dp*TP + pp*TP*DP (pp_before_dp: tp + pp*TP + dp*TP*PP), and
+// its inverse. Throw std::invalid_argument when out of range.
 int world_rank_of(const GridShape& g, const RankCoord& c);
 RankCoord coord_of(const GridShape& g, int world_rank);
 
@@ -52,7 +55,7 @@ class ProcessGroups {
   // Collective over `world`. REQUIRES: world.size() == tp*pp*dp, all >= 1
   // (throws std::invalid_argument otherwise, on every rank, before any split).
   // `world` must outlive this object.
-  ProcessGroups(Comm& world, int tp, int pp, int dp);
+  ProcessGroups(Comm& world, int tp, int pp, int dp, bool pp_before_dp = false);
 
   const GridShape& shape() const { return shape_; }
   const RankCoord& coord() const { return coord_; }

@@ -169,7 +169,7 @@ struct Trainer::Impl {
         options(checked(o, s)),
         world(w),
         node(n),
-        groups(w, s.parallel.tp, s.parallel.pp, s.parallel.dp),
+        groups(w, s.parallel.tp, s.parallel.pp, s.parallel.dp, s.parallel.rank_order == model::RankOrder::kTpCpPpDp),
         owned_device(given != nullptr ? nullptr : make_device(options.device)),
         device(given != nullptr ? given : owned_device.get()),
         layout(make_checkpoint_layout(s.model, s.parallel)) {

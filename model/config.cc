@@ -55,6 +55,34 @@ const char* to_string(TpOverlapComm v) {
   return "?";
 }
 
+int gpu_of(const ParallelConfig& p, int t, int d, int r) {
+  if (p.rank_order == RankOrder::kTpCpDpPp) return t + d * p.tp + r * p.tp * p.dp;
+  const int cp = std::max(1, p.cp);
+  return t + (d % cp) * p.tp + r * p.tp * cp + (d / cp) * p.tp * cp * p.pp;
+}
+
+GridCoord grid_coord_of(const ParallelConfig& p, int gpu) {
+  GridCoord c;
+  c.tp = gpu % p.tp;
+  if (p.rank_order == RankOrder::kTpCpDpPp) {
+    c.dp = (gpu / p.tp) % p.dp;
+    c.pp = gpu / (p.tp * p.dp);
+    return c;
+  }
+  const int cp = std::max(1, p.cp);
+  c.pp = (gpu / (p.tp * cp)) % p.pp;
+  c.dp = (gpu / p.tp) % cp + (gpu / (p.tp * cp * p.pp)) * cp;
+  return c;
+}
+
+const char* to_string(RankOrder v) {
+  switch (v) {
+    case RankOrder::kTpCpDpPp: return "tp-cp-dp-pp";
+    case RankOrder::kTpCpPpDp: return "tp-cp-pp-dp";
+  }
+  return "?";
+}
+
 const char* to_string(AttentionKernel v) {
   switch (v) {
     case AttentionKernel::kFlash2: return "flash2";

@@ -44,6 +44,14 @@ enum class TpOverlapComm { kNccl, kUserBuffers };
 // which llm-foundry's attn_impl "triton" copies), slower than FlashAttention-2 by
 // the ratios model/hardware.h states.
 enum class AttentionKernel { kFlash2, kFlashTriton };
+// How the parallel dimensions are laid over the GPUs, fastest first (a GPU's
+// number is its server x gpus_per_node + its index there). kTpCpDpPp: Megatron-LM's and
+// Megatron-Core's default (rank = tp + cp*TP + dp*TP*CP + pp*TP*CP*DP:
+// REFERENCE.md "Megatron-LM behaviour"); kTpCpPpDp: Megatron-Core's
+// --use-tp-pp-dp-mapping (parallel_state.py order "tp-cp-ep-pp-dp"), the
+// [TP, CP, PP, DP] order of Meta's Llama 3 training (Llama 3 section 3.3.2):
+// pipeline neighbours sit next to each other, data-parallel peers far apart.
+enum class RankOrder { kTpCpDpPp, kTpCpPpDp };
 
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
@@ -52,6 +60,7 @@ const char* to_string(OptimizerKind v);
 const char* to_string(CrossEntropyImpl v);
 const char* to_string(TpOverlapComm v);
 const char* to_string(AttentionKernel v);
+const char* to_string(RankOrder v);
 
 // The transformer. Units: counts of elements (not bytes).
 struct ModelConfig {
@@ -115,12 +124,22 @@ struct ParallelConfig {
   bool sequence_parallel = false;
   int zero_stage = 1;            // 0-3 (1 = Megatron's distributed optimizer)
   Recompute recompute = Recompute::kNone;
+  RankOrder rank_order = RankOrder::kTpCpDpPp;
 
   int gpus() const { return tp * pp * dp; }  // dp includes cp (folded)
   int replicas() const { return dp / cp; }   // data-parallel replicas as the user counts them
   // Micro-batches each data-parallel replica runs per iteration (M).
   int microbatches() const { return global_batch / (dp * micro_batch); }
 };
+
+// Where a rank sits (RankOrder): the GPU of TP rank t, gradient rank d and
+// pipeline rank r, and back. d counts the folded cp x dp ranks, CP fastest
+// (d % cp is the CP rank, d / cp the replica), in either order.
+int gpu_of(const ParallelConfig& p, int t, int d, int r);
+struct GridCoord {
+  int tp = 0, dp = 0, pp = 0;  // dp: the folded gradient rank, as gpu_of's d
+};
+GridCoord grid_coord_of(const ParallelConfig& p, int gpu);
 
 struct GpuProfile;  // model/hardware.h
 

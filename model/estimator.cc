@@ -189,21 +189,38 @@ ParallelLinks parallel_links(const Scenario& s, const GpuProfile& gpu) {
     nvlink.measured = &t->collectives;
   }
   ParallelLinks l;
-  // Megatron rank order (REFERENCE.md): TP fastest, then DP, then PP.
-  l.tp = p.tp <= hw.gpus_per_node ? nvlink : network;
-  if (p.tp <= hw.gpus_per_node) l.tp.gather_scatter_extra = gpu.tp_gather_scatter_extra;
-  l.dp = p.tp * p.dp <= hw.gpus_per_node ? nvlink : network;
+  // TP is fastest in either rank order (model/config.h RankOrder).
+  const int node = hw.gpus_per_node;
+  l.tp = p.tp <= node ? nvlink : network;
+  if (p.tp <= node) l.tp.gather_scatter_extra = gpu.tp_gather_scatter_extra;
+  // The gradient group's ranks on one server, and whether pipeline neighbours
+  // share one, by the rank order (model/config.h gpu_of).
+  int dp_per_node = 1;
+  if (p.rank_order == RankOrder::kTpCpDpPp) {
+    // Megatron's default: the cp x dp gradient ranks follow TP, then PP.
+    dp_per_node = std::max(1, std::min(p.dp, node / std::max(1, p.tp)));
+    l.pp_inside_node = static_cast<int64_t>(p.tp) * p.dp * p.pp <= node;
+  } else {
+    // tp-cp-pp-dp: CP ranks follow TP, then the pipeline, then the replicas.
+    const int cp = std::max(1, p.cp);
+    const int64_t tp_cp = static_cast<int64_t>(p.tp) * cp;
+    const int cp_per_node = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(cp, node / std::max(1, p.tp))));
+    const int64_t stride = tp_cp * p.pp;  // between replicas
+    const int replicas_per_node =
+        stride < node ? static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.replicas(), node / stride))) : 1;
+    dp_per_node = cp_per_node * replicas_per_node;
+    l.pp_inside_node = stride <= node;  // a whole pipeline on one server
+  }
+  l.dp = dp_per_node >= p.dp ? nvlink : network;
   // A DP group with m > 1 ranks on each of several servers (TP < GPUs per node):
   // NCCL's ring runs one channel per local rank, each leaving the server on its
   // own NIC (network/collectives.h kRing), so the ring's bus bandwidth is m
   // NICs' worth, up to the NVLink figure.
-  const int dp_per_node = std::max(1, std::min(p.dp, hw.gpus_per_node / std::max(1, p.tp)));
-  if (p.tp * p.dp > hw.gpus_per_node && dp_per_node > 1) {
+  if (dp_per_node < p.dp && dp_per_node > 1) {
     Link wide = network_link(std::min(gpu.nvlink_busbw_gbs, dp_per_node * nic_busbw_gbs(hw.nic_gbps) * nic_share));
     wide.measured = network.measured;
     l.dp = wide;
   }
-  l.pp_inside_node = p.tp * p.dp * p.pp <= hw.gpus_per_node;
   l.pp = l.pp_inside_node ? nvlink : network;
   l.dp.cold = true;  // gradients and parameters: whole buffers, out of cache
   return l;

@@ -81,7 +81,7 @@ ModelConfig read_model(const Section& s) {
 
 constexpr std::string_view kParallelKeys[] = {
     "tp",         "cp",       "pp", "vpp", "dp", "micro_batch", "global_batch", "sequence_parallel",
-    "zero_stage", "recompute"};
+    "zero_stage", "recompute", "rank_order"};
 
 // dp defaults to the GPUs left once tp, cp and pp are placed, when that is exact.
 int read_dp(const Section& s, int tp, int cp, int pp, int cluster_gpus) {
@@ -109,6 +109,8 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
   p.recompute =
       s.enum_choice("recompute", {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
           .value_or(Recompute::kNone);
+  p.rank_order =
+      s.enum_choice("rank_order", {RankOrder::kTpCpDpPp, RankOrder::kTpCpPpDp}).value_or(RankOrder::kTpCpDpPp);
   return p;
 }
 

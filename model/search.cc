@@ -66,6 +66,7 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
                   p.sequence_parallel = sp == 1;
                   p.zero_stage = zero;
                   p.recompute = rc;
+                  p.rank_order = s.parallel.rank_order;  // the job's launcher's, not searched
                   out.push_back(p);
                 }
               }

@@ -14,14 +14,18 @@
 namespace megascale::report {
 
 std::string layout_line(const model::ParallelConfig& p) {
+  // Megatron's default rank order goes unsaid; the other is named.
+  const std::string order = p.rank_order == model::RankOrder::kTpCpDpPp
+                                ? ""
+                                : std::string("  ranks ") + model::to_string(p.rank_order);
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
-    return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}",
+    return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}{}",
                        p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
-                       p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute));
+                       p.sequence_parallel ? "  SP" : "", p.zero_stage, model::to_string(p.recompute), order);
   }
-  return fmt::format("TP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}", p.tp,
+  return fmt::format("TP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}{}", p.tp,
                      p.pp, p.vpp, p.dp, p.micro_batch, p.global_batch, p.sequence_parallel ? "  SP" : "",
-                     p.zero_stage, model::to_string(p.recompute));
+                     p.zero_stage, model::to_string(p.recompute), order);
 }
 
 std::string report_json(const Json& body) { return base::with_header(body).dump(); }
@@ -43,6 +47,7 @@ Json parallel_json(const model::ParallelConfig& p) {
   j["sequence_parallel"] = p.sequence_parallel;
   j["zero_stage"] = p.zero_stage;
   j["recompute"] = model::to_string(p.recompute);
+  j["rank_order"] = model::to_string(p.rank_order);
   return j;
 }
 

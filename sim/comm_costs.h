@@ -97,9 +97,8 @@ CommTimes comm_times(const model::Scenario& s, const model::Estimate& e, CommMod
                      const FabricInputs* fabric);
 
 // GPU (the fabric's numbering: server = gpu / gpus_per_server) of TP rank t,
-// DP rank d, pipeline rank r in Megatron-LM's order t + d*TP + r*TP*DP.
-inline int gpu_of(const model::ParallelConfig& p, int t, int d, int r) {
-  return t + d * p.tp + r * p.tp * p.dp;
-}
+// DP rank d, pipeline rank r in the scenario's rank order (model::gpu_of:
+// Megatron-LM's t + d*TP + r*TP*DP by default).
+using model::gpu_of;
 
 }  // namespace megascale::sim

@@ -23,10 +23,11 @@ FailureResult simulate_failure(const model::Scenario& s, const SimOptions& o, in
   FailureResult out;
   out.gpu = gpu;
   out.at_s = at_s;
-  // Megatron-LM's order (sim/comm_costs.h gpu_of): TP fastest, then DP, then PP.
-  out.tp_rank = gpu % p.tp;
-  out.dp_replica = (gpu / p.tp) % p.dp;
-  out.pp_rank = gpu / (p.tp * p.dp);
+  // The scenario's rank order (model/config.h gpu_of, grid_coord_of).
+  const model::GridCoord at = model::grid_coord_of(p, gpu);
+  out.tp_rank = at.tp;
+  out.dp_replica = at.dp;
+  out.pp_rank = at.pp;
 
   const JobInputs in(s, o);
   const OpCosts& costs = in.costs;

@@ -28,15 +28,30 @@ TEST(RankLayout, TpFastestThenDpThenPp) {
   EXPECT_THROW(world_rank_of(g, {2, 0, 0}), std::invalid_argument);
 }
 
+// Megatron-Core's --use-tp-pp-dp-mapping: rank = tp + pp*TP + dp*TP*PP.
+TEST(RankLayout, TpFastestThenPpThenDpWhenAsked) {
+  const GridShape g{2, 2, 2, true};
+  EXPECT_EQ(world_rank_of(g, {1, 0, 0}), 1);
+  EXPECT_EQ(world_rank_of(g, {0, 1, 0}), 2);  // the next stage is the next TP group
+  EXPECT_EQ(world_rank_of(g, {0, 0, 1}), 4);
+  EXPECT_EQ(world_rank_of(g, {1, 1, 1}), 7);
+  const GridShape h{4, 3, 2, true};
+  for (int r = 0; r < h.world(); ++r) {
+    const RankCoord c = coord_of(h, r);
+    EXPECT_EQ(r, c.tp + c.pp * 4 + c.dp * 12);
+    EXPECT_EQ(world_rank_of(h, c), r);
+  }
+}
+
 // Each group's all_gather of world ranks must list exactly the expected peers in
 // group-rank order, which also proves the split keys.
-void check_groups(int tp, int pp, int dp) {
+void check_groups(int tp, int pp, int dp, bool pp_before_dp = false) {
   const int n = tp * pp * dp;
   std::mutex mu;
   int checked = 0;
   run_on_threads(n, [&](Comm& world) {
-    ProcessGroups g(world, tp, pp, dp);
-    const RankCoord c = coord_of({tp, pp, dp}, world.rank());
+    ProcessGroups g(world, tp, pp, dp, pp_before_dp);
+    const RankCoord c = coord_of({tp, pp, dp, pp_before_dp}, world.rank());
     EXPECT_EQ(g.coord(), c);
     EXPECT_EQ(g.tp_rank(), world.rank() % tp);
     EXPECT_EQ(g.tp().rank(), g.tp_rank());
@@ -72,6 +87,8 @@ TEST(ProcessGroups, Tp2Pp2Dp2) { check_groups(2, 2, 2); }
 TEST(ProcessGroups, Tp4Pp1Dp2) { check_groups(4, 1, 2); }
 TEST(ProcessGroups, Tp1Pp3Dp2) { check_groups(1, 3, 2); }
 TEST(ProcessGroups, SingleRank) { check_groups(1, 1, 1); }
+TEST(ProcessGroups, Tp2Pp2Dp2PipelineBeforeData) { check_groups(2, 2, 2, true); }
+TEST(ProcessGroups, Tp1Pp3Dp2PipelineBeforeData) { check_groups(1, 3, 2, true); }
 
 TEST(ProcessGroups, ExplicitPeersForTp2Pp2Dp2) {
   std::vector<std::vector<int>> tp(8), pp(8), dp(8);

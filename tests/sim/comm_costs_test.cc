@@ -54,6 +54,20 @@ TEST(CommCosts, PipelineSendsAreTimedPerBoundary) {
   EXPECT_DOUBLE_EQ(costs.parts(1, send).pp, t.p2p_next_s[1]);
 }
 
+// The rank order moves the traffic (model/config.h RankOrder): under
+// tp-cp-pp-dp the stages of a pipeline are neighbouring servers (one rail hop)
+// and the DP peers far apart, so the sends get faster and the DP ring spans
+// more of the fabric than under Megatron's default order.
+TEST(CommCosts, RankOrderMovesPipelineAndDataParallelTraffic) {
+  model::Scenario megatron = gpt175b(4, 2, 32);
+  model::Scenario meta = megatron;
+  meta.parallel.rank_order = model::RankOrder::kTpCpPpDp;
+  const CommTimes a = network_times(megatron), b = network_times(meta);
+  EXPECT_LT(b.p2p_s, a.p2p_s);
+  for (size_t i = 0; i + 1 < b.p2p_next_s.size(); ++i) EXPECT_LT(b.p2p_next_s[i], a.p2p_s) << i;
+  EXPECT_GE(b.dp_reduce(0, 0), a.dp_reduce(0, 0));
+}
+
 // Plain 1F1B (V = 1): no wrap-around between the last and the first stage.
 TEST(CommCosts, NoWrapAroundWithoutInterleaving) {
   const CommTimes t = network_times(gpt175b(4, 1, 32));
