@@ -81,7 +81,7 @@ const Dataset& dataset() {
 
 TrainedRun train(Comm& world, const model::ModelConfig& m, const model::ParallelConfig& p,
           const Variant& v) {
-  ProcessGroups groups(world, p.tp, p.pp, p.dp);
+  ProcessGroups groups(world, p.tp, p.pp, p.dp, p.rank_order == model::RankOrder::kTpCpPpDp);
   CpuDevice device;
   ExecutorOptions eo;
   eo.model = m;
@@ -120,8 +120,10 @@ TrainedRun train(Comm& world, const model::ModelConfig& m, const model::Parallel
   return run;
 }
 
-model::ParallelConfig layout(int tp, int pp, int vpp, int dp, bool sp) {
+model::ParallelConfig layout(int tp, int pp, int vpp, int dp, bool sp,
+                             model::RankOrder order = model::RankOrder::kTpCpDpPp) {
   model::ParallelConfig p;
+  p.rank_order = order;
   p.tp = tp;
   p.pp = pp;
   p.vpp = vpp;
@@ -187,7 +189,10 @@ TEST(ExactnessMpi, EveryLayoutReproducesTheSingleProcessRun) {
   } else if (n == 4) {
     cases = {{layout(2, 2, 2, 1, true), {BlockKind::kParallel, 0, OptimizerKind::kAdam, true, true, false}, "tp2 pp2 vpp2 sp parallel"},
              {layout(2, 1, 1, 2, true), {BlockKind::kSequential, 8, OptimizerKind::kLamb, true, false, true}, "tp2 dp2 sp window lamb"},
-             {layout(1, 2, 2, 2, false), {BlockKind::kParallel, 8, OptimizerKind::kAdam, false, true, true}, "pp2 vpp2 dp2 all overlaps"}};
+             {layout(1, 2, 2, 2, false), {BlockKind::kParallel, 8, OptimizerKind::kAdam, false, true, true}, "pp2 vpp2 dp2 all overlaps"},
+             // Megatron-Core's tp-pp-dp mapping: stages on neighbouring ranks, replicas apart.
+             {layout(1, 2, 1, 2, false, model::RankOrder::kTpCpPpDp),
+              {BlockKind::kSequential, 0, OptimizerKind::kAdam, false, false, true}, "pp2 dp2 tp-pp-dp order"}};
   } else if (n == 8) {
     cases = {{layout(2, 2, 1, 2, true), {BlockKind::kSequential, 0, OptimizerKind::kLamb, true, false, false}, "tp2 pp2 dp2"},
              {layout(2, 2, 2, 2, true), {BlockKind::kParallel, 8, OptimizerKind::kAdam, true, true, true}, "tp2 pp2 vpp2 dp2 all"}};
