@@ -11,6 +11,7 @@
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "tests/model/valid_scenario.h"
 
 namespace megascale::model {
 namespace {
@@ -88,20 +89,7 @@ TEST(RankOrder, ParallelLinksFollowTheOrder) {
 }
 
 TEST(RankOrder, ScenarioKeyChoosesItAndNamesBadValues) {
-  const std::string text = R"([model]
-layers = 24
-hidden = 2048
-heads = 16
-seq_len = 2048
-vocab = 51200
-[parallel]
-tp = 2
-pp = 2
-dp = 4
-global_batch = 64
-[cluster]
-gpus = 16
-)";
+  const std::string text = testing::kValidScenario;
   EXPECT_EQ(parse_scenario(text, "t.toml").parallel.rank_order, RankOrder::kTpCpDpPp);
   EXPECT_EQ(parse_scenario(text, "t.toml", {"parallel.rank_order=\"tp-cp-pp-dp\""}).parallel.rank_order,
             RankOrder::kTpCpPpDp);
