@@ -90,8 +90,12 @@ std::string failure_text(const model::Scenario& s, const sim::FailureResult& f, 
   const sim::HangReport& h = f.hang;
   std::string text = s.name + " (" + s.source + ")\n";
   auto to = std::back_inserter(text);
-  fmt::format_to(to, "  failure: GPU {} (DP replica {}, pipeline stage {}, TP rank {}) goes down {:.3f} s into a {:.3f} s step\n",
-                 f.gpu, f.dp_replica, f.pp_rank, f.tp_rank, f.at_s, f.healthy_step_s);
+  // dp_replica is the folded gradient rank (model/config.h): with CP, the user's
+  // replica and CP rank.
+  const std::string where = p.cp > 1 ? fmt::format("DP replica {}, CP rank {}", f.dp_replica / p.cp, f.dp_replica % p.cp)
+                                     : fmt::format("DP replica {}", f.dp_replica);
+  fmt::format_to(to, "  failure: GPU {} ({}, pipeline stage {}, TP rank {}) goes down {:.3f} s into a {:.3f} s step\n",
+                 f.gpu, where, f.pp_rank, f.tp_rank, f.at_s, f.healthy_step_s);
   if (!h.hung) {
     text += h.failed_at_s < 0
                 ? std::string("  the step had ended: nothing to see in it; the next step hangs at its first\n"
