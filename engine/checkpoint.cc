@@ -199,6 +199,10 @@ CheckpointLayout make_checkpoint_layout(const model::ModelConfig& m, const model
   l.dp = p.dp;
   l.vpp = p.vpp;
   l.model = describe_model(m);
+  // A shard is named by its world rank: under another rank order the same rank
+  // holds other coordinates, so the order is part of what must match. Megatron's
+  // default goes unsaid, so checkpoints written before the key load as before.
+  if (p.rank_order != model::RankOrder::kTpCpDpPp) l.model += std::string(" ranks=") + model::to_string(p.rank_order);
   return l;
 }
 

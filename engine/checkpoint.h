@@ -74,7 +74,9 @@ class CheckpointError : public std::runtime_error {
 struct CheckpointLayout {
   int world_size = 1;
   int tp = 1, pp = 1, dp = 1, vpp = 1;
-  std::string model;  // canonical model description (describe_model)
+  // canonical model description (describe_model), then " ranks=tp-cp-pp-dp"
+  // when the rank order is not Megatron's default (a shard is named by world rank)
+  std::string model;
   bool operator==(const CheckpointLayout&) const = default;
 };
 

@@ -316,6 +316,12 @@ TEST(CheckpointLayout, DescribesModelAndLayout) {
   EXPECT_EQ(l.model,
             "layers=4 hidden=64 heads=4 kv_heads=4 seq=32 vocab=128 ffn=256 mlp=gelu "
             "block=sequential window=0");
+  // Another rank order puts other coordinates behind each shard's rank: it is
+  // part of the layout a resume must match (and refuses, as any model change).
+  p.rank_order = model::RankOrder::kTpCpPpDp;
+  const CheckpointLayout other = make_checkpoint_layout(m, p);
+  EXPECT_NE(other, l);
+  EXPECT_EQ(other.model, l.model + " ranks=tp-cp-pp-dp");
 }
 
 }  // namespace
