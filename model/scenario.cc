@@ -750,21 +750,15 @@ std::optional<Violation> check_pipeline_split(const ModelConfig& m, const Parall
                        std::to_string(chunks) + ")"};
 }
 
-// The file's dp and global batch: a folded config (model/config.h) carries cp x dp
-// and cp x global_batch, which an error would otherwise print as if the user wrote them.
-int file_dp(const ParallelConfig& p) { return p.cp > 1 && p.dp % p.cp == 0 ? p.dp / p.cp : p.dp; }
-int file_global_batch(const ParallelConfig& p) {
-  return p.cp > 1 && p.dp % p.cp == 0 && p.global_batch % p.cp == 0 ? p.global_batch / p.cp : p.global_batch;
-}
-
+// Errors print the file's dp and global batch: a folded config (model/config.h)
+// carries cp x dp and cp x global_batch, as the reports' layout line undoes.
 std::optional<Violation> check_gpu_count(const ParallelConfig& p, int cluster_gpus) {
   const int64_t layout_gpus = static_cast<int64_t>(p.tp) * p.pp * p.dp;
   if (layout_gpus == cluster_gpus) return std::nullopt;
-  const bool show_cp = p.cp > 1 && file_dp(p) != p.dp;
-  const std::string product = show_cp ? "tp*cp*pp*dp (" + std::to_string(p.tp) + "*" + std::to_string(p.cp) + "*"
-                                      : "tp*pp*dp (" + std::to_string(p.tp) + "*";
+  const std::string product = p.cp > 1 ? "tp*cp*pp*dp (" + std::to_string(p.tp) + "*" + std::to_string(p.cp) + "*"
+                                       : "tp*pp*dp (" + std::to_string(p.tp) + "*";
   return Violation{"cluster.gpus", "gpus (" + std::to_string(cluster_gpus) + ") != " + product +
-                                       std::to_string(p.pp) + "*" + std::to_string(file_dp(p)) + "=" +
+                                       std::to_string(p.pp) + "*" + std::to_string(p.replicas()) + "=" +
                                        std::to_string(layout_gpus) + ")"};
 }
 
@@ -772,12 +766,11 @@ std::optional<Violation> check_batch_split(const ParallelConfig& p) {
   const int64_t samples_per_step = static_cast<int64_t>(p.dp) * p.micro_batch;
   if (p.global_batch % samples_per_step == 0) return std::nullopt;
   // cp x global_batch over cp x dp x micro_batch: the same test on the file's values.
-  const int64_t file_samples_per_step = static_cast<int64_t>(file_dp(p)) * p.micro_batch;
-  return Violation{"parallel.global_batch", "global_batch (" + std::to_string(file_global_batch(p)) +
+  return Violation{"parallel.global_batch", "global_batch (" + std::to_string(p.global_batch / p.cp) +
                                                 ") not divisible by dp*micro_batch (" +
-                                                std::to_string(file_dp(p)) + "*" +
+                                                std::to_string(p.replicas()) + "*" +
                                                 std::to_string(p.micro_batch) + "=" +
-                                                std::to_string(file_samples_per_step) + ")"};
+                                                std::to_string(samples_per_step / p.cp) + ")"};
 }
 
 // Megatron-LM's interleaved 1F1B needs several stages and whole rounds of pp
