@@ -392,7 +392,7 @@ EventTimeline run_events(const model::Schedule& s, int replicas, const ReplicaDu
   out.replicas = replicas;
   {
     std::unique_ptr<sg::Engine> engine = new_engine();
-    sg::NetZone* zone = sg::create_full_zone("megascale-sim");
+    sg::NetZone* zone = sg::create_empty_zone("megascale-sim");
     std::vector<sg::Host*> host(static_cast<size_t>(replicas) * ranks);
     std::vector<sg::Host*> tx, rx;
     for (int rep = 0; rep < replicas; ++rep)
