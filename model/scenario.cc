@@ -740,14 +740,19 @@ std::optional<Violation> check_tensor_split(const ModelConfig& m, const Parallel
   return std::nullopt;
 }
 
-// Names vpp as the culprit when pp alone would divide the layers.
+// Names vpp as the culprit when pp alone would divide the layers, and says
+// that stages are even here: a user with, say, Llama 3 405B's 126 layers on 16
+// stages (Meta trims the first and last stage) learns the limit, not a typo.
 std::optional<Violation> check_pipeline_split(const ModelConfig& m, const ParallelConfig& p) {
   const int64_t chunks = static_cast<int64_t>(p.pp) * p.vpp;
   if (m.layers % chunks == 0) return std::nullopt;
   return Violation{m.layers % p.pp == 0 ? "parallel.vpp" : "parallel.pp",
                    "layers (" + std::to_string(m.layers) + ") not divisible by pp*vpp (" +
                        std::to_string(p.pp) + "*" + std::to_string(p.vpp) + "=" +
-                       std::to_string(chunks) + ")"};
+                       std::to_string(chunks) +
+                       "): every pipeline chunk holds the same number of layers here; uneven "
+                       "first / last stages (Megatron-Core's --decoder-first-pipeline-num-layers / "
+                       "--decoder-last-pipeline-num-layers) are not modelled"};
 }
 
 // Errors print the file's dp and global batch: a folded config (model/config.h)

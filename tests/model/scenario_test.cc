@@ -564,6 +564,25 @@ gpus = 5
                9, "parallel.pp", "layers (24) not divisible by pp*vpp (5*1=5)");
 }
 
+// The limit is named, not only the arithmetic: a 126-layer Llama 3 405B on 16
+// stages (Meta's trimmed first and last stage) is not expressible.
+TEST(ScenarioErrorTest, UnevenStagesAreNamedAsNotModelled) {
+  expect_error(R"([model]
+layers = 126
+hidden = 2048
+heads = 16
+seq_len = 2048
+vocab = 51200
+[parallel]
+tp = 1
+pp = 16
+global_batch = 64
+[cluster]
+gpus = 16
+)",
+               9, "parallel.pp", "uneven first / last stages");
+}
+
 TEST(ScenarioErrorTest, GpusNotTpPpDp) {
   expect_error(R"([model]
 layers = 96
