@@ -547,8 +547,8 @@ gpus = 64
                10, "parallel.vpp", "layers (96) not divisible by pp*vpp (8*5=40)");
 }
 
-TEST(ScenarioErrorTest, LayersNotDivisibleByPp) {
-  expect_error(R"([model]
+// 24 layers on 5 stages: pp alone does not divide them (line 9 names pp).
+constexpr const char* kLayersOverFiveStages = R"([model]
 layers = 24
 hidden = 2048
 heads = 16
@@ -560,27 +560,17 @@ pp = 5
 global_batch = 64
 [cluster]
 gpus = 5
-)",
-               9, "parallel.pp", "layers (24) not divisible by pp*vpp (5*1=5)");
+)";
+
+TEST(ScenarioErrorTest, LayersNotDivisibleByPp) {
+  expect_error(kLayersOverFiveStages, 9, "parallel.pp", "layers (24) not divisible by pp*vpp (5*1=5)");
 }
 
-// The limit is named, not only the arithmetic: a 126-layer Llama 3 405B on 16
-// stages (Meta's trimmed first and last stage) is not expressible.
+// The limit is named, not only the arithmetic: a user with, say, Llama 3 405B's
+// 126 layers on 16 stages (Meta's trimmed first and last stage) learns that
+// uneven stages are not expressible.
 TEST(ScenarioErrorTest, UnevenStagesAreNamedAsNotModelled) {
-  expect_error(R"([model]
-layers = 126
-hidden = 2048
-heads = 16
-seq_len = 2048
-vocab = 51200
-[parallel]
-tp = 1
-pp = 16
-global_batch = 64
-[cluster]
-gpus = 16
-)",
-               9, "parallel.pp", "uneven first / last stages");
+  expect_error(kLayersOverFiveStages, 9, "parallel.pp", "uneven first / last stages");
 }
 
 TEST(ScenarioErrorTest, GpusNotTpPpDp) {
