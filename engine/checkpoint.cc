@@ -203,6 +203,12 @@ CheckpointLayout make_checkpoint_layout(const model::ModelConfig& m, const model
   // holds other coordinates, so the order is part of what must match. Megatron's
   // default goes unsaid, so checkpoints written before the key load as before.
   if (p.rank_order != model::RankOrder::kTpCpDpPp) l.model += std::string(" ranks=") + model::to_string(p.rank_order);
+  // Likewise uneven first / last stages (model/pipeline_layout.h): each shard
+  // holds other layers than an even split's.
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
+    l.model += " first_stage_layers=" + std::to_string(p.first_stage_layers) +
+               " last_stage_layers=" + std::to_string(p.last_stage_layers);
+  }
   return l;
 }
 

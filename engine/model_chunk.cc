@@ -3,6 +3,10 @@
 #include "engine/model_chunk.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+
+#include "model/pipeline_layout.h"
 
 namespace megascale::engine {
 
@@ -28,15 +32,17 @@ ChunkConfig ChunkConfig::for_stage(const model::ModelConfig& m, const model::Par
   ENGINE_CHECK(P >= 1 && V >= 1, "pp and vpp must be >= 1");
   ENGINE_CHECK(0 <= pp_rank && pp_rank < P, "pp_rank out of range");
   ENGINE_CHECK(0 <= virtual_chunk && virtual_chunk < V, "virtual_chunk out of range");
-  ENGINE_CHECK(L % (P * V) == 0, "layers " + std::to_string(L) + " not divisible by pp*vpp " +
-                                     std::to_string(P * V));
+  const std::optional<std::string> bad =
+      model::pipeline_layout_error(L, P, V, p.first_stage_layers, p.last_stage_layers);
+  ENGINE_CHECK(!bad, "pipeline layout: " + bad.value_or(""));
+  const model::PipelineLayout layout(m, p);
   ChunkConfig c;
   c.model = m;
   c.micro_batch = p.micro_batch;
   c.tp = p.tp;
   c.sequence_parallel = p.sequence_parallel;
-  c.num_layers = L / (P * V);
-  c.first_layer = virtual_chunk * (L / V) + pp_rank * c.num_layers;
+  c.num_layers = layout.chunk_layers(pp_rank, virtual_chunk);
+  c.first_layer = layout.first_layer(pp_rank, virtual_chunk);
   c.has_embedding = pp_rank == 0 && virtual_chunk == 0;
   c.has_head = pp_rank == P - 1 && virtual_chunk == V - 1;
   c.chunk_id = virtual_chunk * P + pp_rank;

@@ -118,6 +118,10 @@ struct ParallelConfig {
   int cp = 1;                    // context-parallel size (folded into dp, see above)
   int pp = 1;                    // pipeline-parallel size (stages)
   int vpp = 1;                   // model chunks per stage (1 = plain 1F1B)
+  // Layers of the first / last pipeline stage, 0 = an even split (Megatron-Core's
+  // --decoder-first/last-pipeline-num-layers; model/pipeline_layout.h).
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   int dp = 1;                    // data-parallel size
   int micro_batch = 1;           // samples per micro-batch
   int global_batch = 1;          // samples per iteration, all replicas

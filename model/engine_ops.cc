@@ -7,6 +7,7 @@
 
 #include "model/collective_cost.h"
 #include "model/estimator.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 
 namespace megascale::model {
@@ -151,13 +152,13 @@ double time_share(const Scenario& s, const GpuProfile& gpu) {
   return gpu.cores > 0 && per_machine > gpu.cores ? static_cast<double>(per_machine) / gpu.cores : 1.0;
 }
 
-EngineMemory engine_memory(const Scenario& s) {
+EngineMemory engine_memory(const Scenario& s, int pp_rank) {
   const ParallelConfig& p = s.parallel;
   const EngineDims d = dims(s.model, p);
   constexpr double kF32 = 4;
   EngineMemory m;
   for (int c = 0; c < p.vpp; ++c) {
-    const double params = engine_chunk_params(s, 0, c);
+    const double params = engine_chunk_params(s, pp_rank, c);
     const double shard = p.zero_stage >= 1 && p.dp > 1 ? params / p.dp : params;
     m.parameters += kF32 * params;
     m.gradients += kF32 * params;
@@ -177,7 +178,7 @@ double engine_working_set_bytes(const Scenario& s) {
   const EngineMemory m = engine_memory(s);
   // The stashes of the micro-batches in flight: one at a time without
   // pipelining, up to P per chunk under 1F1B; and the head's logits.
-  const double layers = static_cast<double>(s.model.layers) / p.pp;
+  const double layers = PipelineLayout(s.model, p).max_stage_layers();
   const double in_flight = p.pp == 1 ? 1.0 : std::min<double>(p.microbatches(), p.pp);
   return m.parameters + m.gradients + m.optimizer + m.stash_per_layer * layers * in_flight + 4.0 * d.N * d.Vl;
 }
@@ -303,7 +304,7 @@ double engine_chunk_params(const Scenario& s, int pp_rank, int chunk) {
   double layer = 2.0 * d.C + d.C * d.Sq + d.Sq + d.Al * d.C + d.C + d.C * d.Fo + d.Fl * d.C;
   if (s.model.block == BlockKind::kSequential) layer += 2.0 * d.C;
   if (d.gelu) layer += d.Fl + d.C;
-  double params = static_cast<double>(s.model.layers) / (p.pp * p.vpp) * layer;
+  double params = static_cast<double>(PipelineLayout(s.model, p).chunk_layers(pp_rank, chunk)) * layer;
   if (pp_rank == 0 && chunk == 0) params += static_cast<double>(d.Vl) * d.C + static_cast<double>(d.T) * d.C;
   if (pp_rank == p.pp - 1 && chunk == p.vpp - 1) params += 2.0 * d.C + static_cast<double>(d.Vl) * d.C;
   return params;
@@ -336,8 +337,11 @@ double engine_rank_step_s(const Scenario& s, const GpuProfile& gpu, int pp_rank)
   if (p.sequence_parallel && p.tp > 1) {
     const double per_layer = (s.model.block == BlockKind::kSequential ? 6.0 : 3.0) * s.model.hidden +
                              (s.model.mlp == MlpKind::kGelu ? s.model.hidden : 0.0);
-    const double floats = per_layer * s.model.layers / (p.pp * p.vpp);
-    t += p.vpp * collective_time_s(CollectiveKind::kAllReduce, p.tp, floats * 4.0, links.tp);
+    const PipelineLayout layout(s.model, p);
+    for (int c = 0; c < p.vpp; ++c) {
+      const double floats = per_layer * layout.chunk_layers(pp_rank, c);
+      t += collective_time_s(CollectiveKind::kAllReduce, p.tp, floats * 4.0, links.tp);
+    }
   }
   // The step's loss: all-reduced over DP, broadcast from the last stage.
   if (p.dp > 1) t += small_allreduce_time_s(p.dp, links.dp);

@@ -54,14 +54,15 @@ int busy_ranks(const Scenario& s, const GpuProfile& gpu);
 // predictions are optimistic (simulate says so).
 double time_share(const Scenario& s, const GpuProfile& gpu);
 
-// What one engine rank holds (the busiest: pipeline rank 0), bytes: fp32
+// What one engine rank holds (pipeline rank `pp_rank`, by default 0, the
+// busiest of even stages), bytes: fp32
 // parameters and gradients of its chunks (the engine keeps the whole gradient
 // buffer even under ZeRO-2), fp32 optimizer moments of its shard (LAMB also
 // its update), and one layer's stash per micro-batch.
 struct EngineMemory {
   double parameters = 0, gradients = 0, optimizer = 0, stash_per_layer = 0;
 };
-EngineMemory engine_memory(const Scenario& s);
+EngineMemory engine_memory(const Scenario& s, int pp_rank = 0);
 
 // Bytes one engine rank keeps live across a step: parameters, gradients and
 // optimizer moments of its chunks, the stashes of the micro-batches in flight

@@ -13,6 +13,7 @@
 #include "model/layer_program.h"
 #include "model/op_cost.h"
 #include "model/payload.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 #include "model/throughput.h"
 
@@ -415,7 +416,7 @@ Estimate estimate(const Scenario& s) {
   const int M = p.microbatches();
   const int P = p.pp;
   const int V = p.vpp;
-  const int layers_per_chunk = m.layers / (P * V);
+  const PipelineLayout layout(m, p);
 
   Estimate e;
   // --- one layer, one micro-batch -------------------------------------------------
@@ -424,32 +425,61 @@ Estimate estimate(const Scenario& s) {
   const LayerPasses passes = layer_passes(s, gpu, ops, link.tp, &shared);
   const ProgramTime& fwd = passes.forward;
   const ProgramTime& bwd = passes.backward;
-  e.chunk_forward_s = layers_per_chunk * passes.forward_s();
-  e.chunk_backward_s = layers_per_chunk * passes.backward_s();
+  e.layer_forward_s = passes.forward_s();
+  e.layer_backward_s = passes.backward_s();
+  e.chunk_forward_s = layout.max_chunk_layers() * passes.forward_s();
+  e.chunk_backward_s = layout.max_chunk_layers() * passes.backward_s();
 
   const HeadTime emb = head_time(job_embedding_operators(s, gpu), s, link.tp, gpu, false);
   const HeadTime out = head_time(job_output_operators(s, gpu), s, link.tp, gpu, true);
 
   // --- the busiest pipeline rank -----------------------------------------------------
+  // Even stages: the one with the busier head (the first when P == 1, both).
+  // Uneven ones (model/pipeline_layout.h): the largest layers + head total.
   const double chunks = static_cast<double>(M) * V;
-  const double layer_compute = chunks * layers_per_chunk * (fwd.compute_s + bwd.compute_s);
-  const double layer_recompute = chunks * layers_per_chunk * bwd.recompute_s;
-  const double layer_tp = chunks * layers_per_chunk * (fwd.tp_exposed_s + bwd.tp_exposed_s);
   const double first_head = M * (emb.forward_s + emb.backward_s + (emb.tp_forward_s + emb.tp_backward_s));
   const double last_head = M * (out.forward_s + out.backward_s + (out.tp_forward_s + out.tp_backward_s));
-  const bool first_is_busiest = P == 1 || first_head >= last_head;
-  const double head_compute =
-      P == 1 ? M * (emb.forward_s + emb.backward_s + out.forward_s + out.backward_s)
-             : (first_is_busiest ? M * (emb.forward_s + emb.backward_s)
-                                 : M * (out.forward_s + out.backward_s));
-  const double head_tp = P == 1 ? M * ((emb.tp_forward_s + emb.tp_backward_s) + (out.tp_forward_s + out.tp_backward_s)) : (first_is_busiest ? M * (emb.tp_forward_s + emb.tp_backward_s) : M * (out.tp_forward_s + out.tp_backward_s));
+  const double layer_pass_s = passes.forward_s() + passes.backward_s();
+  auto rank_busy = [&](int r) {
+    return M * layout.stage_layers(r) * layer_pass_s + (r == 0 ? first_head : 0.0) +
+           (r == P - 1 ? last_head : 0.0);
+  };
+  int busiest = P == 1 || first_head >= last_head ? 0 : P - 1;
+  if (!layout.even()) {
+    for (int r = 0; r < P; ++r) {
+      if (rank_busy(r) > rank_busy(busiest)) busiest = r;
+    }
+  }
+  // Its layer passes: M x its layers (= M V x the layers of each of its chunks
+  // on even stages).
+  const double layer_passes = static_cast<double>(M) * layout.stage_layers(busiest);
+  const double layer_compute = layer_passes * (fwd.compute_s + bwd.compute_s);
+  const double layer_recompute = layer_passes * bwd.recompute_s;
+  const double layer_tp = layer_passes * (fwd.tp_exposed_s + bwd.tp_exposed_s);
+  const bool with_first_head = busiest == 0;
+  const bool with_last_head = busiest == P - 1;
+  const double head_compute = (with_first_head ? M * (emb.forward_s + emb.backward_s) : 0.0) +
+                              (with_last_head ? M * (out.forward_s + out.backward_s) : 0.0);
+  const double head_tp = (with_first_head ? M * (emb.tp_forward_s + emb.tp_backward_s) : 0.0) +
+                         (with_last_head ? M * (out.tp_forward_s + out.tp_backward_s) : 0.0);
 
   TimeBreakdown& b = e.breakdown;
   b.compute_s = layer_compute + head_compute;
   b.recompute_s = layer_recompute;
   b.tp_exposed_s = layer_tp + head_tp;
   const double busy_s = b.compute_s + b.recompute_s + b.tp_exposed_s;
-  b.bubble_s = (P - 1) * (e.chunk_forward_s + e.chunk_backward_s);
+  // Fill and drain: one micro-batch through every other stage, 1/V of a stage
+  // per chunk hop: (P-1) chunk passes on even stages. With uneven ones the
+  // busiest stage gates the steady state and its warm-up / cool-down passes
+  // hide part of the others' hops: each other stage counts in proportion to
+  // its share of the busiest stage's layers (first order; the event fidelity
+  // runs the schedule itself).
+  double other_layers = 0;
+  const double busiest_layers = layout.stage_layers(busiest);
+  for (int r = 0; r < P; ++r) {
+    if (r != busiest) other_layers += layout.stage_layers(r) * std::min(1.0, layout.stage_layers(r) / busiest_layers);
+  }
+  b.bubble_s = other_layers / V * layer_pass_s;
   e.bubble_fraction = busy_s > 0 ? b.bubble_s / busy_s : 0.0;
 
   // --- data ------------------------------------------------------------------------
@@ -475,18 +505,31 @@ Estimate estimate(const Scenario& s) {
   }
 
   // --- data parallel ---------------------------------------------------------------
-  const double chunk_params = layer_chunk_params(s);
+  // The pipeline rank with the most parameters: rank 0 on even stages (its
+  // first chunk holds the embedding), else the largest layers + embedding.
+  int dp_rank = 0;
+  if (!layout.even()) {
+    auto rank_params = [&](int r) {
+      double sum = 0;
+      for (int c = 0; c < V; ++c) sum += dp_chunk_params(s, r, c);
+      return sum;
+    };
+    for (int r = 1; r < P; ++r) {
+      if (rank_params(r) > rank_params(dp_rank)) dp_rank = r;
+    }
+  }
+  double stage_layer_params = 0;  // the transformer layers of dp_rank's chunks
+  for (int c = 0; c < V; ++c) stage_layer_params += layer_chunk_params(s, dp_rank, c);
   const double embed_params = static_cast<double>(m.vocab) * m.hidden / p.tp;
   if (p.dp > 1) {
     std::vector<double> rs(V), ag(V);
     for (int c = 0; c < V; ++c) {
-      // Pipeline rank 0, the busiest: its first chunk holds the embedding.
       const CollectiveKind reduce =
           p.zero_stage == 0 ? CollectiveKind::kAllReduce : CollectiveKind::kReduceScatter;
-      rs[c] = collective_time_s(reduce, p.dp, dp_payload_bytes(s, 0, c, OpKind::kDpReduceScatter), link.dp);
+      rs[c] = collective_time_s(reduce, p.dp, dp_payload_bytes(s, dp_rank, c, OpKind::kDpReduceScatter), link.dp);
       ag[c] = p.zero_stage == 0 ? 0.0
                                 : collective_time_s(CollectiveKind::kAllGather, p.dp,
-                                                    dp_payload_bytes(s, 0, c, OpKind::kDpAllGather), link.dp);
+                                                    dp_payload_bytes(s, dp_rank, c, OpKind::kDpAllGather), link.dp);
     }
     e.dp_reduce_scatter_chunk_s = rs[V > 1 ? 1 : 0];
     e.dp_all_gather_chunk_s = ag[V > 1 ? 1 : 0];
@@ -532,8 +575,10 @@ Estimate estimate(const Scenario& s) {
 
   // --- optimizer -------------------------------------------------------------------
   // The busiest stage's parameters: its chunks plus one vocab x hidden matrix
-  // (two when an untied output layer shares the only stage).
-  const double local_params = chunk_params * V + embed_params * (!m.tie_embeddings && P == 1 ? 2 : 1);
+  // on the first and the last stage (two when an untied output layer shares the
+  // only stage).
+  const int embed_matrices = P == 1 ? (!m.tie_embeddings ? 2 : 1) : (dp_rank == 0 || dp_rank == P - 1 ? 1 : 0);
+  const double local_params = stage_layer_params + embed_params * embed_matrices;
   const double shard = p.zero_stage >= 1 ? local_params / p.dp : local_params;
   const double per_param = (o.optimizer == OptimizerKind::kLamb ? kLambBytesPerParam
                                                                 : kAdamBytesPerParam) +
@@ -541,7 +586,7 @@ Estimate estimate(const Scenario& s) {
   b.optimizer_s = memory_time_s(gpu, shard * per_param);
   // The step's FP8 weight copies (the transformer layers' weights, counted with
   // the step's weight work).
-  if (o.fp8) b.optimizer_s += memory_time_s(gpu, chunk_params * V * kFp8WeightCastBytesPerParam);
+  if (o.fp8) b.optimizer_s += memory_time_s(gpu, stage_layer_params * kFp8WeightCastBytesPerParam);
   // Global gradient norm (and LAMB's per-tensor norms when sharded): small
   // all-reduces over the whole job, latency-bound.
   const Link& norm_link = p.dp > 1 ? link.dp : link.tp;

@@ -79,9 +79,13 @@ struct Estimate {
   double model_flops = 0;         // per iteration, the MFU numerator
   TimeBreakdown breakdown;
   MemoryBreakdown memory;
-  // Per (micro-batch, chunk) durations on a middle stage, for reports and tests.
+  // Per (micro-batch, chunk) durations of the layers of a chunk of the stage
+  // with the most layers (every stage's when they are even), for reports and
+  // tests; and of one layer (a chunk is its layers times these).
   double chunk_forward_s = 0;     // incl. exposed TP
   double chunk_backward_s = 0;    // incl. recompute and exposed TP
+  double layer_forward_s = 0;
+  double layer_backward_s = 0;
   double p2p_s = 0;               // one activation / gradient message
 
   // The bubble's share of the step, in [0, 1) (bubble_fraction is relative to

@@ -7,6 +7,7 @@
 #include "model/layer_program.h"
 #include "model/op_cost.h"
 #include "model/payload.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 
 namespace megascale::model {
@@ -25,8 +26,10 @@ int64_t p2p_message_bytes(const Scenario& s) {
   return static_cast<int64_t>(p.micro_batch) * s.model.seq_len * s.model.hidden * 2 / p.tp;
 }
 
+// The largest chunk's layers (each DP op's own bytes are set per rank below).
 int64_t dp_chunk_bytes(const Scenario& s) {
-  return static_cast<int64_t>(layer_chunk_params(s) * kGradElementBytes);
+  const double layers = PipelineLayout(s.model, s.parallel).max_chunk_layers();
+  return static_cast<int64_t>(layers * s.model.parameters_per_layer() / s.parallel.tp * kGradElementBytes);
 }
 
 ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, const Optimizations& opt) {
@@ -35,6 +38,8 @@ ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, 
   o.vpp = p.vpp;
   o.microbatches = p.microbatches();
   o.layers = m.layers;
+  o.first_stage_layers = p.first_stage_layers;
+  o.last_stage_layers = p.last_stage_layers;
   o.zero_stage = p.zero_stage;
   o.dp = p.dp;
   o.pp_overlap = opt.pp_overlap;
@@ -50,7 +55,10 @@ int dp_buckets_per_chunk(const Scenario& s) {
   // Megatron-Core's default: max(40M, 1M x DP) parameters per bucket.
   const double bucket = o.dp_bucket_params > 0 ? static_cast<double>(o.dp_bucket_params)
                                                : std::max(40e6, 1e6 * s.parallel.dp);
-  const double buckets = std::ceil(layer_chunk_params(s) / bucket);
+  // One count for every chunk: the largest chunk's (uneven stages differ by a
+  // layer or two; the schedule splits every chunk's pieces alike).
+  const double layers = PipelineLayout(s.model, s.parallel).max_chunk_layers();
+  const double buckets = std::ceil(layers * s.model.parameters_per_layer() / s.parallel.tp / bucket);
   return static_cast<int>(std::clamp(buckets, 1.0, static_cast<double>(kMaxDpBuckets)));
 }
 
@@ -83,16 +91,17 @@ DurationFn estimated_durations(const Scenario& s, const Estimate& e) {
   // embedding sync is a pipeline exchange the closed form counts apart).
   const double optimizer_s = e.breakdown.optimizer_s + e.breakdown.grad_norm_s + e.breakdown.host_s;
   const double data_s = s.optimizations.data_pipeline ? 0.0 : e.breakdown.data_s;
-  const double fwd_s = e.chunk_forward_s;
-  const double bwd_s = e.chunk_backward_s;
+  const double fwd_s = e.layer_forward_s;  // per layer: each chunk holds its own count
+  const double bwd_s = e.layer_backward_s;
+  const PipelineLayout layout(s.model, s.parallel);
   const double p2p_s = e.p2p_s;
   const double rs_s = e.dp_reduce_scatter_chunk_s;
   const double ag_s = e.dp_all_gather_chunk_s;
-  return [=](int /*pp_rank*/, const Op& op) -> double {
+  return [=](int pp_rank, const Op& op) -> double {
     switch (op.kind) {
       case OpKind::kDataLoad: return data_s;
-      case OpKind::kForward: return op.fraction * fwd_s;
-      case OpKind::kBackward: return op.fraction * bwd_s;
+      case OpKind::kForward: return op.fraction * (layout.chunk_layers(pp_rank, op.chunk) * fwd_s);
+      case OpKind::kBackward: return op.fraction * (layout.chunk_layers(pp_rank, op.chunk) * bwd_s);
       case OpKind::kSendActivation:
       case OpKind::kSendGradient: return p2p_s;
       case OpKind::kRecvActivation:

@@ -8,6 +8,7 @@
 #include "model/engine_ops.h"
 #include "model/op_cost.h"
 #include "model/payload.h"
+#include "model/pipeline_layout.h"
 
 namespace megascale::model {
 namespace {
@@ -38,10 +39,12 @@ double loss_bytes_per_logit(CrossEntropyImpl impl) {
 // (REFERENCE.md), fp32, one in flight.
 double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradElementBytes; }
 
-int inflight_chunks(const ParallelConfig& p) {
+// (micro-batch, chunk) activations pipeline rank r keeps at its peak: its
+// warm-up forwards + 1 (model/schedule.h warmup_forwards()).
+int inflight_chunks(const ParallelConfig& p, int pp_rank) {
   const int m = p.microbatches();
-  if (p.vpp == 1) return std::min(p.pp, m);
-  const int warmup = std::min(m * p.vpp, 2 * (p.pp - 1) + (p.vpp - 1) * p.pp);
+  if (p.vpp == 1) return std::min(p.pp - pp_rank, m);
+  const int warmup = std::min(m * p.vpp, 2 * (p.pp - pp_rank - 1) + (p.vpp - 1) * p.pp);
   return std::min(warmup + 1, m * p.vpp);
 }
 
@@ -104,9 +107,19 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
   return sbh * (replicated + sharded / t + scores);
 }
 
-MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
-                               const Optimizations& o, const GpuProfile& gpu) {
+namespace {
+
+// Pipeline rank r's memory: its layers (model/pipeline_layout.h), the word
+// embedding and positions on rank 0, the tied output copy on the last rank.
+MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const Optimizations& o,
+                            const GpuProfile& gpu, const PipelineLayout& layout, int pp_rank) {
   MemoryBreakdown r;
+  r.pp_rank = pp_rank;
+  r.capacity_bytes = gpu.memory_bytes;
+  r.inflight_chunks = inflight_chunks(p, pp_rank);
+  // The layers of an average chunk of the rank (its chunks hold the same on
+  // even stages; one layer more or fewer on a given first / last stage).
+  const double chunk_layers = static_cast<double>(layout.stage_layers(pp_rank)) / p.vpp;
   if (gpu.models_engine()) {
     // The engine (model/engine_ops.h): fp32 everything, no device
     // context; its stash per layer for the schedule's chunks in flight.
@@ -114,33 +127,34 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
     s.model = m;
     s.parallel = p;
     s.optimizations = o;
-    const EngineMemory e = engine_memory(s);
+    const EngineMemory e = engine_memory(s, pp_rank);
     r.parameters_bytes = e.parameters;
     r.gradients_bytes = e.gradients;
     r.optimizer_bytes = e.optimizer;
     r.activation_bytes_per_layer = e.stash_per_layer;
-    r.inflight_chunks = inflight_chunks(p);
-    r.activations_bytes = e.stash_per_layer * (m.layers / (p.pp * p.vpp)) * r.inflight_chunks;
+    r.activations_bytes = e.stash_per_layer * chunk_layers * r.inflight_chunks;
     r.other_bytes = 0;
     r.total_bytes = r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes;
-    r.capacity_bytes = gpu.memory_bytes;
     return r;
   }
-  // Rank 0 holds L/P layers and the embedding (vocab-parallel, plus positions).
   const double layer_params = static_cast<double>(m.parameters_per_layer()) / p.tp;
-  // Untied on a single stage: the output matrix is a second vocab x hidden.
-  const double embed_params = static_cast<double>(m.vocab) * m.hidden / p.tp * (!m.tie_embeddings && p.pp == 1 ? 2 : 1) +
-                              static_cast<double>(m.seq_len) * m.hidden;
-  const double params = layer_params * (m.layers / p.pp) + embed_params;
+  const double vocab_params = static_cast<double>(m.vocab) * m.hidden / p.tp;
+  double embed_params = 0;
+  if (pp_rank == 0) {
+    // Untied on a single stage: the output matrix is a second vocab x hidden.
+    embed_params += vocab_params * (!m.tie_embeddings && p.pp == 1 ? 2 : 1) +
+                    static_cast<double>(m.seq_len) * m.hidden;
+  } else if (pp_rank == p.pp - 1) {
+    embed_params += vocab_params;  // the output layer's (tied copy or own) matrix
+  }
+  const double params = layer_params * layout.stage_layers(pp_rank) + embed_params;
   const double dp = p.dp;
   r.parameters_bytes = params * kParamBytes / (p.zero_stage >= 3 ? dp : 1.0);
   r.gradients_bytes = params * kGradElementBytes / (p.zero_stage >= 2 ? dp : 1.0);
   r.optimizer_bytes = params * kOptimizerBytes / (p.zero_stage >= 1 ? dp : 1.0);
 
   r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators, o.fp8);
-  r.inflight_chunks = inflight_chunks(p);
-  const int layers_per_chunk = m.layers / (p.pp * p.vpp);
-  r.activations_bytes = r.activation_bytes_per_layer * layers_per_chunk * r.inflight_chunks;
+  r.activations_bytes = r.activation_bytes_per_layer * chunk_layers * r.inflight_chunks;
 
   r.other_bytes = kFixedOverheadBytes;
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp);
@@ -159,8 +173,23 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   }
   r.total_bytes =
       r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes + r.other_bytes;
-  r.capacity_bytes = gpu.memory_bytes;
   return r;
+}
+
+}  // namespace
+
+MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
+                               const Optimizations& o, const GpuProfile& gpu) {
+  // Even stages: rank 0 holds the most (as many layers as any, the embedding and
+  // positions, the most chunks in flight). Uneven ones: every rank is compared.
+  const PipelineLayout layout(m, p);
+  MemoryBreakdown best = rank_memory(m, p, o, gpu, layout, 0);
+  if (layout.even()) return best;
+  for (int r = 1; r < p.pp; ++r) {
+    MemoryBreakdown mine = rank_memory(m, p, o, gpu, layout, r);
+    if (mine.total_bytes > best.total_bytes) best = mine;
+  }
+  return best;
 }
 
 std::string MemoryBreakdown::describe() const {
@@ -168,7 +197,8 @@ std::string MemoryBreakdown::describe() const {
       "needs {:.1f} GB of {:.1f} GB: parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
       "activations {:.1f} ({} in-flight chunks x {:.2f} GB/layer), other {:.1f}",
       total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9, gradients_bytes / 1e9, optimizer_bytes / 1e9,
-      activations_bytes / 1e9, inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9);
+      activations_bytes / 1e9, inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9) +
+         (pp_rank > 0 ? fmt::format(", on pipeline rank {}", pp_rank) : std::string());
 }
 
 }  // namespace megascale::model

@@ -10,9 +10,11 @@
 // the attention score term disappears), 2/t (full recomputation: the layer input
 // only), generalised to other MLP widths, SwiGLU, the parallel block, sliding-
 // window attention, and FlashAttention (which never stores the score matrix).
-// The pipeline stage that holds the most is the first: with 1F1B it keeps
-// min(P, M) micro-batches in flight, with interleaved 1F1B its warm-up + 1 chunks
-// (model/schedule.h warmup_forwards()).
+// With even stages the pipeline stage that holds the most is the first: with 1F1B
+// it keeps min(P, M) micro-batches in flight, with interleaved 1F1B its warm-up
+// + 1 chunks (model/schedule.h warmup_forwards()); with uneven first / last
+// stages (model/pipeline_layout.h) every stage is compared and the fullest is
+// reported.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -33,7 +35,8 @@ struct MemoryBreakdown {
                                     // the loss's logits (PP 1: rank 0 is the last stage)
   double total_bytes = 0;
   double capacity_bytes = 0;        // the profile's HBM
-  int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by rank 0
+  int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by that rank
+  int pp_rank = 0;                  // the pipeline rank described (the fullest)
   double activation_bytes_per_layer = 0;  // one micro-batch, one layer
   bool fits() const { return total_bytes <= capacity_bytes; }
   // "needs 93.1 GB of 85.9 GB: parameters 5.5, gradients 10.9, ..." (GB = 1e9 B).

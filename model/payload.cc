@@ -2,20 +2,20 @@
 #include "model/payload.h"
 
 #include "model/engine_ops.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 
 namespace megascale::model {
 
-double layer_chunk_params(const Scenario& s) {
-  const ParallelConfig& p = s.parallel;
-  const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
-  return static_cast<double>(layers_per_chunk) * s.model.parameters_per_layer() / p.tp;
+double layer_chunk_params(const Scenario& s, int pp_rank, int chunk) {
+  const int layers = PipelineLayout(s.model, s.parallel).chunk_layers(pp_rank, chunk);
+  return static_cast<double>(layers) * s.model.parameters_per_layer() / s.parallel.tp;
 }
 
 double dp_chunk_params(const Scenario& s, int pp_rank, int chunk) {
   if (hardware_profile(s).models_engine()) return engine_chunk_params(s, pp_rank, chunk);
   const ParallelConfig& p = s.parallel;
-  double params = layer_chunk_params(s);
+  double params = layer_chunk_params(s, pp_rank, chunk);
   const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
   const bool first = pp_rank == 0 && chunk == 0;
   const bool last = pp_rank == p.pp - 1 && chunk == p.vpp - 1;

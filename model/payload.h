@@ -24,9 +24,10 @@ namespace megascale::model {
 // fp32 gradients (Megatron-LM's default main-grad dtype for bf16 training).
 constexpr double kGradElementBytes = 4.0;
 
-// Parameters per GPU of one chunk's transformer layers: layers / (P V) x
-// parameters_per_layer / TP (no embedding).
-double layer_chunk_params(const Scenario& s);
+// Parameters per GPU of the transformer layers of chunk `chunk` of pipeline rank
+// `pp_rank`: its layers (model/pipeline_layout.h) x parameters_per_layer / TP (no
+// embedding).
+double layer_chunk_params(const Scenario& s, int pp_rank, int chunk);
 
 // Parameters per GPU of chunk `chunk` of pipeline rank `pp_rank`.
 double dp_chunk_params(const Scenario& s, int pp_rank, int chunk);

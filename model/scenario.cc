@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/fused_overlap.h"
+#include "model/pipeline_layout.h"
 #include "model/hardware.h"
 #include "model/profile.h"
 #include "model/scenario_overrides.h"
@@ -80,7 +81,8 @@ ModelConfig read_model(const Section& s) {
 }
 
 constexpr std::string_view kParallelKeys[] = {
-    "tp",         "cp",       "pp", "vpp", "dp", "micro_batch", "global_batch", "sequence_parallel",
+    "tp",         "cp",        "pp",         "vpp", "first_stage_layers", "last_stage_layers",
+    "dp",         "micro_batch", "global_batch", "sequence_parallel",
     "zero_stage", "recompute", "rank_order"};
 
 // dp defaults to the GPUs left once tp, cp and pp are placed, when that is exact.
@@ -101,6 +103,8 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
   p.cp = s.integer("cp", 1, 4096).value_or(1);
   p.pp = s.required_integer("pp", 1);
   p.vpp = s.integer("vpp", 1).value_or(1);
+  p.first_stage_layers = s.integer("first_stage_layers", 1).value_or(0);
+  p.last_stage_layers = s.integer("last_stage_layers", 1).value_or(0);
   p.dp = read_dp(s, p.tp, p.cp, p.pp, cluster_gpus);
   p.micro_batch = s.integer("micro_batch", 1).value_or(1);
   p.global_batch = s.required_integer("global_batch", 1);
@@ -740,19 +744,15 @@ std::optional<Violation> check_tensor_split(const ModelConfig& m, const Parallel
   return std::nullopt;
 }
 
-// Names vpp as the culprit when pp alone would divide the layers, and says
-// that stages are even here: a user with, say, Llama 3 405B's 126 layers on 16
-// stages (Meta trims the first and last stage) learns the limit, not a typo.
+// Megatron-Core's split (model/pipeline_layout.h); the error names vpp when pp
+// alone would divide the layers and says how to ask for uneven first / last
+// stages (a user with Llama 3 405B's 126 layers on 16 stages learns the keys).
 std::optional<Violation> check_pipeline_split(const ModelConfig& m, const ParallelConfig& p) {
-  const int64_t chunks = static_cast<int64_t>(p.pp) * p.vpp;
-  if (m.layers % chunks == 0) return std::nullopt;
-  return Violation{m.layers % p.pp == 0 ? "parallel.vpp" : "parallel.pp",
-                   "layers (" + std::to_string(m.layers) + ") not divisible by pp*vpp (" +
-                       std::to_string(p.pp) + "*" + std::to_string(p.vpp) + "=" +
-                       std::to_string(chunks) +
-                       "): every pipeline chunk holds the same number of layers here; uneven "
-                       "first / last stages (Megatron-Core's --decoder-first-pipeline-num-layers / "
-                       "--decoder-last-pipeline-num-layers) are not modelled"};
+  std::string key;
+  std::optional<std::string> why =
+      pipeline_layout_error(m.layers, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers, &key);
+  if (!why) return std::nullopt;
+  return Violation{key, *why};
 }
 
 // Errors print the file's dp and global batch: a folded config (model/config.h)

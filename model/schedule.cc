@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "model/pipeline_layout.h"
+
 namespace megascale::model {
 
 const char* to_string(OpKind k) {
@@ -72,9 +74,17 @@ int warmup_forwards(int pp_rank, const ScheduleOptions& o) {
   return std::min(total, 2 * (o.pp - pp_rank - 1) + (o.vpp - 1) * o.pp);
 }
 
-int Schedule::first_layer(int pp_rank, int chunk) const {
-  return chunk * (options.layers / options.vpp) + pp_rank * layers_per_chunk();
+namespace {
+
+PipelineLayout layout_of(const ScheduleOptions& o) {
+  return PipelineLayout(o.layers, o.pp, o.vpp, o.first_stage_layers, o.last_stage_layers);
 }
+
+}  // namespace
+
+int Schedule::chunk_layers(int pp_rank, int chunk) const { return layout_of(options).chunk_layers(pp_rank, chunk); }
+
+int Schedule::first_layer(int pp_rank, int chunk) const { return layout_of(options).first_layer(pp_rank, chunk); }
 
 namespace {
 
@@ -84,9 +94,10 @@ void check_options(const ScheduleOptions& o) {
   };
   if (o.pp < 1 || o.vpp < 1 || o.microbatches < 1 || o.layers < 1 || o.dp < 1)
     fail("pp, vpp, microbatches, layers and dp must be >= 1");
-  if (o.layers % (o.pp * o.vpp) != 0)
-    fail("layers (" + std::to_string(o.layers) + ") not divisible by pp*vpp (" +
-         std::to_string(o.pp * o.vpp) + ")");
+  if (std::optional<std::string> why =
+          pipeline_layout_error(o.layers, o.pp, o.vpp, o.first_stage_layers, o.last_stage_layers)) {
+    fail(*why);
+  }
   if (o.vpp > 1 && o.pp < 2) fail("vpp > 1 requires pp > 1");
   if (o.vpp > 1 && o.microbatches % o.pp != 0)
     fail("interleaved schedule requires microbatches (" + std::to_string(o.microbatches) +

@@ -91,7 +91,9 @@ struct ScheduleOptions {
   int pp = 1;               // P
   int vpp = 1;              // V
   int microbatches = 1;     // M per data-parallel replica
-  int layers = 1;           // total transformer layers L (L % (P*V) == 0)
+  int layers = 1;           // total transformer layers L, split as model/pipeline_layout.h
+  int first_stage_layers = 0;  // the first / last stage's layers, 0 = even (L % (P*V) == 0)
+  int last_stage_layers = 0;
   int zero_stage = 1;       // 0: DP all-reduce; 1,2: RS + AG per chunk; 3: AG per use
   int dp = 1;               // no DP ops when dp == 1
   bool pp_overlap = false;  // false: p2p blocking on the compute stream (Megatron
@@ -116,9 +118,10 @@ struct Schedule {
   LayerProgram layer_forward;       // run once per layer inside every Forward
   LayerProgram layer_backward;      // run once per layer inside every Backward
 
-  int layers_per_chunk() const { return options.layers / (options.pp * options.vpp); }
-  // First global layer index held by chunk c of pipeline rank r:
-  // c*L/V + r*L/(P*V) (Megatron-LM's interleaved layer assignment).
+  // Layers of chunk c of pipeline rank r, and the first global layer index it
+  // holds: c*L/V + r*L/(P*V) on even stages (Megatron-LM's interleaved
+  // assignment; model/pipeline_layout.h for uneven ones).
+  int chunk_layers(int pp_rank, int chunk) const;
   int first_layer(int pp_rank, int chunk) const;
 };
 
@@ -133,7 +136,7 @@ MicroChunk backward_item(int k, const ScheduleOptions& o);
 int warmup_forwards(int pp_rank, const ScheduleOptions& o);
 
 // Builds the per-rank op lists. Throws std::invalid_argument for invalid options
-// (sizes < 1, layers % (P*V) != 0, V > 1 with P == 1 or M % P != 0, ZeRO stage
+// (sizes < 1, layers that model/pipeline_layout.h cannot split, V > 1 with P == 1 or M % P != 0, ZeRO stage
 // outside 0..3, negative byte counts). Layer programs are left empty; see
 // model/job_schedule.h for the scenario-level builder that fills them.
 Schedule build_schedule(const ScheduleOptions& options);

@@ -15,9 +15,14 @@ namespace megascale::report {
 
 std::string layout_line(const model::ParallelConfig& p) {
   // Megatron's default rank order goes unsaid; the other is named.
-  const std::string order = p.rank_order == model::RankOrder::kTpCpDpPp
-                                ? ""
-                                : std::string("  ranks ") + model::to_string(p.rank_order);
+  std::string order = p.rank_order == model::RankOrder::kTpCpDpPp
+                          ? ""
+                          : std::string("  ranks ") + model::to_string(p.rank_order);
+  // Uneven first / last stages (model/pipeline_layout.h) are named; even ones go unsaid.
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
+    auto given = [](int n) { return n > 0 ? std::to_string(n) : std::string("even"); };
+    order += "  stage layers first " + given(p.first_stage_layers) + " last " + given(p.last_stage_layers);
+  }
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
     return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}{}",
                        p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
@@ -37,6 +42,8 @@ Json parallel_json(const model::ParallelConfig& p) {
   j["cp"] = p.cp;
   j["pp"] = p.pp;
   j["vpp"] = p.vpp;
+  if (p.first_stage_layers > 0) j["first_stage_layers"] = p.first_stage_layers;
+  if (p.last_stage_layers > 0) j["last_stage_layers"] = p.last_stage_layers;
   j["dp"] = p.replicas();
   if (p.cp > 1) {
     j["dp_cp"] = p.dp;

@@ -91,12 +91,11 @@ std::vector<LayerSlice> head_slices(const std::vector<model::OperatorCost>& ops,
 
 }  // namespace
 
-LayerTrace::LayerTrace(const model::Scenario& s) : pp_(s.parallel.pp), vpp_(s.parallel.vpp) {
+LayerTrace::LayerTrace(const model::Scenario& s)
+    : pp_(s.parallel.pp), vpp_(s.parallel.vpp), layout_(s.model, s.parallel) {
   model::GpuProfile cpu_storage;
   const model::GpuProfile& gpu = model::job_profile(s, &cpu_storage);
   const model::ParallelConfig& p = s.parallel;
-  layers_per_chunk_ = s.model.layers / (p.pp * p.vpp);
-  layers_per_stage_chunk_ = s.model.layers / p.vpp;
   const std::vector<model::OperatorCost> ops = model::job_layer_operators(s, gpu);
   const model::Link tp = model::parallel_links(s, gpu).tp;
   forward_.slices = pass_slices(model::layer_forward_program(s.model, p, ops), ops, false, s, tp, gpu, &forward_.length_s);
@@ -124,15 +123,16 @@ std::vector<LayerSlice> LayerTrace::op_slices(int pp_rank, const model::Op& op) 
   if (op.kind != OpKind::kForward && op.kind != OpKind::kBackward) return out;
   const bool first = pp_rank == 0 && op.chunk == 0;
   const bool last = pp_rank == pp_ - 1 && op.chunk == vpp_ - 1;
-  const int base = op.chunk * layers_per_stage_chunk_ + pp_rank * layers_per_chunk_;
+  const int base = layout_.first_layer(pp_rank, op.chunk);
+  const int layers = layout_.chunk_layers(pp_rank, op.chunk);
   double t = 0;
   if (op.kind == OpKind::kForward) {
     if (first) append(embedding_fwd_, -1, &t, &out);
-    for (int j = 0; j < layers_per_chunk_; ++j) append(forward_, base + j, &t, &out);
+    for (int j = 0; j < layers; ++j) append(forward_, base + j, &t, &out);
     if (last) append(output_fwd_, -1, &t, &out);
   } else {
     if (last) append(output_bwd_, -1, &t, &out);
-    for (int j = layers_per_chunk_ - 1; j >= 0; --j) append(backward_, base + j, &t, &out);
+    for (int j = layers - 1; j >= 0; --j) append(backward_, base + j, &t, &out);
     if (first) append(embedding_bwd_, -1, &t, &out);
   }
   return out;
@@ -143,10 +143,10 @@ double LayerTrace::nominal_s(int pp_rank, const model::Op& op) const {
   const bool first = pp_rank == 0 && op.chunk == 0;
   const bool last = pp_rank == pp_ - 1 && op.chunk == vpp_ - 1;
   if (op.kind == OpKind::kForward) {
-    return (first ? embedding_fwd_.length_s : 0) + layers_per_chunk_ * forward_.length_s +
+    return (first ? embedding_fwd_.length_s : 0) + layout_.chunk_layers(pp_rank, op.chunk) * forward_.length_s +
            (last ? output_fwd_.length_s : 0);
   }
-  return (last ? output_bwd_.length_s : 0) + layers_per_chunk_ * backward_.length_s +
+  return (last ? output_bwd_.length_s : 0) + layout_.chunk_layers(pp_rank, op.chunk) * backward_.length_s +
          (first ? embedding_bwd_.length_s : 0);
 }
 

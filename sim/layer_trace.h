@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/pipeline_layout.h"
 #include "model/schedule.h"
 
 namespace megascale::sim {
@@ -65,7 +66,8 @@ class LayerTrace {
   };
   void append(const Pass& pass, int layer, double* cursor, std::vector<LayerSlice>* out) const;
 
-  int pp_ = 1, vpp_ = 1, layers_per_chunk_ = 1, layers_per_stage_chunk_ = 1;
+  int pp_ = 1, vpp_ = 1;
+  model::PipelineLayout layout_;
   Pass forward_, backward_;
   Pass embedding_fwd_, embedding_bwd_, output_fwd_, output_bwd_;
 };

@@ -8,6 +8,7 @@
 #include "model/hardware.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 #include "model/schedule.h"
 
@@ -72,7 +73,7 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
   model::GpuProfile cpu_storage;
   const model::GpuProfile& gpu = model::job_profile(s, &cpu_storage);
   const model::ParallelConfig& p = s.parallel;
-  const int layers_per_chunk = s.model.layers / (p.pp * p.vpp);
+  const model::PipelineLayout layout(s.model, p);
   const std::vector<model::OperatorCost> ops =
       model::job_layer_operators(s, gpu);
   const model::Link tp = model::parallel_links(s, gpu).tp;
@@ -81,14 +82,24 @@ OpCosts::OpCosts(const model::Scenario& s, const model::Estimate& e, const CommT
   const model::ProgramTime b =
       model::program_time(model::layer_backward_program(s.model, p, ops), ops, true, s, tp, gpu);
 
-  // The estimate's chunk times are the totals; TP is what they add beyond kernels.
-  forward_.compute = layers_per_chunk * f.compute_s;
-  forward_.tp = std::max(0.0, e.chunk_forward_s - forward_.compute);
-  backward_.compute = layers_per_chunk * b.compute_s;
-  backward_.recompute = layers_per_chunk * b.recompute_s;
-  backward_.tp = std::max(0.0, e.chunk_backward_s - backward_.compute - backward_.recompute);
-  forward_flops_ = layers_per_chunk * f.flops;
-  backward_flops_ = layers_per_chunk * b.flops;
+  // The estimate's layer times x the chunk's layers are the totals; TP is what
+  // they add beyond kernels. One entry per (pipeline rank, chunk): uneven first /
+  // last stages hold other layer counts (model/pipeline_layout.h).
+  for (int r = 0; r < p.pp; ++r) {
+    for (int c = 0; c < p.vpp; ++c) {
+      const int layers = layout.chunk_layers(r, c);
+      OpParts fw, bw;
+      fw.compute = layers * f.compute_s;
+      fw.tp = std::max(0.0, layers * e.layer_forward_s - fw.compute);
+      bw.compute = layers * b.compute_s;
+      bw.recompute = layers * b.recompute_s;
+      bw.tp = std::max(0.0, layers * e.layer_backward_s - bw.compute - bw.recompute);
+      forward_.push_back(fw);
+      backward_.push_back(bw);
+      forward_flops_.push_back(layers * f.flops);
+      backward_flops_.push_back(layers * b.flops);
+    }
+  }
 
   const Head emb = head(model::job_embedding_operators(s, gpu), s, gpu, false);
   const Head out = head(model::job_output_operators(s, gpu), s, gpu, true);
@@ -136,13 +147,13 @@ OpParts OpCosts::parts(int pp_rank, const model::Op& op) const {
       t.data = data_s_;
       break;
     case OpKind::kForward:
-      t = forward_;
+      t = forward_[pp_rank * vpp_ + op.chunk];
       if (first_head(pp_rank, op.chunk)) t = plus(t, embedding_fwd_);
       if (last_head(pp_rank, op.chunk)) t = plus(t, output_fwd_);
       t = scaled(t, op.fraction);  // a bucketed piece carries its share
       break;
     case OpKind::kBackward:
-      t = backward_;
+      t = backward_[pp_rank * vpp_ + op.chunk];
       if (first_head(pp_rank, op.chunk)) t = plus(t, embedding_bwd_);
       if (last_head(pp_rank, op.chunk)) t = plus(t, output_bwd_);
       t = scaled(t, op.fraction);
@@ -179,11 +190,11 @@ std::vector<double> OpCosts::busy_s() const {
 
 double OpCosts::flops(int pp_rank, const model::Op& op) const {
   if (op.kind == OpKind::kForward) {
-    return op.fraction * (forward_flops_ + (first_head(pp_rank, op.chunk) ? embedding_flops_fwd_ : 0.0) +
+    return op.fraction * (forward_flops_[pp_rank * vpp_ + op.chunk] + (first_head(pp_rank, op.chunk) ? embedding_flops_fwd_ : 0.0) +
                           (last_head(pp_rank, op.chunk) ? output_flops_fwd_ : 0.0));
   }
   if (op.kind == OpKind::kBackward) {
-    return op.fraction * (backward_flops_ + (first_head(pp_rank, op.chunk) ? embedding_flops_bwd_ : 0.0) +
+    return op.fraction * (backward_flops_[pp_rank * vpp_ + op.chunk] + (first_head(pp_rank, op.chunk) ? embedding_flops_bwd_ : 0.0) +
                           (last_head(pp_rank, op.chunk) ? output_flops_bwd_ : 0.0));
   }
   return 0.0;

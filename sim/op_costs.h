@@ -6,7 +6,8 @@
 // Where each duration comes from
 // ------------------------------
 // Forward / Backward of (micro-batch, chunk): the analytical estimator's
-//   per-chunk times (model/estimator.h chunk_forward_s / chunk_backward_s: the
+//   per-layer times x the chunk's layers (model/estimator.h layer_forward_s /
+//   layer_backward_s, model/pipeline_layout.h: the
 //   layer programs' kernels from model/op_cost.h + model/hardware.h, TP/SP
 //   collectives not hidden by tp_overlap, recomputation). Split into parts by
 //   re-timing the layer program's compute steps with the same public functions
@@ -89,12 +90,12 @@ class OpCosts {
 
   int pp_ = 1, vpp_ = 1;
   CommTimes comm_;
-  OpParts forward_, backward_;              // a middle chunk
+  std::vector<OpParts> forward_, backward_;  // a chunk's layers, [pp_rank * vpp + chunk]
   OpParts embedding_fwd_, embedding_bwd_;   // added on rank 0, chunk 0
   OpParts output_fwd_, output_bwd_;         // added on rank P-1, chunk V-1
   double data_s_ = 0, optimizer_s_ = 0, grad_norm_s_ = 0, host_s_ = 0;
   std::vector<double> optimizer_rank_s_;  // per pipeline rank (cpu profiles), else empty
-  double forward_flops_ = 0, backward_flops_ = 0;
+  std::vector<double> forward_flops_, backward_flops_;  // [pp_rank * vpp + chunk]
   double embedding_flops_fwd_ = 0, embedding_flops_bwd_ = 0;
   double output_flops_fwd_ = 0, output_flops_bwd_ = 0;
   std::vector<double> forward_busy_s_, backward_busy_s_;

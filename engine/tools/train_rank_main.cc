@@ -32,6 +32,7 @@
 #include "engine/trainer.h"
 #include "engine/watchdog.h"
 #include "model/hardware.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 #include "robust/heartbeat.h"
@@ -39,6 +40,15 @@
 
 namespace megascale::tools {
 namespace {
+
+// " (stage layers 1+3)" for uneven first / last stages, "" for even ones.
+std::string stage_layers_text(const megascale::model::Scenario& s) {
+  const megascale::model::PipelineLayout layout(s.model, s.parallel);
+  if (layout.even()) return "";
+  std::string text = " (stage layers ";
+  for (int r = 0; r < s.parallel.pp; ++r) text += (r > 0 ? "+" : "") + std::to_string(layout.stage_layers(r));
+  return text + ")";
+}
 
 engine::TrainOptions train_options(const model::Scenario& s) {
   engine::TrainOptions o;
@@ -169,7 +179,7 @@ int train_on_rank(const model::Scenario& s, bool json, engine::Comm& world_comm,
   if (agent != nullptr) agent->begin_training(trainer.start_step(), trainer.checkpoint_load_s());
   if (world->rank() == 0 && !json) {
     out << s.name << ": " << s.cluster.gpus << " processes, TP " << s.parallel.tp << " PP "
-        << s.parallel.pp << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp
+        << s.parallel.pp << stage_layers_text(s) << " VPP " << s.parallel.vpp << " DP " << s.parallel.dp
         << ", steps " << trainer.start_step() + 1 << ".." << s.train.steps << "\n";
     if (trainer.start_step() > 0) {
       fmt::print(out, "resumed from the checkpoint of step {}: loaded in {:.4f} s on rank 0 ({})\n",

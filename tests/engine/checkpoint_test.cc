@@ -322,6 +322,13 @@ TEST(CheckpointLayout, DescribesModelAndLayout) {
   const CheckpointLayout other = make_checkpoint_layout(m, p);
   EXPECT_NE(other, l);
   EXPECT_EQ(other.model, l.model + " ranks=tp-cp-pp-dp");
+  // So does an uneven split of the layers over the stages.
+  p.rank_order = model::RankOrder::kTpCpDpPp;
+  p.vpp = 1;
+  p.first_stage_layers = 1;
+  const CheckpointLayout uneven = make_checkpoint_layout(m, p);
+  EXPECT_NE(uneven.model, l.model);
+  EXPECT_EQ(uneven.model, l.model + " first_stage_layers=1 last_stage_layers=0");
 }
 
 }  // namespace

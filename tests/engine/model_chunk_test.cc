@@ -59,15 +59,18 @@ std::map<std::string, std::vector<float>> named(const ModelChunk& c, bool grads)
   return out;
 }
 
-// Runs M micro-batches through a single chunk or a hand-chained pair (A -> B),
-// F0 F1 .. then B0 B1 .. with loss_scale 1/M; returns losses, fills grads.
+// Runs M micro-batches through a single chunk or hand-chained chunks (A -> B ->
+// ...), F0 F1 .. then B0 B1 .. with loss_scale 1/M; returns losses, fills grads.
 struct Pipeline {
-  std::vector<ModelChunk*> stages;  // 1 or 2
+  std::vector<ModelChunk*> stages;
 
   std::vector<float> step(int M) {
     for (ModelChunk* s : stages) s->zero_grad();
+    const size_t n = stages.size();
     const size_t act = stages[0]->activation_numel();
-    std::vector<std::vector<float>> acts(M, std::vector<float>(act));
+    // acts[mb][k]: the activation stage k hands to stage k + 1.
+    std::vector<std::vector<std::vector<float>>> acts(
+        M, std::vector<std::vector<float>>(n, std::vector<float>(act)));
     std::vector<std::vector<int32_t>> tok, lab;
     for (int mb = 0; mb < M; ++mb) {
       tok.push_back(ids(mb, 1));
@@ -75,50 +78,55 @@ struct Pipeline {
     }
     std::vector<float> losses;
     for (int mb = 0; mb < M; ++mb) {
-      const MicroBatchData data{tok[mb].data(), lab[mb].data()};
-      if (stages.size() == 1) {
-        losses.push_back(stages[0]->forward(mb, nullptr, data, nullptr));
-      } else {
-        stages[0]->forward(mb, nullptr, {tok[mb].data(), nullptr}, acts[mb].data());
-        losses.push_back(stages[1]->forward(mb, acts[mb].data(), {nullptr, lab[mb].data()}, nullptr));
+      if (n == 1) {
+        losses.push_back(stages[0]->forward(mb, nullptr, {tok[mb].data(), lab[mb].data()}, nullptr));
+        continue;
       }
+      stages[0]->forward(mb, nullptr, {tok[mb].data(), nullptr}, acts[mb][0].data());
+      for (size_t k = 1; k + 1 < n; ++k) stages[k]->forward(mb, acts[mb][k - 1].data(), {}, acts[mb][k].data());
+      losses.push_back(stages[n - 1]->forward(mb, acts[mb][n - 2].data(), {nullptr, lab[mb].data()}, nullptr));
     }
     for (int mb = 0; mb < M; ++mb) {
-      if (stages.size() == 1) {
+      if (n == 1) {
         stages[0]->backward(mb, nullptr, nullptr, 1.0f / M);
-      } else {
-        std::vector<float> grad(act);
-        stages[1]->backward(mb, nullptr, grad.data(), 1.0f / M);
-        stages[0]->backward(mb, grad.data(), nullptr);
+        continue;
       }
+      std::vector<std::vector<float>> grad(n, std::vector<float>(act));
+      stages[n - 1]->backward(mb, nullptr, grad[n - 2].data(), 1.0f / M);
+      for (size_t k = n - 2; k >= 1; --k) stages[k]->backward(mb, grad[k].data(), grad[k - 1].data());
+      stages[0]->backward(mb, grad[0].data(), nullptr);
     }
     for (ModelChunk* s : stages) s->sync_sequence_parallel_grads();
     return losses;
   }
 };
 
-// Layers 0-1 + embedding on A, 2-3 + head on B, chained by hand, equal the
-// single chunk exactly: same kernels on the same values in the same order.
-void expect_split_is_exact(const model::ModelConfig& m, Comm* tp_comm, int tp, bool sp) {
-  ModelChunk whole(part(m, 0, 4, true, true, tp, sp), cpu_device(), tp_comm);
-  ModelChunk a(part(m, 0, 2, true, false, tp, sp), cpu_device(), tp_comm);
-  ModelChunk b(part(m, 2, 2, false, true, tp, sp), cpu_device(), tp_comm);
-  EXPECT_EQ(a.num_params() + b.num_params(), whole.num_params());
+void expect_chain_is_exact(ModelChunk& whole, const std::vector<ModelChunk*>& chain) {
+  int64_t params = 0;
+  for (ModelChunk* c : chain) params += c->num_params();
+  EXPECT_EQ(params, whole.num_params());
   const auto whole_params = named(whole, false);
-  for (ModelChunk* c : {&a, &b}) {
+  for (ModelChunk* c : chain) {
     for (const auto& [name, values] : named(*c, false)) {
       EXPECT_EQ(values, whole_params.at(name)) << name;  // init independent of PP
     }
   }
   Pipeline single{{&whole}};
-  Pipeline split{{&a, &b}};
+  Pipeline split{chain};
   const std::vector<float> l1 = single.step(3);
   const std::vector<float> l2 = split.step(3);
   EXPECT_EQ(l1, l2);
   const auto g = named(whole, true);
-  for (ModelChunk* c : {&a, &b}) {
+  for (ModelChunk* c : chain) {
     for (const auto& [name, values] : named(*c, true)) EXPECT_EQ(values, g.at(name)) << name;
   }
+}
+
+void expect_split_is_exact(const model::ModelConfig& m, Comm* tp_comm, int tp, bool sp) {
+  ModelChunk whole(part(m, 0, 4, true, true, tp, sp), cpu_device(), tp_comm);
+  ModelChunk a(part(m, 0, 2, true, false, tp, sp), cpu_device(), tp_comm);
+  ModelChunk b(part(m, 2, 2, false, true, tp, sp), cpu_device(), tp_comm);
+  expect_chain_is_exact(whole, {&a, &b});
 }
 
 TEST(ModelChunkTest, TwoChunkSplitEqualsSingleChunkBitwise) {
@@ -155,6 +163,64 @@ TEST(ModelChunkTest, ForStageFollowsMegatronInterleavedLayout) {
   }
   p.vpp = 3;
   EXPECT_THROW(ChunkConfig::for_stage(m, p, 0, 0), std::runtime_error);  // 16 % 12 != 0
+}
+
+// Megatron-Core's uneven split (model/pipeline_layout.h) through for_stage: the
+// embedding and layer 0 on rank 0, layers 1-3 and the head on rank 1; chained,
+// they equal the single chunk exactly.
+TEST(ModelChunkTest, UnevenStagesFromForStageEqualSingleChunkBitwise) {
+  const model::ModelConfig m = small_model();
+  model::ParallelConfig p;
+  p.pp = 2;
+  p.micro_batch = kBatch;
+  p.first_stage_layers = 1;
+  const ChunkConfig first = ChunkConfig::for_stage(m, p, 0, 0);
+  const ChunkConfig last = ChunkConfig::for_stage(m, p, 1, 0);
+  EXPECT_EQ(first.first_layer, 0);
+  EXPECT_EQ(first.num_layers, 1);
+  EXPECT_EQ(last.first_layer, 1);
+  EXPECT_EQ(last.num_layers, 3);
+  ModelChunk whole(part(m, 0, 4, true, true), cpu_device(), nullptr);
+  ModelChunk a(first, cpu_device(), nullptr);
+  ModelChunk b(last, cpu_device(), nullptr);
+  expect_chain_is_exact(whole, {&a, &b});
+  // A first stage of all four layers leaves none for the last.
+  p.first_stage_layers = 4;
+  EXPECT_THROW(ChunkConfig::for_stage(m, p, 0, 0), std::runtime_error);
+}
+
+// Meta's split with interleaving (model/pipeline_layout.h): 4 layers on 2
+// stages x 2 chunks, the first stage holding 1 and the last 3. In model order:
+// rank 0 chunk 0 holds only the embedding, rank 1 chunk 0 layers 0-1, rank 0
+// chunk 1 layer 2, rank 1 chunk 1 layer 3 and the head; chained, the four equal
+// the single chunk exactly.
+TEST(ModelChunkTest, InterleavedUnevenStagesWithAnEmbeddingOnlyChunkAreExact) {
+  const model::ModelConfig m = small_model();
+  model::ParallelConfig p;
+  p.pp = 2;
+  p.vpp = 2;
+  p.micro_batch = kBatch;
+  p.first_stage_layers = 1;
+  p.last_stage_layers = 3;
+  const ChunkConfig r0c0 = ChunkConfig::for_stage(m, p, 0, 0);
+  const ChunkConfig r1c0 = ChunkConfig::for_stage(m, p, 1, 0);
+  const ChunkConfig r0c1 = ChunkConfig::for_stage(m, p, 0, 1);
+  const ChunkConfig r1c1 = ChunkConfig::for_stage(m, p, 1, 1);
+  EXPECT_EQ(r0c0.num_layers, 0);
+  EXPECT_TRUE(r0c0.has_embedding);
+  EXPECT_EQ(r1c0.first_layer, 0);
+  EXPECT_EQ(r1c0.num_layers, 2);
+  EXPECT_EQ(r0c1.first_layer, 2);
+  EXPECT_EQ(r0c1.num_layers, 1);
+  EXPECT_EQ(r1c1.first_layer, 3);
+  EXPECT_EQ(r1c1.num_layers, 1);
+  EXPECT_TRUE(r1c1.has_head);
+  ModelChunk whole(part(m, 0, 4, true, true), cpu_device(), nullptr);
+  ModelChunk a(r0c0, cpu_device(), nullptr);
+  ModelChunk b(r1c0, cpu_device(), nullptr);
+  ModelChunk c(r0c1, cpu_device(), nullptr);
+  ModelChunk d(r1c1, cpu_device(), nullptr);
+  expect_chain_is_exact(whole, {&a, &b, &c, &d});
 }
 
 TEST(ModelChunkTest, MicroBatchesInFlightAndOrder) {

@@ -270,7 +270,7 @@ TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
   ASSERT_EQ(dp_buckets_per_chunk(s), 1);
   s.optimizations.dp_bucket_params = -1;  // Megatron-Core's default: max(40M, 1M x 128) = 128M
   // The chunk's parameters in 128M buckets (several).
-  EXPECT_EQ(dp_buckets_per_chunk(s), static_cast<int>(std::ceil(layer_chunk_params(s) / 128e6)));
+  EXPECT_EQ(dp_buckets_per_chunk(s), static_cast<int>(std::ceil(layer_chunk_params(s, 0, 0) / 128e6)));
   EXPECT_GE(dp_buckets_per_chunk(s), 4);
   const Estimate bucketed = estimate(s);
   EXPECT_GT(whole.breakdown.dp_exposed_s, 0.0);
@@ -283,7 +283,7 @@ TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
   expect_replay_agrees(s, 0.03);
   s.optimizations.dp_bucket_params = 10'000'000;
   EXPECT_EQ(dp_buckets_per_chunk(s),
-            std::min(kMaxDpBuckets, static_cast<int>(std::ceil(layer_chunk_params(s) / 10e6))));
+            std::min(kMaxDpBuckets, static_cast<int>(std::ceil(layer_chunk_params(s, 0, 0) / 10e6))));
   s.optimizations.dp_bucket_params = 1'000'000;
   EXPECT_EQ(dp_buckets_per_chunk(s), kMaxDpBuckets);  // hundreds, capped
   expect_replay_agrees(s, 0.03);

@@ -165,6 +165,29 @@ TEST(Memory, InFlightMicrobatchesOfOneFOneBAndInterleaved) {
   EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).inflight_chunks, 48);
 }
 
+// Uneven stages: every rank is compared. Two stages of 2 and 94 layers (1F1B):
+// rank 0 keeps 2 micro-batches of 2 layers in flight, rank 1 one of 94 and 94
+// layers' parameters; rank 1 is reported, and says so.
+TEST(Memory, UnevenStagesReportTheFullestRank) {
+  Scenario s = base();
+  s.parallel.pp = 2;
+  s.parallel.vpp = 1;
+  s.parallel.first_stage_layers = 2;
+  const GpuProfile& gpu = hardware_profile(s);
+  const MemoryBreakdown m = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_EQ(m.pp_rank, 1);
+  EXPECT_EQ(m.inflight_chunks, 1);
+  EXPECT_DOUBLE_EQ(m.activations_bytes, 94 * m.activation_bytes_per_layer);
+  EXPECT_NE(m.describe().find("on pipeline rank 1"), std::string::npos) << m.describe();
+  // The even split of the same job: rank 0, 48 layers.
+  Scenario even = s;
+  even.parallel.first_stage_layers = 0;
+  const MemoryBreakdown e = memory_per_gpu(even.model, even.parallel, even.optimizations, gpu);
+  EXPECT_EQ(e.pp_rank, 0);
+  EXPECT_GT(m.parameters_bytes, e.parameters_bytes * 1.8);
+  EXPECT_EQ(e.describe().find("pipeline rank"), std::string::npos);
+}
+
 TEST(Memory, A175BModelOnOneGpuDoesNotFitAndSaysWhy) {
   Scenario s = base();
   s.parallel.tp = 1;

@@ -30,13 +30,32 @@ TEST(Payload, EmbeddingOnTheFirstAndLastChunkOnly) {
   const ParallelConfig& p = s.parallel;
   const double layer = s.model.layers / (p.pp * p.vpp) * s.model.parameters_per_layer() / p.tp;
   const double embedding = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp;
-  EXPECT_DOUBLE_EQ(layer_chunk_params(s), layer);
+  EXPECT_DOUBLE_EQ(layer_chunk_params(s, 0, 0), layer);
   EXPECT_DOUBLE_EQ(dp_chunk_params(s, 0, 0), layer + embedding);
   EXPECT_DOUBLE_EQ(dp_chunk_params(s, p.pp - 1, p.vpp - 1), layer + embedding);
   EXPECT_DOUBLE_EQ(dp_chunk_params(s, 0, 1), layer);
   EXPECT_DOUBLE_EQ(dp_chunk_params(s, p.pp - 1, 0), layer);
   // Every chunk of every rank together: the model's layers plus the two
   // embedding copies (input and tied output), divided over TP.
+  double total = 0;
+  for (int r = 0; r < p.pp; ++r)
+    for (int c = 0; c < p.vpp; ++c) total += dp_chunk_params(s, r, c);
+  EXPECT_NEAR(total, (s.model.layers * s.model.parameters_per_layer() + 2.0 * s.model.vocab * s.model.hidden) / p.tp,
+              1e-6 * total);
+}
+
+// Uneven first / last stages (model/pipeline_layout.h): 96 layers on 8 stages
+// as 6 + 6 x 14 + 6, two chunks each; every layer is still counted once.
+TEST(Payload, UnevenStagesCarryTheirOwnLayers) {
+  Scenario s = gpu_job(1);
+  ParallelConfig& p = s.parallel;
+  p.vpp = 2;
+  p.first_stage_layers = 6;
+  p.last_stage_layers = 6;
+  const double per_layer = s.model.parameters_per_layer() / static_cast<double>(p.tp);
+  EXPECT_DOUBLE_EQ(layer_chunk_params(s, 0, 0), 3 * per_layer);
+  EXPECT_DOUBLE_EQ(layer_chunk_params(s, 1, 1), 7 * per_layer);
+  EXPECT_DOUBLE_EQ(layer_chunk_params(s, p.pp - 1, 1), 3 * per_layer);
   double total = 0;
   for (int r = 0; r < p.pp; ++r)
     for (int c = 0; c < p.vpp; ++c) total += dp_chunk_params(s, r, c);
@@ -58,7 +77,7 @@ TEST(Payload, OnePipelineOneChunkHoldsOneEmbeddingCopy) {
   s.parallel.vpp = 1;
   s.parallel.dp = 32;
   EXPECT_DOUBLE_EQ(dp_chunk_params(s, 0, 0),
-                   layer_chunk_params(s) + static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp);
+                   layer_chunk_params(s, 0, 0) + static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp);
 }
 
 TEST(Payload, EveryScheduleDpOpCarriesItsOwnChunksPayload) {
@@ -97,7 +116,7 @@ TEST(ScheduleOptions, TheEnginesShapeIsTheSimulatorsWithoutBytes) {
   EXPECT_TRUE(shape.pp_overlap);
   EXPECT_FALSE(shape.dp_overlap);
   EXPECT_EQ(shape.data_pipeline, full.data_pipeline);
-  EXPECT_EQ(full.dp_bytes_per_chunk, static_cast<int64_t>(layer_chunk_params(s) * kGradElementBytes));
+  EXPECT_EQ(full.dp_bytes_per_chunk, static_cast<int64_t>(layer_chunk_params(s, 0, 0) * kGradElementBytes));
 }
 
 TEST(Throughput, MfuAndTokensFromOneFormula) {

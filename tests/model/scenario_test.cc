@@ -566,11 +566,36 @@ TEST(ScenarioErrorTest, LayersNotDivisibleByPp) {
   expect_error(kLayersOverFiveStages, 9, "parallel.pp", "layers (24) not divisible by pp*vpp (5*1=5)");
 }
 
-// The limit is named, not only the arithmetic: a user with, say, Llama 3 405B's
-// 126 layers on 16 stages (Meta's trimmed first and last stage) learns that
-// uneven stages are not expressible.
-TEST(ScenarioErrorTest, UnevenStagesAreNamedAsNotModelled) {
-  expect_error(kLayersOverFiveStages, 9, "parallel.pp", "uneven first / last stages");
+// The way out is named, not only the arithmetic: a user with, say, Llama 3 405B's
+// 126 layers on 16 stages (Meta's trimmed first and last stage) learns the keys
+// for uneven stages.
+TEST(ScenarioErrorTest, UnevenLayersNameTheStageKeys) {
+  expect_error(kLayersOverFiveStages, 9, "parallel.pp", "first_stage_layers / last_stage_layers");
+}
+
+// Megatron-Core's uneven split: 24 layers on 5 stages as 6 + 4 + 4 + 4 + 6.
+TEST(ScenarioTest, UnevenFirstAndLastStages) {
+  std::string text = kLayersOverFiveStages;
+  text.replace(text.find("pp = 5\n"), 7, "pp = 5\nfirst_stage_layers = 6\nlast_stage_layers = 6\n");
+  const Scenario s = parse_scenario(text, "t.toml");
+  EXPECT_EQ(s.parallel.first_stage_layers, 6);
+  EXPECT_EQ(s.parallel.last_stage_layers, 6);
+}
+
+// The rest must divide over the other stages (24 - 5 - 5 = 14 over 3), and each
+// key's own errors name it.
+TEST(ScenarioErrorTest, UnevenStagesThatDoNotSplit) {
+  std::string text = kLayersOverFiveStages;
+  text.replace(text.find("pp = 5\n"), 7, "pp = 5\nfirst_stage_layers = 5\nlast_stage_layers = 5\n");
+  expect_error(text, 10, "parallel.first_stage_layers", "not divisible by the 3 other stages");
+  std::string zero = kLayersOverFiveStages;
+  zero.replace(zero.find("pp = 5\n"), 7, "pp = 5\nlast_stage_layers = 0\n");
+  expect_error(zero, 10, "parallel.last_stage_layers", "");
+  // Two chunks per stage: the other stages' 5 layers cannot be halved (line 10,
+  // vpp, is named).
+  std::string chunks = kLayersOverFiveStages;
+  chunks.replace(chunks.find("pp = 5\n"), 7, "pp = 5\nvpp = 2\nfirst_stage_layers = 3\nlast_stage_layers = 6\n");
+  expect_error(chunks, 10, "parallel.vpp", "not divisible by vpp (2)");
 }
 
 TEST(ScenarioErrorTest, GpusNotTpPpDp) {

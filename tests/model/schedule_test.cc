@@ -198,7 +198,7 @@ TEST(Schedule, FirstLayerFollowsInterleavedAssignment) {
   ScheduleOptions o = pipeline(4, 8, 2);
   o.layers = 16;
   const Schedule s = build_schedule(o);
-  EXPECT_EQ(s.layers_per_chunk(), 2);
+  EXPECT_EQ(s.chunk_layers(0, 0), 2);
   EXPECT_EQ(s.first_layer(0, 0), 0);
   EXPECT_EQ(s.first_layer(3, 0), 6);
   EXPECT_EQ(s.first_layer(0, 1), 8);
@@ -206,6 +206,40 @@ TEST(Schedule, FirstLayerFollowsInterleavedAssignment) {
   EXPECT_EQ(s.first_layer(3, 1), 14);
   EXPECT_TRUE(s.layer_forward.empty());
   EXPECT_TRUE(s.layer_backward.empty());
+}
+
+// Megatron-Core's uneven split: the first stage 2 layers, the last 4, the two
+// others share the remaining 8; each stage halves its layers over its 2 chunks.
+// Model order is chunk-major: r0c0 [0], r1c0 [1,2], r2c0 [3,4], r3c0 [5,6],
+// r0c1 [7], r1c1 [8,9], r2c1 [10,11], r3c1 [12,13].
+TEST(Schedule, UnevenFirstAndLastStages) {
+  ScheduleOptions o = pipeline(4, 8, 2);
+  o.layers = 14;
+  o.first_stage_layers = 2;
+  o.last_stage_layers = 4;
+  const Schedule s = build_schedule(o);
+  EXPECT_EQ(s.chunk_layers(0, 0), 1);
+  EXPECT_EQ(s.chunk_layers(1, 1), 2);
+  EXPECT_EQ(s.chunk_layers(3, 1), 2);
+  EXPECT_EQ(s.first_layer(1, 0), 1);
+  EXPECT_EQ(s.first_layer(3, 0), 5);
+  EXPECT_EQ(s.first_layer(0, 1), 7);
+  EXPECT_EQ(s.first_layer(3, 1), 12);
+  int total = 0;
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 2; ++c) total += s.chunk_layers(r, c);
+  }
+  EXPECT_EQ(total, 14);
+  // The same op lists as an even split: only the layers differ.
+  ScheduleOptions even = o;
+  even.layers = 16;
+  even.first_stage_layers = even.last_stage_layers = 0;
+  const Schedule e = build_schedule(even);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(s.ranks[r].ops.size(), e.ranks[r].ops.size());
+  // The other stages' 5 layers cannot be halved over 2 chunks.
+  o.first_stage_layers = 2;
+  o.last_stage_layers = 2;
+  EXPECT_THROW(build_schedule(o), std::invalid_argument);
 }
 
 TEST(Schedule, DataLoadOpensEachListUnlessDataPipeline) {

@@ -153,6 +153,23 @@ TEST(EstimateReport, LayoutLineShowsTheUsersFiguresWithContextParallelism) {
   EXPECT_NE(line.find("CP 2"), std::string::npos) << line;
   EXPECT_NE(line.find("DP 2 "), std::string::npos) << line;
   EXPECT_NE(line.find("global batch 64"), std::string::npos) << line;
+  EXPECT_EQ(line.find("stage layers"), std::string::npos) << line;  // even stages go unsaid
+}
+
+// Uneven first / last stages are named in the layout line and in the JSON.
+TEST(EstimateReport, LayoutNamesUnevenStages) {
+  model::ParallelConfig p;
+  p.tp = 8;
+  p.pp = 16;
+  p.vpp = 8;
+  p.first_stage_layers = 7;
+  p.last_stage_layers = 7;
+  EXPECT_NE(layout_line(p).find("stage layers first 7 last 7"), std::string::npos) << layout_line(p);
+  p.last_stage_layers = 0;
+  EXPECT_NE(layout_line(p).find("stage layers first 7 last even"), std::string::npos) << layout_line(p);
+  const Json j = parallel_json(p);
+  EXPECT_EQ(j.at("first_stage_layers"), 7);
+  EXPECT_FALSE(j.contains("last_stage_layers"));
 }
 
 }  // namespace

@@ -1,0 +1,111 @@
+// model/pipeline_layout.cc: see pipeline_layout.h.
+#include "model/pipeline_layout.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "model/config.h"
+
+namespace megascale::model {
+
+namespace {
+
+std::string str(int v) { return std::to_string(v); }
+
+}  // namespace
+
+std::optional<std::string> pipeline_layout_error(int layers, int pp, int vpp, int first, int last,
+                                                 std::string* key) {
+  auto blame = [&](const char* k, std::string why) -> std::optional<std::string> {
+    if (key != nullptr) *key = k;
+    return why;
+  };
+  if (layers < 1 || pp < 1 || vpp < 1) return blame("parallel.pp", "layers, pp and vpp must be >= 1");
+  if (first < 0) return blame("parallel.first_stage_layers", "must be >= 1, got " + str(first));
+  if (last < 0) return blame("parallel.last_stage_layers", "must be >= 1, got " + str(last));
+  if (first == 0 && last == 0) {
+    const int64_t chunks = static_cast<int64_t>(pp) * vpp;
+    if (layers % chunks == 0) return std::nullopt;
+    return blame(layers % pp == 0 ? "parallel.vpp" : "parallel.pp",
+                 "layers (" + str(layers) + ") not divisible by pp*vpp (" + str(pp) + "*" + str(vpp) + "=" +
+                     std::to_string(chunks) +
+                     "): stages split the layers evenly unless first_stage_layers / last_stage_layers "
+                     "(Megatron-Core's --decoder-first-pipeline-num-layers / "
+                     "--decoder-last-pipeline-num-layers) say otherwise");
+  }
+  const char* set_key = first > 0 ? "parallel.first_stage_layers" : "parallel.last_stage_layers";
+  if (pp < 2) return blame(set_key, "an uneven first / last stage needs pp >= 2, got pp = " + str(pp));
+  const int ends = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
+  const int64_t rest = static_cast<int64_t>(layers) - first - last;
+  const int middle_stages = pp - ends;
+  if (rest < 0 || (middle_stages == 0 && rest != 0) || (middle_stages > 0 && rest < middle_stages)) {
+    return blame(set_key, "first_stage_layers (" + str(first) + ") + last_stage_layers (" + str(last) +
+                              ") leave " + std::to_string(rest) + " of the " + str(layers) + " layers for " +
+                              str(middle_stages) + " other stage(s); each needs at least one");
+  }
+  if (middle_stages > 0 && rest % middle_stages != 0) {
+    return blame(set_key, "the " + std::to_string(rest) + " layers left after the first / last stage are not "
+                          "divisible by the " + str(middle_stages) + " other stages (Megatron-Core requires it)");
+  }
+  const int middle = middle_stages > 0 ? static_cast<int>(rest / middle_stages) : 0;
+  // A given first / last stage may not divide by vpp (Meta's split, pipeline_layout.h).
+  if (middle_stages > 0 && middle % vpp != 0) {
+    return blame("parallel.vpp", "the stages other than a given first / last one hold " + str(middle) +
+                                     " layers each, not divisible by vpp (" + str(vpp) +
+                                     "): their model chunks hold the same number of layers (Megatron-Core "
+                                     "requires it)");
+  }
+  return std::nullopt;
+}
+
+PipelineLayout::PipelineLayout(int layers, int pp, int vpp, int first, int last)
+    : layers_(layers), pp_(pp), vpp_(vpp), first_(first), last_(last) {
+  if (std::optional<std::string> why = pipeline_layout_error(layers, pp, vpp, first, last)) {
+    throw std::invalid_argument("pipeline layout: " + *why);
+  }
+  const int ends = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
+  middle_ = pp - ends > 0 ? (layers - first - last) / (pp - ends) : 0;
+  chunk_layers_.assign(static_cast<size_t>(pp) * vpp, 0);
+  for (int r = 0; r < pp; ++r) {
+    const int n = stage_layers(r);
+    const int q = n / vpp, rem = n % vpp;
+    for (int c = 0; c < vpp; ++c) {
+      // The remainder sits away from the embedding (first stage) or the head.
+      const bool extra = r == pp - 1 && last > 0 ? c < rem : c >= vpp - rem;
+      chunk_layers_[static_cast<size_t>(r) * vpp + c] = q + (extra ? 1 : 0);
+    }
+  }
+  first_layer_.assign(chunk_layers_.size(), 0);
+  int next = 0;
+  for (int c = 0; c < vpp; ++c) {
+    for (int r = 0; r < pp; ++r) {
+      first_layer_[static_cast<size_t>(r) * vpp + c] = next;
+      next += chunk_layers_[static_cast<size_t>(r) * vpp + c];
+    }
+  }
+}
+
+PipelineLayout::PipelineLayout(const ModelConfig& m, const ParallelConfig& p)
+    : PipelineLayout(m.layers, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers) {}
+
+int PipelineLayout::stage_layers(int pp_rank) const {
+  if (pp_rank == 0 && first_ > 0) return first_;
+  if (pp_rank == pp_ - 1 && last_ > 0) return last_;
+  return middle_;
+}
+
+int PipelineLayout::max_chunk_layers() const {
+  int best = 0;
+  for (int n : chunk_layers_) best = std::max(best, n);
+  return best;
+}
+
+int PipelineLayout::busiest_stage() const {
+  int best = 0;
+  for (int r = 1; r < pp_; ++r) {
+    if (stage_layers(r) > stage_layers(best)) best = r;
+  }
+  return best;
+}
+
+}  // namespace megascale::model
