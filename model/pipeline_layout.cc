@@ -58,6 +58,17 @@ std::optional<std::string> pipeline_layout_error(int layers, int pp, int vpp, in
   return std::nullopt;
 }
 
+std::optional<EndStages> trimmed_end_stages(int layers, int pp) {
+  if (layers < 1 || pp < 2 || layers % pp == 0) return std::nullopt;
+  EndStages e;
+  e.middle = (layers + pp - 1) / pp;
+  const int64_t rest = static_cast<int64_t>(layers) - static_cast<int64_t>(e.middle) * (pp - 2);
+  e.first = static_cast<int>((rest + 1) / 2);
+  e.last = static_cast<int>(rest - e.first);
+  if (e.last < 1 || e.first > e.middle) return std::nullopt;
+  return e;
+}
+
 PipelineLayout::PipelineLayout(int layers, int pp, int vpp, int first, int last)
     : layers_(layers), pp_(pp), vpp_(vpp), first_(first), last_(last) {
   if (std::optional<std::string> why = pipeline_layout_error(layers, pp, vpp, first, last)) {
@@ -65,24 +76,22 @@ PipelineLayout::PipelineLayout(int layers, int pp, int vpp, int first, int last)
   }
   const int ends = (first > 0 ? 1 : 0) + (last > 0 ? 1 : 0);
   middle_ = pp - ends > 0 ? (layers - first - last) / (pp - ends) : 0;
-  chunk_layers_.assign(static_cast<size_t>(pp) * vpp, 0);
-  for (int r = 0; r < pp; ++r) {
-    const int n = stage_layers(r);
-    const int q = n / vpp, rem = n % vpp;
-    for (int c = 0; c < vpp; ++c) {
-      // The remainder sits away from the embedding (first stage) or the head.
-      const bool extra = r == pp - 1 && last > 0 ? c < rem : c >= vpp - rem;
-      chunk_layers_[static_cast<size_t>(r) * vpp + c] = q + (extra ? 1 : 0);
-    }
+}
+
+int PipelineLayout::chunk_layers(int pp_rank, int chunk) const {
+  const int n = stage_layers(pp_rank);
+  const int q = n / vpp_, rem = n % vpp_;
+  // The remainder sits away from the embedding (first stage) or the head.
+  const bool extra = pp_rank == pp_ - 1 && last_ > 0 ? chunk < rem : chunk >= vpp_ - rem;
+  return q + (extra ? 1 : 0);
+}
+
+int PipelineLayout::first_layer(int pp_rank, int chunk) const {
+  int before = 0;  // the layers of the virtual stages ahead in model order
+  for (int c = 0; c <= chunk; ++c) {
+    for (int r = 0; r < (c < chunk ? pp_ : pp_rank); ++r) before += chunk_layers(r, c);
   }
-  first_layer_.assign(chunk_layers_.size(), 0);
-  int next = 0;
-  for (int c = 0; c < vpp; ++c) {
-    for (int r = 0; r < pp; ++r) {
-      first_layer_[static_cast<size_t>(r) * vpp + c] = next;
-      next += chunk_layers_[static_cast<size_t>(r) * vpp + c];
-    }
-  }
+  return before;
 }
 
 PipelineLayout::PipelineLayout(const ModelConfig& m, const ParallelConfig& p)
@@ -96,7 +105,7 @@ int PipelineLayout::stage_layers(int pp_rank) const {
 
 int PipelineLayout::max_chunk_layers() const {
   int best = 0;
-  for (int n : chunk_layers_) best = std::max(best, n);
+  for (int r = 0; r < pp_; ++r) best = std::max(best, (stage_layers(r) + vpp_ - 1) / vpp_);
   return best;
 }
 

@@ -29,12 +29,12 @@
 // stage v = chunk * pp + pp_rank holds the layers after those of virtual stages
 // 0 .. v-1 (on even stages chunk c of rank r starts at c*L/V + r*L/(P*V)).
 //
-// Thread-safety: immutable value type; pure functions.
+// Thread-safety: immutable value type (no allocation: the search builds one per
+// layout); pure functions.
 #pragma once
 
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace megascale::model {
 
@@ -49,8 +49,8 @@ class PipelineLayout {
   PipelineLayout(const ModelConfig& m, const ParallelConfig& p);
 
   int stage_layers(int pp_rank) const;
-  int chunk_layers(int pp_rank, int chunk) const { return chunk_layers_[pp_rank * vpp_ + chunk]; }
-  int first_layer(int pp_rank, int chunk) const { return first_layer_[pp_rank * vpp_ + chunk]; }
+  int chunk_layers(int pp_rank, int chunk) const;
+  int first_layer(int pp_rank, int chunk) const;  // O(pp * vpp)
   int max_stage_layers() const { return stage_layers(busiest_stage()); }
   int max_chunk_layers() const;
   // The stage with the most layers (the first of equals).
@@ -59,8 +59,17 @@ class PipelineLayout {
 
  private:
   int layers_ = 1, pp_ = 1, vpp_ = 1, first_ = 0, last_ = 0, middle_ = 1;
-  std::vector<int> chunk_layers_, first_layer_;  // [pp_rank * vpp + chunk]
 };
+
+// The balanced split when pp does not divide the layers (Meta's Llama 3 405B,
+// 126 on 16: 7 + 14 x 8 + 7): the middle stages ceil(layers / pp) layers each,
+// the first and the last stage the rest, the last no more than the first (it
+// also holds the head). nullopt when pp divides the layers or no such split
+// exists (an end stage would hold fewer than 1 or more than a middle stage).
+struct EndStages {
+  int first = 0, last = 0, middle = 0;
+};
+std::optional<EndStages> trimmed_end_stages(int layers, int pp);
 
 // Why (layers, pp, vpp, first, last) is no Megatron-Core split, or nullopt.
 // `key` is set to the scenario key to blame ("parallel.pp", "parallel.vpp",

@@ -11,6 +11,7 @@
 
 #include "model/accuracy.h"
 #include "model/hardware.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 
@@ -44,12 +45,16 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
     for (int tp : divisors(gpus / cp)) {
       if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
       for (int pp : divisors(gpus / (cp * tp))) {
-        if (m.layers % pp != 0) continue;
+        // An even split, or where pp does not divide the layers Meta's trimmed
+        // first / last stages (model/pipeline_layout.h trimmed_end_stages).
+        const std::optional<EndStages> ends = trimmed_end_stages(m.layers, pp);
+        if (m.layers % pp != 0 && !ends) continue;
+        const int stage_layers = ends ? ends->middle : m.layers / pp;
         const int dp = gpus / (cp * tp * pp);
         if (batch % dp != 0) continue;
         for (int mb : divisors(batch / dp)) {
           const int microbatches = batch / (dp * mb);
-          for (int vpp : divisors(m.layers / pp)) {
+          for (int vpp : divisors(stage_layers)) {
             if (vpp > 1 && (pp == 1 || microbatches % pp != 0)) continue;
             for (int sp = 0; sp <= (tp > 1 && (!engine || m.seq_len % tp == 0) ? 1 : 0); ++sp) {
               for (int zero = 0; zero <= (engine ? 2 : 3); ++zero) {
@@ -60,6 +65,10 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
                   p.cp = cp;
                   p.pp = pp;
                   p.vpp = vpp;
+                  if (ends) {
+                    p.first_stage_layers = ends->first;
+                    p.last_stage_layers = ends->last;
+                  }
                   p.dp = dp * cp;  // folded (model/config.h)
                   p.micro_batch = mb;
                   p.global_batch = batch * cp;
@@ -123,10 +132,18 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
   return r;
 }
 
+std::string stage_split_text(const ParallelConfig& p) {
+  if (p.first_stage_layers == 0 && p.last_stage_layers == 0) return "even";
+  return fmt::format("{}...{}", p.first_stage_layers > 0 ? fmt::format("{}+", p.first_stage_layers) : "",
+                     p.last_stage_layers > 0 ? fmt::format("+{}", p.last_stage_layers) : "");
+}
+
 std::string layout_text(const ParallelConfig& p) {
-  return fmt::format("TP {}{} PP {} VPP {} DP {} mb {}{} ZeRO {} recompute {}", p.tp,
-                     p.cp > 1 ? fmt::format(" CP {}", p.cp) : "", p.pp, p.vpp, p.replicas(), p.micro_batch,
-                     p.sequence_parallel ? " SP" : "", p.zero_stage, to_string(p.recompute));
+  return fmt::format("TP {}{} PP {}{} VPP {} DP {} mb {}{} ZeRO {} recompute {}", p.tp,
+                     p.cp > 1 ? fmt::format(" CP {}", p.cp) : "", p.pp,
+                     p.first_stage_layers > 0 || p.last_stage_layers > 0 ? " (" + stage_split_text(p) + ")" : "",
+                     p.vpp, p.replicas(), p.micro_batch, p.sequence_parallel ? " SP" : "", p.zero_stage,
+                     to_string(p.recompute));
 }
 
 RankingSpread ranking_spread(const std::vector<double>& mfus, double error_points) {
@@ -147,7 +164,7 @@ RankingSpread ranking_spread(const std::vector<double>& mfus, double error_point
 std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event) {
   std::string out =
       "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp\n";
+      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers\n";
   auto row = [&](const std::string& rank, const ParallelConfig& p, double mfu, double iteration_s, double memory_bytes,
                  bool fits, const Estimate* ev) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{:.6g},{:.0f},{},", rank, p.tp, p.pp, p.vpp, p.replicas(),
@@ -158,11 +175,12 @@ std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event
     } else {
       out += ",";
     }
-    out += fmt::format(",{}\n", p.cp);
+    out += fmt::format(",{},{},{}\n", p.cp, p.first_stage_layers, p.last_stage_layers);
   };
   auto same = [](const ParallelConfig& a, const ParallelConfig& b) {
     return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp && a.micro_batch == b.micro_batch &&
-           a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage && a.recompute == b.recompute;
+           a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage && a.recompute == b.recompute &&
+           a.first_stage_layers == b.first_stage_layers && a.last_stage_layers == b.last_stage_layers;
   };
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Candidate& c = r.top[i];

@@ -92,8 +92,11 @@ SearchResult search(const Scenario& s, const SearchOptions& options);
 
 // "TP 8 PP 4 VPP 2 DP 96 mb 1 SP ZeRO 1 recompute selective": a layout in
 // one line (progress and labels; SP only when sequence parallelism is on, "CP 2"
-// after TP only with context parallelism; DP is the user's, without cp).
+// after TP only with context parallelism; uneven stages after PP as
+// "PP 16 (7+...+7)"; DP is the user's, without cp).
 std::string layout_text(const ParallelConfig& p);
+// "even", or the given end stages' layers: "7+...+7", "15+...", "...+5".
+std::string stage_split_text(const ParallelConfig& p);
 
 // How far apart a ranking's MFUs lie, against the model's measured error
 // (model/accuracy.h): which layouts the model cannot tell from the best.

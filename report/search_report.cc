@@ -65,7 +65,7 @@ std::string search_text(const SearchReport& s) {
     fmt::format_to(o, "best {} re-simulated at event level (SimGrid, fabric contention, GPU spread) and re-ranked by it\n",
                    refined);
   }
-  fmt::format_to(o, " #    MFU%   iter s{}  TP CP PP VPP    DP  mb  SP ZeRO recompute  why\n",
+  fmt::format_to(o, " #    MFU%   iter s{}  TP CP PP stages    VPP    DP  mb  SP ZeRO recompute  why\n",
                  refined > 0 ? "  event%  event s" : "");
   for (size_t i = 0; i < r.top.size(); ++i) {
     const model::ParallelConfig& c = r.top[i].parallel;
@@ -79,7 +79,8 @@ std::string search_text(const SearchReport& s) {
         fmt::format_to(o, " {:>7} {:>8}", "-", "-");
       }
     }
-    fmt::format_to(o, " {:3} {:2} {:2} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.cp, c.pp, c.vpp, c.replicas(),
+    fmt::format_to(o, " {:3} {:2} {:2} {:<9} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.cp, c.pp,
+                   model::stage_split_text(c), c.vpp, c.replicas(),
                    c.micro_batch,
                    c.sequence_parallel ? "yes" : "no", c.zero_stage, model::to_string(c.recompute), why[i]);
   }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fmt/ostream.h>
 
 #include "base/json.h"
@@ -45,9 +46,9 @@ namespace {
 std::string stage_layers_text(const megascale::model::Scenario& s) {
   const megascale::model::PipelineLayout layout(s.model, s.parallel);
   if (layout.even()) return "";
-  std::string text = " (stage layers ";
-  for (int r = 0; r < s.parallel.pp; ++r) text += (r > 0 ? "+" : "") + std::to_string(layout.stage_layers(r));
-  return text + ")";
+  std::vector<int> stages;
+  for (int r = 0; r < s.parallel.pp; ++r) stages.push_back(layout.stage_layers(r));
+  return fmt::format(" (stage layers {})", fmt::join(stages, "+"));
 }
 
 engine::TrainOptions train_options(const model::Scenario& s) {

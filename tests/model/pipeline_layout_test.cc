@@ -85,6 +85,28 @@ TEST(PipelineLayout, OnlyTheLastStageGiven) {
   EXPECT_EQ(l.first_layer(3, 0), 9);
 }
 
+// The balanced split search offers where pp does not divide the layers.
+TEST(PipelineLayout, TrimmedEndStages) {
+  const std::optional<EndStages> llama = trimmed_end_stages(126, 16);
+  ASSERT_TRUE(llama);
+  EXPECT_EQ(llama->first, 7);
+  EXPECT_EQ(llama->last, 7);
+  EXPECT_EQ(llama->middle, 8);
+  const std::optional<EndStages> bridge = trimmed_end_stages(126, 8);  // Megatron-Bridge's 405B
+  ASSERT_TRUE(bridge);
+  EXPECT_EQ(bridge->first, 15);
+  EXPECT_EQ(bridge->last, 15);
+  // An odd rest: the last stage (it holds the head) takes the smaller part.
+  const std::optional<EndStages> odd = trimmed_end_stages(125, 16);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->first, 7);
+  EXPECT_EQ(odd->last, 6);
+  EXPECT_FALSE(pipeline_layout_error(125, 16, 8, odd->first, odd->last));
+  EXPECT_FALSE(trimmed_end_stages(96, 8));   // pp divides: the even split
+  EXPECT_FALSE(trimmed_end_stages(24, 16));  // the middle stages alone exceed the model
+  EXPECT_FALSE(trimmed_end_stages(10, 1));
+}
+
 TEST(PipelineLayout, ErrorsNameTheKeyAndTheRule) {
   std::string key;
   ASSERT_TRUE(pipeline_layout_error(126, 16, 1, 0, 0, &key));

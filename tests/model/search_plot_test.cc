@@ -107,7 +107,7 @@ TEST(SearchPoints, CsvHasTheRankingThenEveryOtherValidLayout) {
   std::getline(in, line);
   EXPECT_EQ(line,
             "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp");
+            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers");
   std::vector<std::string> rows;
   while (std::getline(in, line)) rows.push_back(line);
   EXPECT_EQ(rows.size(), r.points.size());  // the ranked 3 are not repeated
@@ -123,8 +123,10 @@ TEST(SearchPoints, CsvHasTheRankingThenEveryOtherValidLayout) {
   EXPECT_EQ(fields(rows[1])[14], "") << rows[1];  // nor event time
   EXPECT_EQ(rows[3].rfind(",", 0), 0u) << rows[3];  // unranked: no rank
   for (const std::string& row : rows) {
-    ASSERT_EQ(fields(row).size(), 16u) << row;
+    ASSERT_EQ(fields(row).size(), 18u) << row;
     EXPECT_GE(std::stoi(fields(row)[15]), 1) << row;  // cp
+    EXPECT_GE(std::stoi(fields(row)[16]), 0) << row;  // first_stage_layers (0: even)
+    EXPECT_GE(std::stoi(fields(row)[17]), 0) << row;  // last_stage_layers
   }
 }
 

@@ -138,6 +138,37 @@ TEST(Search, ContextParallelismOnlyWhereItCanRun) {
   for (const ParallelConfig& p : enumerate_layouts(engine, 16)) EXPECT_EQ(p.cp, 1);
 }
 
+// 26 layers: pp 4 does not divide them, so the search offers Meta's trimmed
+// split, 6 + 7 + 7 + 6, with the chunk counts the middle stages' 7 layers allow;
+// every layout it offers is valid and its estimate runs.
+TEST(Search, OffersTrimmedEndStagesWherePpDoesNotDivideTheLayers) {
+  Scenario s = small_job();
+  s.model.layers = 26;
+  int trimmed = 0;
+  for (const ParallelConfig& p : enumerate_layouts(s, 16)) {
+    if (p.first_stage_layers == 0 && p.last_stage_layers == 0) {
+      EXPECT_EQ(26 % p.pp, 0);
+      continue;
+    }
+    ++trimmed;
+    EXPECT_NE(26 % p.pp, 0);
+    if (p.pp == 4) {
+      EXPECT_EQ(p.first_stage_layers, 6);
+      EXPECT_EQ(p.last_stage_layers, 6);
+      EXPECT_TRUE(p.vpp == 1 || p.vpp == 7) << p.vpp;
+    }
+  }
+  EXPECT_GT(trimmed, 0);
+  SearchOptions o;
+  o.fixed = parse_layout_constraints("pp=4");
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_EQ(r.top[0].parallel.first_stage_layers, 6);
+  EXPECT_NE(layout_text(r.top[0].parallel).find("PP 4 (6+...+6)"), std::string::npos)
+      << layout_text(r.top[0].parallel);
+  EXPECT_FALSE(check_layout(s.model, r.top[0].parallel, 16).has_value());
+}
+
 TEST(Search, RanksByMfuAndKeepsOnlyLayoutsThatFit) {
   const Scenario s = small_job();
   SearchOptions o;
