@@ -54,8 +54,9 @@ int dp_buckets_per_chunk(const Scenario& s);
 // param_gather_bytes (model::dp_payload_bytes, the same bytes sim/ times).
 Schedule build_job_schedule(const Scenario& s);
 
-// Durations for replay(): Forward/Backward = the estimate's per-chunk times on a
-// middle stage (the head work of the first/last stage is not added), p2p = e.p2p_s,
+// Durations for replay(): Forward/Backward = the estimate's per-layer times x the
+// op's chunk's layers (model/pipeline_layout.h; the head work of the first/last
+// stage is not added), p2p = e.p2p_s,
 // DP collectives = per-chunk RS / AG / AR, optimizer step and data loading from
 // the breakdown.
 DurationFn estimated_durations(const Scenario& s, const Estimate& e);
