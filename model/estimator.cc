@@ -446,8 +446,13 @@ Estimate estimate(const Scenario& s) {
   };
   int busiest = P == 1 || first_head >= last_head ? 0 : P - 1;
   if (!layout.even()) {
+    double most = rank_busy(busiest);
     for (int r = 0; r < P; ++r) {
-      if (rank_busy(r) > rank_busy(busiest)) busiest = r;
+      const double mine = rank_busy(r);
+      if (mine > most) {
+        busiest = r;
+        most = mine;
+      }
     }
   }
   // Its layer passes: M x its layers (= M V x the layers of each of its chunks
@@ -514,8 +519,13 @@ Estimate estimate(const Scenario& s) {
       for (int c = 0; c < V; ++c) sum += dp_chunk_params(s, r, c);
       return sum;
     };
+    double most = rank_params(0);
     for (int r = 1; r < P; ++r) {
-      if (rank_params(r) > rank_params(dp_rank)) dp_rank = r;
+      const double mine = rank_params(r);
+      if (mine > most) {
+        dp_rank = r;
+        most = mine;
+      }
     }
   }
   double stage_layer_params = 0;  // the transformer layers of dp_rank's chunks
