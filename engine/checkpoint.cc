@@ -2,6 +2,7 @@
 #include "engine/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -208,6 +209,11 @@ CheckpointLayout make_checkpoint_layout(const model::ModelConfig& m, const model
   if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
     l.model += " first_stage_layers=" + std::to_string(p.first_stage_layers) +
                " last_stage_layers=" + std::to_string(p.last_stage_layers);
+  }
+  // And a free-form layout, by its layers per virtual stage (two spellings of
+  // one layout load each other's checkpoints).
+  if (p.pipeline_chunk_layers != nullptr) {
+    l.model += " chunk_layers=" + fmt::format("{}", fmt::join(*p.pipeline_chunk_layers, ","));
   }
   return l;
 }

@@ -538,7 +538,7 @@ void add_scenario_shapes(const model::Scenario& s, MicroPlan* plan) {
           } else if (c.kind == model::CallKind::kAttention) {
             seqs.insert(c.seq);
             hds.insert(c.head_dim);
-          } else {
+          } else if (c.count > 0) {  // (a layer-less chunk's calls have nothing to time)
             elems.insert(c.count);
           }
         }
@@ -549,7 +549,11 @@ void add_scenario_shapes(const model::Scenario& s, MicroPlan* plan) {
   visit(model::job_embedding_operators(s, shape_only));
   visit(model::job_output_operators(s, shape_only));
   for (int r = 0; r < s.parallel.pp; ++r) {
-    for (const model::KernelCall& c : model::engine_rank_step_calls(s, r)) elems.insert(c.count);
+    // A chunk with no layers, embedding or head (a Megatron-Core layout's
+    // empty virtual stage) steps no parameters: nothing to time.
+    for (const model::KernelCall& c : model::engine_rank_step_calls(s, r)) {
+      if (c.count > 0) elems.insert(c.count);
+    }
   }
   plan->gemms.assign(gemms.begin(), gemms.end());
   plan->attention_seqs.assign(seqs.begin(), seqs.end());

@@ -28,12 +28,12 @@ ChunkConfig ChunkConfig::whole_model(const model::ModelConfig& m, int micro_batc
 
 ChunkConfig ChunkConfig::for_stage(const model::ModelConfig& m, const model::ParallelConfig& p,
                                    int pp_rank, int virtual_chunk, uint64_t seed) {
-  const int P = p.pp, V = p.vpp, L = m.layers;
+  const int P = p.pp, V = p.vpp;
   ENGINE_CHECK(P >= 1 && V >= 1, "pp and vpp must be >= 1");
   ENGINE_CHECK(0 <= pp_rank && pp_rank < P, "pp_rank out of range");
   ENGINE_CHECK(0 <= virtual_chunk && virtual_chunk < V, "virtual_chunk out of range");
   const std::optional<std::string> bad =
-      model::pipeline_layout_error(L, P, V, p.first_stage_layers, p.last_stage_layers);
+      model::pipeline_layout_error(m, p);
   ENGINE_CHECK(!bad, "pipeline layout: " + bad.value_or(""));
   const model::PipelineLayout layout(m, p);
   ChunkConfig c;

@@ -122,6 +122,11 @@ struct ParallelConfig {
   // --decoder-first/last-pipeline-num-layers; model/pipeline_layout.h).
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  // Megatron-Core's free-form layout (--pipeline-model-parallel-layout,
+  // model/megatron_layout.h) as the scenario gave it, and its layers per virtual
+  // stage (chunk-major); empty / null = none. Sets vpp; excludes first / last.
+  std::string pipeline_layout;
+  std::shared_ptr<const std::vector<int>> pipeline_chunk_layers;
   int dp = 1;                    // data-parallel size
   int micro_batch = 1;           // samples per micro-batch
   int global_batch = 1;          // samples per iteration, all replicas

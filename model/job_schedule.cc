@@ -40,6 +40,7 @@ ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, 
   o.layers = m.layers;
   o.first_stage_layers = p.first_stage_layers;
   o.last_stage_layers = p.last_stage_layers;
+  o.custom_chunk_layers = p.pipeline_chunk_layers;
   o.zero_stage = p.zero_stage;
   o.dp = p.dp;
   o.pp_overlap = opt.pp_overlap;

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "model/config.h"
 
@@ -15,12 +18,39 @@ std::string str(int v) { return std::to_string(v); }
 }  // namespace
 
 std::optional<std::string> pipeline_layout_error(int layers, int pp, int vpp, int first, int last,
-                                                 std::string* key) {
+                                                 std::string* key, const ChunkLayers& custom) {
   auto blame = [&](const char* k, std::string why) -> std::optional<std::string> {
     if (key != nullptr) *key = k;
     return why;
   };
   if (layers < 1 || pp < 1 || vpp < 1) return blame("parallel.pp", "layers, pp and vpp must be >= 1");
+  if (custom != nullptr) {
+    if (first > 0 || last > 0) {
+      return blame("parallel.pipeline_layout",
+                   "give either pipeline_layout or first_stage_layers / last_stage_layers, not both");
+    }
+    const int64_t stages = static_cast<int64_t>(custom->size());
+    if (stages != static_cast<int64_t>(pp) * vpp) {
+      return blame(stages % pp == 0 ? "parallel.vpp" : "parallel.pipeline_layout",
+                   fmt::format("the layout has {} virtual stages, not pp x vpp ({} x {})", stages, pp, vpp));
+    }
+    int64_t total = 0;
+    for (int r = 0; r < pp; ++r) {
+      int64_t held = 0;
+      for (int c = 0; c < vpp; ++c) held += (*custom)[static_cast<size_t>(c) * pp + r];
+      if (held < 1) {
+        return blame("parallel.pipeline_layout",
+                     fmt::format("pipeline rank {} holds no transformer layer (its virtual stages {}, {}, ...)", r,
+                                 r, r + pp));
+      }
+      total += held;
+    }
+    if (total != layers) {
+      return blame("parallel.pipeline_layout",
+                   fmt::format("the layout holds {} transformer layers, the model {}", total, layers));
+    }
+    return std::nullopt;
+  }
   if (first < 0) return blame("parallel.first_stage_layers", "must be >= 1, got " + str(first));
   if (last < 0) return blame("parallel.last_stage_layers", "must be >= 1, got " + str(last));
   if (first == 0 && last == 0) {
@@ -78,7 +108,15 @@ PipelineLayout::PipelineLayout(int layers, int pp, int vpp, int first, int last)
   middle_ = pp - ends > 0 ? (layers - first - last) / (pp - ends) : 0;
 }
 
+PipelineLayout::PipelineLayout(int layers, int pp, int vpp, ChunkLayers custom)
+    : layers_(layers), pp_(pp), vpp_(vpp), custom_(std::move(custom)) {
+  if (std::optional<std::string> why = pipeline_layout_error(layers, pp, vpp, 0, 0, nullptr, custom_)) {
+    throw std::invalid_argument("pipeline layout: " + *why);
+  }
+}
+
 int PipelineLayout::chunk_layers(int pp_rank, int chunk) const {
+  if (custom_ != nullptr) return (*custom_)[static_cast<size_t>(chunk) * pp_ + pp_rank];
   const int n = stage_layers(pp_rank);
   const int q = n / vpp_, rem = n % vpp_;
   // The remainder sits away from the embedding (first stage) or the head.
@@ -95,9 +133,21 @@ int PipelineLayout::first_layer(int pp_rank, int chunk) const {
 }
 
 PipelineLayout::PipelineLayout(const ModelConfig& m, const ParallelConfig& p)
-    : PipelineLayout(m.layers, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers) {}
+    : PipelineLayout(p.pipeline_chunk_layers != nullptr
+                         ? PipelineLayout(m.layers, p.pp, p.vpp, p.pipeline_chunk_layers)
+                         : PipelineLayout(m.layers, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers)) {}
+
+std::optional<std::string> pipeline_layout_error(const ModelConfig& m, const ParallelConfig& p, std::string* key) {
+  return pipeline_layout_error(m.layers, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers, key,
+                               p.pipeline_chunk_layers);
+}
 
 int PipelineLayout::stage_layers(int pp_rank) const {
+  if (custom_ != nullptr) {
+    int held = 0;
+    for (int c = 0; c < vpp_; ++c) held += chunk_layers(pp_rank, c);
+    return held;
+  }
   if (pp_rank == 0 && first_ > 0) return first_;
   if (pp_rank == pp_ - 1 && last_ > 0) return last_;
   return middle_;
@@ -105,6 +155,10 @@ int PipelineLayout::stage_layers(int pp_rank) const {
 
 int PipelineLayout::max_chunk_layers() const {
   int best = 0;
+  if (custom_ != nullptr) {
+    for (int v : *custom_) best = std::max(best, v);
+    return best;
+  }
   for (int r = 0; r < pp_; ++r) best = std::max(best, (stage_layers(r) + vpp_ - 1) / vpp_);
   return best;
 }

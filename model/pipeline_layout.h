@@ -25,6 +25,10 @@
 // Megatron-DeepSpeed's BLOOM (70 layers + 2 embedding units on 12 stages,
 // 'type:transformer|embedding') is 5 + 10 x 6 + 5.
 //
+// Megatron-Core's free-form layout (--pipeline-model-parallel-layout,
+// model/megatron_layout.h) gives every virtual stage's layers instead; a
+// scenario's [parallel] pipeline_layout is read into ChunkLayers once.
+//
 // Model order is chunk-major (Megatron-LM's interleaved assignment): virtual
 // stage v = chunk * pp + pp_rank holds the layers after those of virtual stages
 // 0 .. v-1 (on even stages chunk c of rank r starts at c*L/V + r*L/(P*V)).
@@ -33,19 +37,27 @@
 // layout); pure functions.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace megascale::model {
 
 struct ModelConfig;
 struct ParallelConfig;
 
+// The transformer layers of every virtual stage v = chunk * pp + pp_rank (model
+// order), from a Megatron-Core layout string; shared, immutable, null = none.
+using ChunkLayers = std::shared_ptr<const std::vector<int>>;
+
 class PipelineLayout {
  public:
   // `first` / `last`: the first / last stage's layers, 0 = not set (even split).
   // Throws std::invalid_argument when pipeline_layout_error() says why not.
   PipelineLayout(int layers, int pp, int vpp, int first = 0, int last = 0);
+  // A free-form layout: `custom` (pp * vpp virtual stages) instead of first / last.
+  PipelineLayout(int layers, int pp, int vpp, ChunkLayers custom);
   PipelineLayout(const ModelConfig& m, const ParallelConfig& p);
 
   int stage_layers(int pp_rank) const;
@@ -55,10 +67,11 @@ class PipelineLayout {
   int max_chunk_layers() const;
   // The stage with the most layers (the first of equals).
   int busiest_stage() const;
-  bool even() const { return first_ == 0 && last_ == 0; }
+  bool even() const { return first_ == 0 && last_ == 0 && custom_ == nullptr; }
 
  private:
   int layers_ = 1, pp_ = 1, vpp_ = 1, first_ = 0, last_ = 0, middle_ = 1;
+  ChunkLayers custom_;
 };
 
 // The balanced split when pp does not divide the layers (Meta's Llama 3 405B,
@@ -73,8 +86,13 @@ std::optional<EndStages> trimmed_end_stages(int layers, int pp);
 
 // Why (layers, pp, vpp, first, last) is no Megatron-Core split, or nullopt.
 // `key` is set to the scenario key to blame ("parallel.pp", "parallel.vpp",
-// "parallel.first_stage_layers" or "parallel.last_stage_layers").
+// "parallel.first_stage_layers", "parallel.last_stage_layers" or
+// "parallel.pipeline_layout"). With `custom` (a parsed layout string), first and
+// last must be 0, the layout must have pp * vpp virtual stages of `layers` in
+// all, and every pipeline rank must hold a layer.
 std::optional<std::string> pipeline_layout_error(int layers, int pp, int vpp, int first, int last,
+                                                 std::string* key = nullptr, const ChunkLayers& custom = nullptr);
+std::optional<std::string> pipeline_layout_error(const ModelConfig& m, const ParallelConfig& p,
                                                  std::string* key = nullptr);
 
 }  // namespace megascale::model

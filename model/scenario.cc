@@ -20,14 +20,17 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "model/fused_overlap.h"
-#include "model/pipeline_layout.h"
 #include "model/hardware.h"
+#include "model/megatron_layout.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 #include "model/scenario_overrides.h"
 #include "model/system_preset.h"
@@ -81,7 +84,7 @@ ModelConfig read_model(const Section& s) {
 }
 
 constexpr std::string_view kParallelKeys[] = {
-    "tp",         "cp",        "pp",         "vpp", "first_stage_layers", "last_stage_layers",
+    "tp",         "cp",        "pp",         "vpp", "first_stage_layers", "last_stage_layers", "pipeline_layout",
     "dp",         "micro_batch", "global_batch", "sequence_parallel",
     "zero_stage", "recompute", "rank_order"};
 
@@ -96,7 +99,37 @@ int read_dp(const Section& s, int tp, int cp, int pp, int cluster_gpus) {
   return static_cast<int>(cluster_gpus / tp_pp);
 }
 
-ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
+// parallel.pipeline_layout: Megatron-Core's layout string (model/megatron_layout.h).
+// Its virtual stages fix vpp (a vpp given beside it must agree); it excludes
+// first / last_stage_layers. The pipeline-rank checks are check_layout's.
+void read_pipeline_layout(const Section& s, int layers, ParallelConfig* p) {
+  const std::optional<std::string> text = s.string("pipeline_layout");
+  if (!text) return;
+  if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
+    s.fail("pipeline_layout", "give either pipeline_layout or first_stage_layers / last_stage_layers, not both");
+  }
+  std::vector<int> stages;
+  try {
+    stages = parse_megatron_layout(*text, layers);
+  } catch (const std::invalid_argument& e) {
+    s.fail("pipeline_layout", e.what());
+  }
+  const int64_t n = static_cast<int64_t>(stages.size());
+  if (n % p->pp != 0) {
+    s.fail("pipeline_layout", fmt::format("{} virtual stages are not a multiple of pp ({})", n, p->pp));
+  }
+  const int vpp = static_cast<int>(n / p->pp);
+  if (s.integer("vpp", 1).has_value() && p->vpp != vpp) {
+    s.fail("vpp", fmt::format("{} disagrees with pipeline_layout ({} virtual stages = pp {} x vpp {}); leave vpp out "
+                              "or make them agree",
+                              p->vpp, n, p->pp, vpp));
+  }
+  p->vpp = vpp;
+  p->pipeline_layout = *text;
+  p->pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::move(stages));
+}
+
+ParallelConfig read_parallel(const Section& s, int cluster_gpus, int layers) {
   s.reject_unknown_keys(kParallelKeys);
   ParallelConfig p;
   p.tp = s.required_integer("tp", 1);
@@ -105,6 +138,7 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus) {
   p.vpp = s.integer("vpp", 1).value_or(1);
   p.first_stage_layers = s.integer("first_stage_layers", 1).value_or(0);
   p.last_stage_layers = s.integer("last_stage_layers", 1).value_or(0);
+  read_pipeline_layout(s, layers, &p);
   p.dp = read_dp(s, p.tp, p.cp, p.pp, cluster_gpus);
   p.micro_batch = s.integer("micro_batch", 1).value_or(1);
   p.global_batch = s.required_integer("global_batch", 1);
@@ -637,7 +671,7 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   } else {
     sc.network = NetworkConfig::for_preset(sc.cluster.topology);
   }
-  sc.parallel = read_parallel(top.required_subsection("parallel"), sc.cluster.gpus);
+  sc.parallel = read_parallel(top.required_subsection("parallel"), sc.cluster.gpus, sc.model.layers);
   if (std::optional<Section> s = top.subsection("optimizations")) {
     sc.optimizations = read_optimizations(*s);
   }
@@ -750,7 +784,7 @@ std::optional<Violation> check_tensor_split(const ModelConfig& m, const Parallel
 std::optional<Violation> check_pipeline_split(const ModelConfig& m, const ParallelConfig& p) {
   std::string key;
   std::optional<std::string> why =
-      pipeline_layout_error(m.layers, p.pp, p.vpp, p.first_stage_layers, p.last_stage_layers, &key);
+      pipeline_layout_error(m, p, &key);
   if (!why) return std::nullopt;
   return Violation{key, *why};
 }

@@ -77,6 +77,7 @@ int warmup_forwards(int pp_rank, const ScheduleOptions& o) {
 namespace {
 
 PipelineLayout layout_of(const ScheduleOptions& o) {
+  if (o.custom_chunk_layers != nullptr) return PipelineLayout(o.layers, o.pp, o.vpp, o.custom_chunk_layers);
   return PipelineLayout(o.layers, o.pp, o.vpp, o.first_stage_layers, o.last_stage_layers);
 }
 
@@ -95,7 +96,8 @@ void check_options(const ScheduleOptions& o) {
   if (o.pp < 1 || o.vpp < 1 || o.microbatches < 1 || o.layers < 1 || o.dp < 1)
     fail("pp, vpp, microbatches, layers and dp must be >= 1");
   if (std::optional<std::string> why =
-          pipeline_layout_error(o.layers, o.pp, o.vpp, o.first_stage_layers, o.last_stage_layers)) {
+          pipeline_layout_error(o.layers, o.pp, o.vpp, o.first_stage_layers, o.last_stage_layers, nullptr,
+                                o.custom_chunk_layers)) {
     fail(*why);
   }
   if (o.vpp > 1 && o.pp < 2) fail("vpp > 1 requires pp > 1");

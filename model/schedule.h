@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,8 @@ struct ScheduleOptions {
   int layers = 1;           // total transformer layers L, split as model/pipeline_layout.h
   int first_stage_layers = 0;  // the first / last stage's layers, 0 = even (L % (P*V) == 0)
   int last_stage_layers = 0;
+  // A free-form layout's layers per virtual stage (ParallelConfig::pipeline_chunk_layers).
+  std::shared_ptr<const std::vector<int>> custom_chunk_layers;
   int zero_stage = 1;       // 0: DP all-reduce; 1,2: RS + AG per chunk; 3: AG per use
   int dp = 1;               // no DP ops when dp == 1
   bool pp_overlap = false;  // false: p2p blocking on the compute stream (Megatron

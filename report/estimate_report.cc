@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
@@ -12,6 +13,18 @@
 #include "model/profile.h"
 
 namespace megascale::report {
+
+namespace {
+
+// Each pipeline rank's transformer layers under a free-form layout.
+std::vector<int> stage_layers(const model::ParallelConfig& p) {
+  std::vector<int> out(static_cast<size_t>(p.pp), 0);
+  const std::vector<int>& v = *p.pipeline_chunk_layers;
+  for (size_t i = 0; i < v.size(); ++i) out[i % out.size()] += v[i];
+  return out;
+}
+
+}  // namespace
 
 std::string layout_line(const model::ParallelConfig& p) {
   // Megatron's default rank order goes unsaid; the other is named.
@@ -23,6 +36,8 @@ std::string layout_line(const model::ParallelConfig& p) {
     auto given = [](int n) { return n > 0 ? std::to_string(n) : std::string("even"); };
     order += "  stage layers first " + given(p.first_stage_layers) + " last " + given(p.last_stage_layers);
   }
+  // A free-form layout (model/megatron_layout.h): every stage's layers.
+  if (p.pipeline_chunk_layers != nullptr) order += "  stage layers " + fmt::format("{}", fmt::join(stage_layers(p), "+"));
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
     return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}{}",
                        p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
@@ -44,6 +59,10 @@ Json parallel_json(const model::ParallelConfig& p) {
   j["vpp"] = p.vpp;
   if (p.first_stage_layers > 0) j["first_stage_layers"] = p.first_stage_layers;
   if (p.last_stage_layers > 0) j["last_stage_layers"] = p.last_stage_layers;
+  if (p.pipeline_chunk_layers != nullptr) {
+    j["pipeline_layout"] = p.pipeline_layout;
+    j["stage_layers"] = stage_layers(p);
+  }
   j["dp"] = p.replicas();
   if (p.cp > 1) {
     j["dp_cp"] = p.dp;

@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <vector>
 
 #include "engine/comm.h"
 #include "engine/comm_threads.h"
@@ -329,6 +331,10 @@ TEST(CheckpointLayout, DescribesModelAndLayout) {
   const CheckpointLayout uneven = make_checkpoint_layout(m, p);
   EXPECT_NE(uneven.model, l.model);
   EXPECT_EQ(uneven.model, l.model + " first_stage_layers=1 last_stage_layers=0");
+  // And a free-form layout, by its layers per virtual stage.
+  p.first_stage_layers = 0;
+  p.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::vector<int>{1, 3});
+  EXPECT_EQ(make_checkpoint_layout(m, p).model, l.model + " chunk_layers=1,3");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "engine/comm_threads.h"
 #include "engine/device_cpu.h"
 #include "engine/model_chunk.h"
+#include "model/megatron_layout.h"
 
 namespace megascale::engine {
 namespace {
@@ -221,6 +223,40 @@ TEST(ModelChunkTest, InterleavedUnevenStagesWithAnEmbeddingOnlyChunkAreExact) {
   ModelChunk c(r0c1, cpu_device(), nullptr);
   ModelChunk d(r1c1, cpu_device(), nullptr);
   expect_chain_is_exact(whole, {&a, &b, &c, &d});
+}
+
+// Megatron-Core's free-form layout (model/megatron_layout.h) "Et||tt|tL": rank
+// 1's first chunk holds no layer at all, in the middle of the model; chained,
+// the four chunks still equal the single chunk exactly.
+TEST(ModelChunkTest, FreeFormLayoutWithAnEmptyMiddleChunkIsExact) {
+  const model::ModelConfig m = small_model();
+  model::ParallelConfig p;
+  p.pp = 2;
+  p.vpp = 2;
+  p.micro_batch = kBatch;
+  p.pipeline_layout = "Et||tt|tL";
+  p.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(model::parse_megatron_layout("Et||tt|tL", 4));
+  const ChunkConfig r0c0 = ChunkConfig::for_stage(m, p, 0, 0);
+  const ChunkConfig r1c0 = ChunkConfig::for_stage(m, p, 1, 0);
+  const ChunkConfig r0c1 = ChunkConfig::for_stage(m, p, 0, 1);
+  const ChunkConfig r1c1 = ChunkConfig::for_stage(m, p, 1, 1);
+  EXPECT_EQ(r0c0.num_layers, 1);
+  EXPECT_EQ(r1c0.num_layers, 0);
+  EXPECT_FALSE(r1c0.has_embedding);
+  EXPECT_FALSE(r1c0.has_head);
+  EXPECT_EQ(r0c1.first_layer, 1);
+  EXPECT_EQ(r0c1.num_layers, 2);
+  EXPECT_EQ(r1c1.first_layer, 3);
+  EXPECT_EQ(r1c1.num_layers, 1);
+  ModelChunk whole(part(m, 0, 4, true, true), cpu_device(), nullptr);
+  ModelChunk a(r0c0, cpu_device(), nullptr);
+  ModelChunk b(r1c0, cpu_device(), nullptr);
+  ModelChunk c(r0c1, cpu_device(), nullptr);
+  ModelChunk d(r1c1, cpu_device(), nullptr);
+  expect_chain_is_exact(whole, {&a, &b, &c, &d});
+  // A layout for other layers is refused.
+  p.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::vector<int>{1, 0, 2, 2});
+  EXPECT_THROW(ChunkConfig::for_stage(m, p, 0, 0), std::runtime_error);
 }
 
 TEST(ModelChunkTest, MicroBatchesInFlightAndOrder) {

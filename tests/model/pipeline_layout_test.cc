@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace megascale::model {
 namespace {
@@ -134,6 +138,65 @@ TEST(PipelineLayout, ErrorsNameTheKeyAndTheRule) {
   EXPECT_FALSE(pipeline_layout_error(8, 2, 1, 3, 5));
   EXPECT_TRUE(pipeline_layout_error(8, 2, 1, 3, 4));
   EXPECT_THROW(PipelineLayout(8, 2, 1, 3, 4), std::invalid_argument);
+}
+
+ChunkLayers chunks(std::vector<int> v) { return std::make_shared<const std::vector<int>>(std::move(v)); }
+
+// A free-form layout (Megatron-Core's pipeline_model_parallel_layout) that spells
+// out a first / last split gives the same chunks and model order as that split.
+TEST(PipelineLayout, FreeFormLayoutMatchesTheSameFirstLastSplit) {
+  // 16 layers on 3 stages x 2 chunks, 5 + 6 + 5 (the five-layer case above):
+  // virtual stages in model order r0c0 r1c0 r2c0 r0c1 r1c1 r2c1.
+  const PipelineLayout given(16, 3, 2, 5, 5);
+  const PipelineLayout custom(16, 3, 2, chunks({2, 3, 3, 3, 3, 2}));
+  EXPECT_FALSE(custom.even());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(custom.stage_layers(r), given.stage_layers(r));
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(custom.chunk_layers(r, c), given.chunk_layers(r, c)) << r << "," << c;
+      EXPECT_EQ(custom.first_layer(r, c), given.first_layer(r, c)) << r << "," << c;
+    }
+  }
+  EXPECT_EQ(custom.busiest_stage(), given.busiest_stage());
+  EXPECT_EQ(custom.max_chunk_layers(), given.max_chunk_layers());
+}
+
+// Megatron-Bridge's Llama 3 70B layout: rank 3 holds 11 layers (its last chunk
+// 3), rank 7 holds 9 (its last chunk 1, with the loss).
+TEST(PipelineLayout, FreeFormLayoutBusiestStage) {
+  std::vector<int> v(40, 2);
+  v[35] = 3;
+  v[39] = 1;
+  const PipelineLayout l(80, 8, 5, chunks(v));
+  EXPECT_EQ(l.stage_layers(3), 11);
+  EXPECT_EQ(l.stage_layers(7), 9);
+  EXPECT_EQ(l.stage_layers(0), 10);
+  EXPECT_EQ(l.busiest_stage(), 3);
+  EXPECT_EQ(l.max_chunk_layers(), 3);
+  EXPECT_EQ(l.first_layer(3, 4), 70);  // after 35 virtual stages of 2
+  EXPECT_EQ(l.first_layer(7, 4), 79);
+}
+
+TEST(PipelineLayout, FreeFormLayoutErrorsNameTheKey) {
+  std::string key;
+  // 6 virtual stages are not pp 3 x vpp 1; they would be pp 3 x vpp 2.
+  ASSERT_TRUE(pipeline_layout_error(16, 3, 1, 0, 0, &key, chunks({2, 3, 3, 3, 3, 2})));
+  EXPECT_EQ(key, "parallel.vpp");
+  ASSERT_TRUE(pipeline_layout_error(16, 4, 1, 0, 0, &key, chunks({2, 3, 3, 3, 3, 2})));
+  EXPECT_EQ(key, "parallel.pipeline_layout");
+  // Rank 1 holds nothing.
+  const std::optional<std::string> idle = pipeline_layout_error(4, 2, 2, 0, 0, &key, chunks({2, 0, 2, 0}));
+  ASSERT_TRUE(idle);
+  EXPECT_EQ(key, "parallel.pipeline_layout");
+  EXPECT_NE(idle->find("pipeline rank 1 holds no transformer layer"), std::string::npos) << *idle;
+  // Layers must add up; first / last are excluded.
+  ASSERT_TRUE(pipeline_layout_error(5, 2, 2, 0, 0, &key, chunks({1, 1, 1, 1})));
+  EXPECT_EQ(key, "parallel.pipeline_layout");
+  ASSERT_TRUE(pipeline_layout_error(4, 2, 2, 2, 0, &key, chunks({1, 1, 1, 1})));
+  EXPECT_EQ(key, "parallel.pipeline_layout");
+  EXPECT_THROW(PipelineLayout(5, 2, 2, chunks({1, 1, 1, 1})), std::invalid_argument);
+  // An empty chunk on a rank that holds layers elsewhere is Megatron-Core's too.
+  EXPECT_FALSE(pipeline_layout_error(4, 2, 2, 0, 0, &key, chunks({0, 2, 2, 0})));
 }
 
 }  // namespace

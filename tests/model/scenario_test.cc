@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/pipeline_layout.h"
 #include "tests/model/valid_scenario.h"
 
 #include <algorithm>
@@ -596,6 +597,46 @@ TEST(ScenarioErrorTest, UnevenStagesThatDoNotSplit) {
   std::string chunks = kLayersOverFiveStages;
   chunks.replace(chunks.find("pp = 5\n"), 7, "pp = 5\nvpp = 2\nfirst_stage_layers = 3\nlast_stage_layers = 6\n");
   expect_error(chunks, 10, "parallel.vpp", "not divisible by vpp (2)");
+}
+
+// Megatron-Core's free-form layout: 24 layers on 5 stages as 6 + 4 + 4 + 4 + 6
+// with two chunks each (vpp follows from the 10 virtual stages).
+TEST(ScenarioTest, MegatronPipelineLayout) {
+  std::string text = kLayersOverFiveStages;
+  text.replace(text.find("pp = 5\n"), 7, "pp = 5\npipeline_layout = \"Et*3|(t*2|)*3,t*3|t*3|(t*2|)*3,t*3L\"\n");
+  text.replace(text.find("global_batch = 64"), 17, "global_batch = 60");  // interleaving: 12 micro-batches
+  const Scenario s = parse_scenario(text, "t.toml");
+  EXPECT_EQ(s.parallel.vpp, 2);
+  ASSERT_NE(s.parallel.pipeline_chunk_layers, nullptr);
+  EXPECT_EQ(*s.parallel.pipeline_chunk_layers, (std::vector<int>{3, 2, 2, 2, 3, 3, 2, 2, 2, 3}));
+  const PipelineLayout l(s.model, s.parallel);
+  EXPECT_EQ(l.stage_layers(0), 6);
+  EXPECT_EQ(l.stage_layers(2), 4);
+  EXPECT_EQ(l.stage_layers(4), 6);
+}
+
+TEST(ScenarioErrorTest, MegatronPipelineLayoutErrors) {
+  auto with = [](const std::string& lines) {
+    std::string text = kLayersOverFiveStages;
+    text.replace(text.find("pp = 5\n"), 7, "pp = 5\n" + lines);
+    text.replace(text.find("global_batch = 64"), 17, "global_batch = 60");
+    return text;
+  };
+  // The string's own errors, at its line (10).
+  expect_error(with("pipeline_layout = \"Et*23L\"\n"), 10, "parallel.pipeline_layout",
+               "holds 23 transformer layers ('t'), the model has 24");
+  // 4 virtual stages on 5 pipeline ranks.
+  expect_error(with("pipeline_layout = \"Et*6|t*6|t*6|t*6L\"\n"), 10, "parallel.pipeline_layout",
+               "4 virtual stages are not a multiple of pp (5)");
+  // A vpp beside it must agree (line 10 is vpp).
+  expect_error(with("vpp = 3\npipeline_layout = \"Et*3|(t*2|)*3,t*3|t*3|(t*2|)*3,t*3L\"\n"), 10, "parallel.vpp",
+               "disagrees with pipeline_layout (10 virtual stages = pp 5 x vpp 2)");
+  // Not with first / last stage layers.
+  expect_error(with("first_stage_layers = 6\npipeline_layout = \"Et*24L\"\n"), 11, "parallel.pipeline_layout",
+               "not both");
+  // A pipeline rank without a layer (rank 1: virtual stages 1 and 6).
+  expect_error(with("pipeline_layout = \"Et*4||(t*3|)*4,|(t*3|)*2,t*2L\"\n"), 10, "parallel.pipeline_layout",
+               "pipeline rank 1 holds no transformer layer");
 }
 
 TEST(ScenarioErrorTest, GpusNotTpPpDp) {

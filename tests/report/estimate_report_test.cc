@@ -1,7 +1,9 @@
 // tests/report/estimate_report_test.cc: report/estimate_report.h's JSON and text.
 #include "report/estimate_report.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -170,6 +172,19 @@ TEST(EstimateReport, LayoutNamesUnevenStages) {
   const Json j = parallel_json(p);
   EXPECT_EQ(j.at("first_stage_layers"), 7);
   EXPECT_FALSE(j.contains("last_stage_layers"));
+}
+
+// A free-form layout (model/megatron_layout.h) names each stage's layers.
+TEST(EstimateReport, LayoutNamesFreeFormStages) {
+  model::ParallelConfig p;
+  p.pp = 2;
+  p.vpp = 2;
+  p.pipeline_layout = "Et||tt|tL";
+  p.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::vector<int>{1, 0, 2, 1});
+  EXPECT_NE(layout_line(p).find("stage layers 3+1"), std::string::npos) << layout_line(p);
+  const Json j = parallel_json(p);
+  EXPECT_EQ(j.at("pipeline_layout"), "Et||tt|tL");
+  EXPECT_EQ(j.at("stage_layers"), Json::array({3, 1}));
 }
 
 }  // namespace
