@@ -17,6 +17,26 @@ constexpr std::size_t kMaxExpandedChars = 1 << 20;
 
 [[noreturn]] void fail(const std::string& why) { throw std::invalid_argument(why); }
 
+// The user's text for a message: bytes outside printable ASCII as \xNN.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out.push_back(c);
+    } else {
+      out += fmt::format("\\x{:02X}", u);
+    }
+  }
+  return out;
+}
+
+// One character for a message: 'c', or its byte value outside printable ASCII.
+std::string shown(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u >= 0x20 && u < 0x7f ? fmt::format("'{}'", c) : fmt::format("byte 0x{:02X}", u);
+}
+
 // Reads the count after the '*' at text[*i]; advances past it. `where` names
 // the place in the user's text for errors.
 int read_count(std::string_view text, std::size_t* i, const std::string& where) {
@@ -71,7 +91,7 @@ std::string expand(std::string_view raw) {
     if (pass1[i] == '*') fail("'*n' must follow a layer letter, a '|' or a ')'");
     if (i + 1 < pass1.size() && pass1[i + 1] == '*') {
       std::size_t j = i + 1;
-      const int n = read_count(pass1, &j, fmt::format("after '{}'", pass1[i]));
+      const int n = read_count(pass1, &j, fmt::format("after {}", shown(pass1[i])));
       append_repeated(&out, pass1.substr(i, 1), n);
       i = j;
       continue;
@@ -90,7 +110,21 @@ std::vector<int> parse_megatron_layout(std::string_view text, int layers) {
   try {
     expanded = expand(text);
   } catch (const std::invalid_argument& e) {
-    fail(fmt::format("'{}': {}", text, e.what()));
+    fail(fmt::format("'{}': {}", printable(text), e.what()));
+  }
+  // Unknown characters first: a stray one may sit after the 'L' it would
+  // otherwise be blamed on.
+  for (const char c : expanded) {
+    if (c == 'E' || c == 't' || c == 'L' || c == 'm' || c == '|') continue;
+    fail(fmt::format("'{}': {} is no layer letter (E embedding, t transformer layer, L loss; '|' separates "
+                     "virtual stages, ',' is ignored, '(...)*n' and 'x*n' repeat)",
+                     printable(text), shown(c)));
+  }
+  if (std::count(expanded.begin(), expanded.end(), 'E') > 1) {
+    fail(fmt::format("'{}': more than one embedding 'E'", printable(text)));
+  }
+  if (std::count(expanded.begin(), expanded.end(), 'L') > 1) {
+    fail(fmt::format("'{}': more than one loss 'L'", printable(text)));
   }
   std::vector<int> stages(1, 0);
   int embeddings = 0, losses = 0, decoders = 0;
@@ -104,29 +138,31 @@ std::vector<int> parse_megatron_layout(std::string_view text, int layers) {
         ++decoders;
         break;
       case 'E':
-        if (i != 0) fail(fmt::format("'{}': the embedding 'E' must come first (it is in virtual stage {})", text, stage));
+        if (i != 0) {
+          fail(fmt::format("'{}': the embedding 'E' must come first (it is in virtual stage {})", printable(text),
+                           stage));
+        }
         ++embeddings;
         break;
       case 'L':
         if (i + 1 != expanded.size()) {
-          fail(fmt::format("'{}': the loss 'L' must come last (it is in virtual stage {} of {})", text, stage,
+          fail(fmt::format("'{}': the loss 'L' must come last (it is in virtual stage {} of {})", printable(text), stage,
                            1 + std::count(expanded.begin(), expanded.end(), '|')));
         }
         ++losses;
         break;
       case 'm':
-        fail(fmt::format("'{}': multi-token-prediction layers ('m') are not modelled", text));
-      default:
-        fail(fmt::format("'{}': '{}' is no layer letter (E embedding, t transformer layer, L loss; '|' separates "
-                         "virtual stages, ',' is ignored, '(...)*n' and 'x*n' repeat)",
-                         text, c));
+        fail(fmt::format("'{}': multi-token-prediction layers ('m') are not modelled", printable(text)));
+      default: break;  // refused above
     }
   }
-  if (embeddings != 1) fail(fmt::format("'{}': the first virtual stage must start with the embedding 'E'", text));
-  if (losses != 1) fail(fmt::format("'{}': the last virtual stage must end with the loss 'L'", text));
+  if (embeddings != 1) {
+    fail(fmt::format("'{}': the first virtual stage must start with the embedding 'E'", printable(text)));
+  }
+  if (losses != 1) fail(fmt::format("'{}': the last virtual stage must end with the loss 'L'", printable(text)));
   if (decoders != layers) {
-    fail(fmt::format("'{}' holds {} transformer layers ('t'), the model has {} (model.layers)", text, decoders,
-                     layers));
+    fail(fmt::format("'{}' holds {} transformer layers ('t'), the model has {} (model.layers)", printable(text),
+                     decoders, layers));
   }
   return stages;
 }

@@ -56,6 +56,14 @@ TEST(MegatronLayout, BadStringsSayWhy) {
   EXPECT_NE(error_of("Et|m|L", 1).find("not modelled"), std::string::npos);
   EXPECT_NE(error_of("Et|x|L", 1).find("'x' is no layer letter"), std::string::npos);
   EXPECT_NE(error_of("Et |L", 1).find("' ' is no layer letter"), std::string::npos);
+  // A stray character after the loss is named, not the loss's place.
+  EXPECT_NE(error_of("Et|tL ", 2).find("' ' is no layer letter"), std::string::npos);
+  // Bytes outside printable ASCII are shown by value (the message stays ASCII).
+  const std::string accented = error_of("\xC3\x89t|tL", 2);
+  EXPECT_NE(accented.find("byte 0xC3 is no layer letter"), std::string::npos) << accented;
+  EXPECT_NE(accented.find("'\\xC3\\x89t|tL'"), std::string::npos) << accented;
+  EXPECT_NE(error_of("EEt|tL", 2).find("more than one embedding"), std::string::npos);
+  EXPECT_NE(error_of("Et|tLL", 2).find("more than one loss"), std::string::npos);
   EXPECT_NE(error_of("E(t|L", 1).find("'(' at character 2 is not closed"), std::string::npos);
   EXPECT_NE(error_of("Et)|L", 1).find("')' at character 3 has no '('"), std::string::npos);
   EXPECT_NE(error_of("E((t|)*2)*2L", 4).find("do not nest"), std::string::npos);
