@@ -124,6 +124,21 @@ void expect_chain_is_exact(ModelChunk& whole, const std::vector<ModelChunk*>& ch
   }
 }
 
+// Every (pipeline rank, chunk) of `p`, chained in model order (virtual stage
+// chunk * pp + rank), against the whole model.
+void expect_layout_chain_is_exact(const model::ModelConfig& m, const model::ParallelConfig& p) {
+  std::vector<std::unique_ptr<ModelChunk>> chunks;
+  std::vector<ModelChunk*> chain;
+  for (int c = 0; c < p.vpp; ++c) {
+    for (int r = 0; r < p.pp; ++r) {
+      chunks.push_back(std::make_unique<ModelChunk>(ChunkConfig::for_stage(m, p, r, c), cpu_device(), nullptr));
+      chain.push_back(chunks.back().get());
+    }
+  }
+  ModelChunk whole(part(m, 0, m.layers, true, true), cpu_device(), nullptr);
+  expect_chain_is_exact(whole, chain);
+}
+
 void expect_split_is_exact(const model::ModelConfig& m, Comm* tp_comm, int tp, bool sp) {
   ModelChunk whole(part(m, 0, 4, true, true, tp, sp), cpu_device(), tp_comm);
   ModelChunk a(part(m, 0, 2, true, false, tp, sp), cpu_device(), tp_comm);
@@ -217,12 +232,7 @@ TEST(ModelChunkTest, InterleavedUnevenStagesWithAnEmbeddingOnlyChunkAreExact) {
   EXPECT_EQ(r1c1.first_layer, 3);
   EXPECT_EQ(r1c1.num_layers, 1);
   EXPECT_TRUE(r1c1.has_head);
-  ModelChunk whole(part(m, 0, 4, true, true), cpu_device(), nullptr);
-  ModelChunk a(r0c0, cpu_device(), nullptr);
-  ModelChunk b(r1c0, cpu_device(), nullptr);
-  ModelChunk c(r0c1, cpu_device(), nullptr);
-  ModelChunk d(r1c1, cpu_device(), nullptr);
-  expect_chain_is_exact(whole, {&a, &b, &c, &d});
+  expect_layout_chain_is_exact(m, p);
 }
 
 // Megatron-Core's free-form layout (model/megatron_layout.h) "Et||tt|tL": rank
@@ -248,12 +258,7 @@ TEST(ModelChunkTest, FreeFormLayoutWithAnEmptyMiddleChunkIsExact) {
   EXPECT_EQ(r0c1.num_layers, 2);
   EXPECT_EQ(r1c1.first_layer, 3);
   EXPECT_EQ(r1c1.num_layers, 1);
-  ModelChunk whole(part(m, 0, 4, true, true), cpu_device(), nullptr);
-  ModelChunk a(r0c0, cpu_device(), nullptr);
-  ModelChunk b(r1c0, cpu_device(), nullptr);
-  ModelChunk c(r0c1, cpu_device(), nullptr);
-  ModelChunk d(r1c1, cpu_device(), nullptr);
-  expect_chain_is_exact(whole, {&a, &b, &c, &d});
+  expect_layout_chain_is_exact(m, p);
   // A layout for other layers is refused.
   p.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::vector<int>{1, 0, 2, 2});
   EXPECT_THROW(ChunkConfig::for_stage(m, p, 0, 0), std::runtime_error);
