@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/chunk_stall.h"
 #include "model/collective_cost.h"
 #include "model/engine_ops.h"
 #include "model/fused_overlap.h"
@@ -485,6 +486,16 @@ Estimate estimate(const Scenario& s) {
     if (r != busiest) other_layers += layout.stage_layers(r) * std::min(1.0, layout.stage_layers(r) / busiest_layers);
   }
   b.bubble_s = other_layers / V * layer_pass_s;
+  // Chunks of unequal size on a stage (a Megatron-Core layout string) also
+  // stall the interleaved steady state: each step as long as its slowest rank
+  // (model/chunk_stall.h), on the transformer layers alone (the heads are the
+  // busiest-rank choice's above). 0 when every stage's chunks are equal.
+  if (!layout.even() && V > 1) {
+    b.bubble_s += chunk_stall_s(P, V, M, [&](int r, int c) {
+      const double layers = layout.chunk_layers(r, c);
+      return ChunkPassCost{layers * passes.forward_s(), layers * passes.backward_s()};
+    });
+  }
   e.bubble_fraction = busy_s > 0 ? b.bubble_s / busy_s : 0.0;
 
   // --- data ------------------------------------------------------------------------
