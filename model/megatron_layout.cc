@@ -167,4 +167,30 @@ std::vector<int> parse_megatron_layout(std::string_view text, int layers) {
   return stages;
 }
 
+std::string format_megatron_layout(const std::vector<int>& stages) {
+  const std::size_t n = stages.size();
+  if (n == 0) return "";
+  auto stage_text = [&](std::size_t v) {
+    std::string t = v == 0 ? "E" : "";
+    if (stages[v] == 1) t += "t";
+    if (stages[v] > 1) t += fmt::format("t*{}", stages[v]);
+    if (v + 1 == n) t += "L";
+    return t;
+  };
+  std::string out = stage_text(0);
+  if (n == 1) return out;
+  out += "|";
+  for (std::size_t v = 1; v + 1 < n;) {
+    std::size_t run = 1;
+    while (v + run + 1 < n && stages[v + run] == stages[v]) ++run;
+    if (run > 1) {
+      out += fmt::format("({}|)*{},", stage_text(v), run);
+    } else {
+      out += stage_text(v) + "|";
+    }
+    v += run;
+  }
+  return out + stage_text(n - 1);
+}
+
 }  // namespace megascale::model

@@ -3,7 +3,7 @@
 // pipeline_parallel_layer_layout.py, PipelineParallelLayerLayout), read into the
 // transformer layers of every virtual pipeline stage.
 //
-// defines: parse_megatron_layout
+// defines: parse_megatron_layout, format_megatron_layout
 //
 // The string lists the virtual stages in model order, separated by '|': stage v
 // is model chunk v / pp of pipeline rank v % pp (Megatron-LM's interleaved
@@ -23,6 +23,7 @@
 // Thread-safety: pure function.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,5 +33,12 @@ namespace megascale::model {
 // std::invalid_argument naming the first problem (and its position in the
 // string, counted from 1, where it has one).
 std::vector<int> parse_megatron_layout(std::string_view text, int layers);
+
+// The layout string of `stages` (transformer layers per virtual stage, model
+// order): runs of equal stages as "(...|)*n" followed by a cosmetic ',', as
+// Megatron-Bridge's recipes write them ({2 x 35, 3, 2, 2, 2, 1} ->
+// "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"). parse_megatron_layout reads it back.
+// Empty `stages`: "".
+std::string format_megatron_layout(const std::vector<int>& stages);
 
 }  // namespace megascale::model

@@ -10,6 +10,8 @@
 #include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
 #include "model/fused_overlap.h"
+#include "model/megatron_layout.h"
+#include "model/pipeline_layout.h"
 #include "model/profile.h"
 
 namespace megascale::report {
@@ -25,6 +27,16 @@ std::vector<int> stage_layers(const model::ParallelConfig& p) {
 }
 
 }  // namespace
+
+std::string megatron_layout_text(const model::Scenario& s) {
+  const model::PipelineLayout layout(s.model, s.parallel);
+  if (layout.even()) return "";
+  std::vector<int> stages;
+  for (int v = 0; v < s.parallel.pp * s.parallel.vpp; ++v) {
+    stages.push_back(layout.chunk_layers(v % s.parallel.pp, v / s.parallel.pp));
+  }
+  return model::format_megatron_layout(stages);
+}
 
 std::string layout_line(const model::ParallelConfig& p) {
   // Megatron's default rank order goes unsaid; the other is named.
@@ -136,6 +148,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   j["breakdown_s"] = breakdown;
   j["memory_bytes"] = memory;
   j["parallel"] = parallel_json(s.parallel);
+  if (const std::string text = megatron_layout_text(s); !text.empty()) j["parallel"]["megatron_layout"] = text;
   j["optimizations"] = opt;
   return j;
 }
@@ -145,6 +158,12 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   auto o = std::back_inserter(out);
   fmt::format_to(o, "{} ({})\n", s.name, s.source);
   fmt::format_to(o, "  {} x {}, {}\n", s.cluster.gpus, s.hardware.gpu, layout_line(s.parallel));
+  // An uneven split as Megatron-Core takes it (a Meta-style split whose end
+  // stages do not divide by vpp has no --decoder-first/last-pipeline-num-layers
+  // spelling; the layout string spells every split).
+  if (const std::string text = megatron_layout_text(s); !text.empty()) {
+    fmt::format_to(o, "  Megatron-Core --pipeline-model-parallel-layout \"{}\"\n", text);
+  }
   const model::GpuProfile& profile = model::hardware_profile(s);
   if (!s.hardware.profile.empty()) fmt::format_to(o, "  profile {}\n", s.hardware.profile);
   if (const double share = model::time_share(s, profile); share > 1) {

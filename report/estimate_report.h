@@ -33,6 +33,10 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
 // the user's figures (with CP, DP and the global batch without it folded in).
 std::string layout_line(const model::ParallelConfig& p);
 
+// An uneven pipeline split as a Megatron-Core --pipeline-model-parallel-layout
+// string (model/megatron_layout.h), "" for an even one.
+std::string megatron_layout_text(const model::Scenario& s);
+
 // Multi-line human summary of one estimate.
 std::string estimate_text(const model::Scenario& s, const model::Estimate& e);
 

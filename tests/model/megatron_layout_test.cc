@@ -47,6 +47,29 @@ TEST(MegatronLayout, RepeatRules) {
   EXPECT_EQ(parse_megatron_layout("Et*12L", 12), (std::vector<int>{12}));
 }
 
+// Written back the way Megatron-Bridge's recipe spells it, and read back the same.
+TEST(MegatronLayout, FormatIsTheRecipesSpellingAndRoundTrips) {
+  std::vector<int> bridge(40, 2);
+  bridge[35] = 3;
+  bridge[39] = 1;
+  EXPECT_EQ(format_megatron_layout(bridge), "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL");
+  // Meta's Llama 3 405B split: 16 stages x 8 chunks, the embedding's and the
+  // head's chunks without layers.
+  std::vector<int> llama(128, 1);
+  llama[0] = 0;
+  llama[127] = 0;
+  const std::string text = format_megatron_layout(llama);
+  EXPECT_EQ(text, "E|(t|)*126,L");
+  EXPECT_EQ(parse_megatron_layout(text, 126), llama);
+  for (const std::vector<int>& v : {std::vector<int>{5}, {0, 3}, {2, 2}, {1, 0, 0, 2, 2, 1}, {3, 1, 3, 1, 0}}) {
+    int layers = 0;
+    for (int x : v) layers += x;
+    EXPECT_EQ(parse_megatron_layout(format_megatron_layout(v), layers), v) << format_megatron_layout(v);
+  }
+  EXPECT_EQ(format_megatron_layout({5}), "Et*5L");
+  EXPECT_EQ(format_megatron_layout({1, 0, 0, 2, 2, 1}), "Et|(|)*2,(t*2|)*2,tL");
+}
+
 TEST(MegatronLayout, BadStringsSayWhy) {
   EXPECT_NE(error_of("tE|tL", 2).find("'E' must come first"), std::string::npos);
   EXPECT_NE(error_of("Et|Lt", 2).find("'L' must come last"), std::string::npos);

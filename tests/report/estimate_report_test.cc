@@ -174,6 +174,23 @@ TEST(EstimateReport, LayoutNamesUnevenStages) {
   EXPECT_FALSE(j.contains("last_stage_layers"));
 }
 
+// An uneven split is also written as Megatron-Core's layout string (Meta's
+// Llama 3 split at VPP 8 has no first / last flag spelling); an even one is not.
+TEST(EstimateReport, UnevenSplitsPrintTheMegatronLayoutString) {
+  model::Scenario s = model::default_scenario("megascale");  // 96 layers, PP 8, VPP 6
+  EXPECT_EQ(megatron_layout_text(s), "");
+  EXPECT_EQ(estimate_text(s, model::estimate(s)).find("--pipeline-model-parallel-layout"), std::string::npos);
+  s.parallel.first_stage_layers = 11;
+  s.parallel.last_stage_layers = 11;
+  s.parallel.vpp = 1;
+  s.model.layers = 94;  // 11 + 6 x 12 + 11
+  EXPECT_EQ(megatron_layout_text(s), "Et*11|(t*12|)*6,t*11L");
+  EXPECT_NE(estimate_text(s, model::estimate(s)).find("--pipeline-model-parallel-layout \"Et*11|(t*12|)*6,t*11L\""),
+            std::string::npos);
+  EXPECT_EQ(estimate_json(s, model::estimate(s), "analytical").at("parallel").at("megatron_layout"),
+            "Et*11|(t*12|)*6,t*11L");
+}
+
 // A free-form layout (model/megatron_layout.h) names each stage's layers.
 TEST(EstimateReport, LayoutNamesFreeFormStages) {
   model::ParallelConfig p;
