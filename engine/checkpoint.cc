@@ -213,7 +213,7 @@ CheckpointLayout make_checkpoint_layout(const model::ModelConfig& m, const model
   // And a free-form layout, by its layers per virtual stage (two spellings of
   // one layout load each other's checkpoints).
   if (p.pipeline_chunk_layers != nullptr) {
-    l.model += " chunk_layers=" + fmt::format("{}", fmt::join(*p.pipeline_chunk_layers, ","));
+    l.model += fmt::format(" chunk_layers={}", fmt::join(*p.pipeline_chunk_layers, ","));
   }
   return l;
 }

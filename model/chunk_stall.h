@@ -11,10 +11,15 @@
 // and each forward waits for the rank before it: first order, the pipeline
 // advances in lockstep, each step as long as its slowest rank. With equal chunks
 // on a stage every step of the busiest rank is the slowest and the stall is 0;
-// with a 1-layer chunk next to a 3-layer one it is not. Against the event
-// fidelity (the schedule on SimGrid): PP 8 x VPP 6, 96 layers with every rank's
-// chunks holding 1, 3, 2, 2, 2, 2 layers, the lockstep sum is 7.9% above the
-// even split's and the event step 7.8% (tests/sim/job_sim_test.cc).
+// with a 1-layer chunk next to a 3-layer one it is not. PP 8 x VPP 6, 192
+// micro-batches, every rank's chunks holding 1, 3, 2, 2, 2, 2 layers: the
+// lockstep steady state is 7.9% longer than the even split's (forward 1, backward
+// 2 per layer; tests/model/chunk_stall_test.cc), and the event fidelity (the
+// schedule itself on SimGrid) puts table2-megascale-256 with that layout 7.8%
+// above its even split (`megascale simulate ... --set parallel.pipeline_layout=
+// "E(t|)*8,(t*3|)*8,(t*2|)*31,t*2L"`). The order of the sizes, which the
+// lockstep ignores, matters too: 3, 1, 2, 2, 2, 2 is 3.9% above in the event
+// fidelity.
 //
 // Thread-safety: pure function.
 #pragma once

@@ -49,7 +49,7 @@ std::string layout_line(const model::ParallelConfig& p) {
     order += "  stage layers first " + given(p.first_stage_layers) + " last " + given(p.last_stage_layers);
   }
   // A free-form layout (model/megatron_layout.h): every stage's layers.
-  if (p.pipeline_chunk_layers != nullptr) order += "  stage layers " + fmt::format("{}", fmt::join(stage_layers(p), "+"));
+  if (p.pipeline_chunk_layers != nullptr) order += fmt::format("  stage layers {}", fmt::join(stage_layers(p), "+"));
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
     return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}{}",
                        p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
