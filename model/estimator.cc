@@ -440,6 +440,8 @@ Estimate estimate(const Scenario& s) {
   const double chunks = static_cast<double>(M) * V;
   const double first_head = M * (emb.forward_s + emb.backward_s + (emb.tp_forward_s + emb.tp_backward_s));
   const double last_head = M * (out.forward_s + out.backward_s + (out.tp_forward_s + out.tp_backward_s));
+  e.first_head_s = first_head;
+  e.last_head_s = last_head;
   const double layer_pass_s = passes.forward_s() + passes.backward_s();
   auto rank_busy = [&](int r) {
     return M * layout.stage_layers(r) * layer_pass_s + (r == 0 ? first_head : 0.0) +

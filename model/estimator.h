@@ -87,6 +87,12 @@ struct Estimate {
   double layer_forward_s = 0;
   double layer_backward_s = 0;
   double p2p_s = 0;               // one activation / gradient message
+  // Per iteration, the embedding's passes on the first pipeline rank and the
+  // output layer's + loss's on the last (all M micro-batches, exposed TP
+  // included): in layer passes, head / (M x (layer_forward_s +
+  // layer_backward_s)) (model/head_balance.h).
+  double first_head_s = 0;
+  double last_head_s = 0;
 
   // The bubble's share of the step, in [0, 1) (bubble_fraction is relative to
   // the compute, not to the step).
