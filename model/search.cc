@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -11,6 +13,8 @@
 
 #include "model/accuracy.h"
 #include "model/hardware.h"
+#include "model/head_balance.h"
+#include "model/megatron_layout.h"
 #include "model/pipeline_layout.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -27,6 +31,36 @@ std::vector<int> divisors(int n) {
 }
 
 bool better(const Candidate& a, const Candidate& b) { return a.estimate.mfu > b.estimate.mfu; }
+
+void rank(const Candidate& c, size_t keep, std::vector<Candidate>* top) {
+  if (top->size() < keep || better(c, top->back())) {
+    top->insert(std::upper_bound(top->begin(), top->end(), c, better), c);
+    if (top->size() > keep) top->pop_back();
+  }
+}
+
+// c's layout with the head-balanced split (model/head_balance.h), the heads
+// weighed in layer passes by c's own estimate; nullopt without a pipeline or
+// where the split is c's own.
+std::optional<ParallelConfig> head_balanced(const ModelConfig& m, const Candidate& c) {
+  const ParallelConfig& p = c.parallel;
+  const Estimate& e = c.estimate;
+  const double pass_s = p.microbatches() * (e.layer_forward_s + e.layer_backward_s);
+  if (p.pp < 2 || !(pass_s > 0)) return std::nullopt;
+  std::vector<int> chunks =
+      head_balanced_chunk_layers(m.layers, p.pp, p.vpp, e.first_head_s / pass_s, e.last_head_s / pass_s);
+  if (chunks.empty()) return std::nullopt;
+  const PipelineLayout own(m, p);
+  bool same = true;
+  for (int v = 0; v < p.pp * p.vpp && same; ++v) same = own.chunk_layers(v % p.pp, v / p.pp) == chunks[v];
+  if (same) return std::nullopt;
+  ParallelConfig q = p;
+  q.first_stage_layers = 0;
+  q.last_stage_layers = 0;
+  q.pipeline_layout = format_megatron_layout(chunks);
+  q.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::move(chunks));
+  return q;
+}
 
 }  // namespace
 
@@ -123,16 +157,48 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     }
     if (!fits) continue;
     ++r.fit;
-    if (r.top.size() < keep || better(c, r.top.back())) {
-      r.top.insert(std::upper_bound(r.top.begin(), r.top.end(), c, better), c);
-      if (r.top.size() > keep) r.top.pop_back();
+    rank(c, keep, &r.top);
+  }
+  // Each ranked layout with a pipeline is offered with its heads balanced
+  // (model/head_balance.h); a split is ranked where it fits and its estimate
+  // is the shorter. K estimates more: the enumeration's speed is untouched.
+  std::vector<Candidate> balanced;
+  for (const Candidate& c : r.top) {
+    const ModelConfig& model = models.at(c.parallel.cp);
+    const std::optional<ParallelConfig> q = head_balanced(model, c);
+    if (!q || check_layout(model, *q, gpus).has_value()) continue;
+    const MemoryBreakdown mem = memory_per_gpu(model, *q, s.optimizations, gpu);
+    if (mem.total_bytes > (1.0 - options.memory_headroom) * mem.capacity_bytes) continue;
+    trial.parallel = *q;
+    trial.model = model;
+    Candidate b{*q, estimate(trial)};
+    if (b.estimate.iteration_time_s < c.estimate.iteration_time_s) balanced.push_back(std::move(b));
+  }
+  for (const Candidate& b : balanced) {
+    rank(b, keep, &r.top);
+    if (options.keep_points) {
+      r.points.push_back({b.parallel, b.estimate.mfu, b.estimate.iteration_time_s, b.estimate.memory.total_bytes, true});
     }
   }
+  for (const Candidate& c : r.top) r.head_balanced += c.parallel.pipeline_chunk_layers != nullptr;
   if (options.progress) options.progress(r.enumerated, r.enumerated);
   return r;
 }
 
 std::string stage_split_text(const ParallelConfig& p) {
+  if (p.pipeline_chunk_layers != nullptr) {
+    // Each rank's layers, runs of equal ranks as "10x3".
+    std::vector<int> sums(static_cast<size_t>(std::max(1, p.pp)), 0);
+    for (size_t v = 0; v < p.pipeline_chunk_layers->size(); ++v) sums[v % sums.size()] += (*p.pipeline_chunk_layers)[v];
+    std::string out;
+    for (size_t i = 0; i < sums.size();) {
+      size_t j = i;
+      while (j < sums.size() && sums[j] == sums[i]) ++j;
+      out += fmt::format("{}{}{}", out.empty() ? "" : "+", sums[i], j - i > 1 ? fmt::format("x{}", j - i) : "");
+      i = j;
+    }
+    return out;
+  }
   if (p.first_stage_layers == 0 && p.last_stage_layers == 0) return "even";
   return fmt::format("{}...{}", p.first_stage_layers > 0 ? fmt::format("{}+", p.first_stage_layers) : "",
                      p.last_stage_layers > 0 ? fmt::format("+{}", p.last_stage_layers) : "");
@@ -141,7 +207,7 @@ std::string stage_split_text(const ParallelConfig& p) {
 std::string layout_text(const ParallelConfig& p) {
   return fmt::format("TP {}{} PP {}{} VPP {} DP {} mb {}{} ZeRO {} recompute {}", p.tp,
                      p.cp > 1 ? fmt::format(" CP {}", p.cp) : "", p.pp,
-                     p.first_stage_layers > 0 || p.last_stage_layers > 0 ? " (" + stage_split_text(p) + ")" : "",
+                     stage_split_text(p) != "even" ? fmt::format(" ({})", stage_split_text(p)) : "",
                      p.vpp, p.replicas(), p.micro_batch, p.sequence_parallel ? " SP" : "", p.zero_stage,
                      to_string(p.recompute));
 }
@@ -164,7 +230,8 @@ RankingSpread ranking_spread(const std::vector<double>& mfus, double error_point
 std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event) {
   std::string out =
       "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers\n";
+      "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers,"
+      "pipeline_layout\n";
   auto row = [&](const std::string& rank, const ParallelConfig& p, double mfu, double iteration_s, double memory_bytes,
                  bool fits, const Estimate* ev) {
     out += fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{:.6g},{:.0f},{},", rank, p.tp, p.pp, p.vpp, p.replicas(),
@@ -175,12 +242,15 @@ std::string search_csv(const SearchResult& r, const std::vector<Estimate>& event
     } else {
       out += ",";
     }
-    out += fmt::format(",{},{},{}\n", p.cp, p.first_stage_layers, p.last_stage_layers);
+    // The Megatron-Core layout string holds commas: quoted (RFC 4180).
+    out += fmt::format(",{},{},{},{}\n", p.cp, p.first_stage_layers, p.last_stage_layers,
+                       p.pipeline_layout.empty() ? "" : fmt::format("\"{}\"", p.pipeline_layout));
   };
   auto same = [](const ParallelConfig& a, const ParallelConfig& b) {
     return a.tp == b.tp && a.cp == b.cp && a.pp == b.pp && a.vpp == b.vpp && a.dp == b.dp && a.micro_batch == b.micro_batch &&
            a.sequence_parallel == b.sequence_parallel && a.zero_stage == b.zero_stage && a.recompute == b.recompute &&
-           a.first_stage_layers == b.first_stage_layers && a.last_stage_layers == b.last_stage_layers;
+           a.first_stage_layers == b.first_stage_layers && a.last_stage_layers == b.last_stage_layers &&
+           a.pipeline_layout == b.pipeline_layout;
   };
   for (size_t i = 0; i < r.top.size(); ++i) {
     const Candidate& c = r.top[i];

@@ -1,6 +1,7 @@
 // report/search_report.cc: search ranking -> JSON / text.
 #include "report/search_report.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -39,6 +40,7 @@ Json search_json(const SearchReport& s) {
   j["enumerated"] = r.enumerated;
   j["valid"] = r.valid;
   j["fit"] = r.fit;
+  j["head_balanced"] = r.head_balanced;
   j["refined"] = static_cast<int64_t>(refined);
   j["wall_time_s"] = s.wall_s;
   // The ranking against the model's measured error (model/accuracy.h).
@@ -65,8 +67,11 @@ std::string search_text(const SearchReport& s) {
     fmt::format_to(o, "best {} re-simulated at event level (SimGrid, fabric contention, GPU spread) and re-ranked by it\n",
                    refined);
   }
-  fmt::format_to(o, " #    MFU%   iter s{}  TP CP PP stages    VPP    DP  mb  SP ZeRO recompute  why\n",
-                 refined > 0 ? "  event%  event s" : "");
+  // The stages column fits its longest entry ("10x3+11+10x3+9" for a balanced split).
+  size_t stages_width = 9;
+  for (const model::Candidate& c : r.top) stages_width = std::max(stages_width, model::stage_split_text(c.parallel).size());
+  fmt::format_to(o, " #    MFU%   iter s{}  TP CP PP {:<{}} VPP    DP  mb  SP ZeRO recompute  why\n",
+                 refined > 0 ? "  event%  event s" : "", "stages", stages_width);
   for (size_t i = 0; i < r.top.size(); ++i) {
     const model::ParallelConfig& c = r.top[i].parallel;
     const bool within = i < spread.within.size() && spread.within[i];
@@ -79,10 +84,21 @@ std::string search_text(const SearchReport& s) {
         fmt::format_to(o, " {:>7} {:>8}", "-", "-");
       }
     }
-    fmt::format_to(o, " {:3} {:2} {:2} {:<9} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.cp, c.pp,
-                   model::stage_split_text(c), c.vpp, c.replicas(),
+    fmt::format_to(o, " {:3} {:2} {:2} {:<{}} {:3} {:5} {:3} {:>3} {:4} {:<9}  {}\n", c.tp, c.cp, c.pp,
+                   model::stage_split_text(c), stages_width, c.vpp, c.replicas(),
                    c.micro_batch,
                    c.sequence_parallel ? "yes" : "no", c.zero_stage, model::to_string(c.recompute), why[i]);
+  }
+  // Uneven splits as the flag Megatron-Core takes (model/megatron_layout.h).
+  bool layouts = false;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    model::Scenario c = model::with_layout(s.scenario, r.top[i].parallel);
+    if (const std::string text = megatron_layout_text(c); !text.empty()) {
+      if (!layouts) out += "uneven stages as Megatron-Core --pipeline-model-parallel-layout:\n";
+      layouts = true;
+      fmt::format_to(o, "{:3}  \"{}\"{}\n", i + 1, text,
+                     r.top[i].parallel.pipeline_chunk_layers != nullptr ? "  (heads balanced)" : "");
+    }
   }
   if (!spread.within.empty()) {
     fmt::format_to(o,

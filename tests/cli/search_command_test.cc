@@ -60,10 +60,11 @@ TEST_F(SearchCommand, CsvHoldsTheRankingThenEveryValidLayout) {
   ASSERT_GT(rows.size(), 5u) << read(csv);
   EXPECT_EQ(rows[0],
             "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers");
+            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers,"
+            "pipeline_layout");
   for (int rank = 1; rank <= 4; ++rank) EXPECT_EQ(rows[rank].rfind(std::to_string(rank) + ",", 0), 0u) << rows[rank];
   // The refined two carry their event MFU; the others leave it empty.
-  // (event_mfu is the 14th column; cp, the last, follows event_iteration_time_s).
+  // (event_mfu is the 14th column; cp follows event_iteration_time_s).
   auto event_mfu = [](const std::string& row) {
     std::istringstream cells(row);
     std::string cell;

@@ -107,26 +107,41 @@ TEST(SearchPoints, CsvHasTheRankingThenEveryOtherValidLayout) {
   std::getline(in, line);
   EXPECT_EQ(line,
             "rank,tp,pp,vpp,dp,micro_batch,zero_stage,recompute,sequence_parallel,mfu,iteration_time_s,"
-            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers");
+            "memory_per_gpu_bytes,fits,event_mfu,event_iteration_time_s,cp,first_stage_layers,last_stage_layers,"
+            "pipeline_layout");
   std::vector<std::string> rows;
   while (std::getline(in, line)) rows.push_back(line);
   EXPECT_EQ(rows.size(), r.points.size());  // the ranked 3 are not repeated
   EXPECT_EQ(rows[0].rfind("1,", 0), 0u) << rows[0];
   EXPECT_NE(rows[0].find(",0.424200,"), std::string::npos) << rows[0];
+  // RFC 4180: a quoted field (the Megatron-Core layout string) keeps its commas.
   auto fields = [](const std::string& row) {
-    std::vector<std::string> f;
-    std::istringstream cells(row + ",");
-    for (std::string cell; std::getline(cells, cell, ',');) f.push_back(cell);
+    std::vector<std::string> f(1);
+    bool quoted = false;
+    for (char ch : row) {
+      if (ch == '"') {
+        quoted = !quoted;
+      } else if (ch == ',' && !quoted) {
+        f.emplace_back();
+      } else {
+        f.back() += ch;
+      }
+    }
     return f;
   };
   EXPECT_EQ(fields(rows[1])[13], "") << rows[1];  // not refined: no event MFU
   EXPECT_EQ(fields(rows[1])[14], "") << rows[1];  // nor event time
   EXPECT_EQ(rows[3].rfind(",", 0), 0u) << rows[3];  // unranked: no rank
   for (const std::string& row : rows) {
-    ASSERT_EQ(fields(row).size(), 18u) << row;
+    ASSERT_EQ(fields(row).size(), 19u) << row;
     EXPECT_GE(std::stoi(fields(row)[15]), 1) << row;  // cp
     EXPECT_GE(std::stoi(fields(row)[16]), 0) << row;  // first_stage_layers (0: even)
     EXPECT_GE(std::stoi(fields(row)[17]), 0) << row;  // last_stage_layers
+    // pipeline_layout: empty, or a split with its first and last stage's heads
+    if (!fields(row)[18].empty()) {
+      EXPECT_EQ(fields(row)[18].front(), 'E') << row;
+      EXPECT_EQ(fields(row)[18].back(), 'L') << row;
+    }
   }
 }
 

@@ -159,14 +159,73 @@ TEST(Search, OffersTrimmedEndStagesWherePpDoesNotDivideTheLayers) {
     }
   }
   EXPECT_GT(trimmed, 0);
+  // Ranked: this small model's 50,257-word head weighs several of its
+  // 2,048-wide layers, so the heads-balanced split made from the trimmed one
+  // (model/head_balance.h) beats it; the trimmed split reads as such.
   SearchOptions o;
   o.fixed = parse_layout_constraints("pp=4");
   const SearchResult r = search(s, o);
   ASSERT_FALSE(r.top.empty());
-  EXPECT_EQ(r.top[0].parallel.first_stage_layers, 6);
-  EXPECT_NE(layout_text(r.top[0].parallel).find("PP 4 (6+...+6)"), std::string::npos)
-      << layout_text(r.top[0].parallel);
-  EXPECT_FALSE(check_layout(s.model, r.top[0].parallel, 16).has_value());
+  const ParallelConfig& best = r.top[0].parallel;
+  EXPECT_FALSE(check_layout(s.model, best, 16).has_value()) << layout_text(best);
+  ParallelConfig split = best;
+  split.pipeline_chunk_layers = nullptr;
+  split.pipeline_layout.clear();
+  split.first_stage_layers = 6;
+  split.last_stage_layers = 6;
+  EXPECT_NE(layout_text(split).find("PP 4 (6+...+6)"), std::string::npos) << layout_text(split);
+  EXPECT_LE(r.top[0].estimate.iteration_time_s, estimate(with_layout(s, split)).iteration_time_s);
+}
+
+// Llama 3 70B on 64 H100 at PP 8 x VPP 5 (the Megatron-Bridge job): the output
+// head weighs about a layer, and the search, offered its ranked layouts with
+// the heads balanced (model/head_balance.h), ranks the recipe's hand-made
+// layout above the even split, faster by the closed form.
+TEST(Search, RanksTheHeadBalancedSplitWhereItIsFaster) {
+  const Scenario s =
+      load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/published/bridge-llama3-70b-64-fp8.toml");
+  SearchOptions o;
+  o.fixed = parse_layout_constraints("tp=4,pp=8,vpp=5,dp=2,zero_stage=1");
+  o.top_k = 20;
+  o.keep_points = true;
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.top.empty());
+  const ParallelConfig& best = r.top[0].parallel;
+  ASSERT_NE(best.pipeline_chunk_layers, nullptr) << layout_text(best);
+  EXPECT_EQ(best.pipeline_layout, "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL");
+  EXPECT_EQ(stage_split_text(best), "10x3+11+10x3+9");
+  EXPECT_GE(r.head_balanced, 1);
+  EXPECT_FALSE(check_layout(s.model, best, 64).has_value());
+  // Its even sibling is ranked too, behind it.
+  const Candidate* even = nullptr;
+  for (const Candidate& c : r.top) {
+    if (c.parallel.pipeline_chunk_layers == nullptr && c.parallel.micro_batch == best.micro_batch &&
+        c.parallel.sequence_parallel == best.sequence_parallel && c.parallel.recompute == best.recompute &&
+        c.parallel.cp == best.cp && even == nullptr) {
+      even = &c;
+    }
+  }
+  ASSERT_NE(even, nullptr);
+  EXPECT_LT(r.top[0].estimate.iteration_time_s, even->estimate.iteration_time_s);
+  // The CSV names the split in Megatron-Core's spelling, quoted for its commas.
+  const std::string csv = search_csv(r, {});
+  EXPECT_NE(csv.find(",pipeline_layout\n"), std::string::npos);
+  EXPECT_NE(csv.find(",\"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL\"\n"), std::string::npos);
+}
+
+// GPT-3 175B's head (51,200 words on hidden 12,288) weighs a third of a layer:
+// no split moves a layer for it, and the search offers none.
+TEST(Search, SmallHeadsOfferNoBalancedSplit) {
+  Scenario s = default_scenario("megascale");
+  s.parallel.dp = 4;
+  s.parallel.global_batch = 256;
+  s.cluster.gpus = 256;
+  SearchOptions o;
+  o.fixed = parse_layout_constraints("tp=8,pp=8");
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_EQ(r.head_balanced, 0);
+  for (const Candidate& c : r.top) EXPECT_EQ(c.parallel.pipeline_chunk_layers, nullptr) << layout_text(c.parallel);
 }
 
 TEST(Search, RanksByMfuAndKeepsOnlyLayoutsThatFit) {
