@@ -14,6 +14,7 @@
 #include "model/breakdown_chart.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
+#include "model/search.h"
 #include "model/sensitivity.h"
 #include "report/estimate_report.h"
 #include "report/event_report.h"
@@ -123,13 +124,17 @@ int simulate_event(const model::Scenario& s, const sim::RunRequest& r, const Par
   const auto sens = sensitivity_of(p, s, [&r](const model::Scenario& v) {
     return sim::simulate_job(v, sim::sim_options(v, r)).estimate.iteration_time_s;
   });
+  // A split with the heads balanced, where the closed form has it faster.
+  const std::optional<model::Candidate> balanced = model::head_balanced_candidate(s, res.analytical);
   if (json) {
     base::Json j = report::event_json(res, o, res.wall_s, files);
     if (check) j["simgrid_check"] = report::crosscheck_json(*check);
     if (sens) j["sensitivity"] = report::sensitivity_json(*sens, "event");
+    if (balanced) j["head_balanced"] = report::head_balanced_json(s, res.analytical, *balanced);
     out << report::report_json(j) << "\n";
   } else {
     out << report::event_text(res, o, res.wall_s, files);
+    if (balanced) out << report::head_balanced_text(s, res.analytical, *balanced);
     if (check) out << report::crosscheck_text(*check);
     if (sens) out << report::sensitivity_text(*sens, "event");
   }
@@ -201,13 +206,16 @@ int simulate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   }
   const auto sens =
       sensitivity_of(p, s, [](const model::Scenario& v) { return model::estimate(v).iteration_time_s; });
+  const std::optional<model::Candidate> balanced = model::head_balanced_candidate(s, e);
   if (p.on("--json")) {
     base::Json j = report::estimate_json(s, e);
     j["wall_time_s"] = wall_s;
     if (sens) j["sensitivity"] = report::sensitivity_json(*sens, "analytical");
+    if (balanced) j["head_balanced"] = report::head_balanced_json(s, e, *balanced);
     out << report::report_json(j) << "\n";
   } else {
     out << report::estimate_text(s, e);
+    if (balanced) out << report::head_balanced_text(s, e, *balanced);
     if (sens) out << report::sensitivity_text(*sens, "analytical");
   }
   return 0;

@@ -39,29 +39,6 @@ void rank(const Candidate& c, size_t keep, std::vector<Candidate>* top) {
   }
 }
 
-// c's layout with the head-balanced split (model/head_balance.h), the heads
-// weighed in layer passes by c's own estimate; nullopt without a pipeline or
-// where the split is c's own.
-std::optional<ParallelConfig> head_balanced(const ModelConfig& m, const Candidate& c) {
-  const ParallelConfig& p = c.parallel;
-  const Estimate& e = c.estimate;
-  const double pass_s = p.microbatches() * (e.layer_forward_s + e.layer_backward_s);
-  if (p.pp < 2 || !(pass_s > 0)) return std::nullopt;
-  std::vector<int> chunks =
-      head_balanced_chunk_layers(m.layers, p.pp, p.vpp, e.first_head_s / pass_s, e.last_head_s / pass_s);
-  if (chunks.empty()) return std::nullopt;
-  const PipelineLayout own(m, p);
-  bool same = true;
-  for (int v = 0; v < p.pp * p.vpp && same; ++v) same = own.chunk_layers(v % p.pp, v / p.pp) == chunks[v];
-  if (same) return std::nullopt;
-  ParallelConfig q = p;
-  q.first_stage_layers = 0;
-  q.last_stage_layers = 0;
-  q.pipeline_layout = format_megatron_layout(chunks);
-  q.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::move(chunks));
-  return q;
-}
-
 }  // namespace
 
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
@@ -164,15 +141,11 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
   // is the shorter. K estimates more: the enumeration's speed is untouched.
   std::vector<Candidate> balanced;
   for (const Candidate& c : r.top) {
-    const ModelConfig& model = models.at(c.parallel.cp);
-    const std::optional<ParallelConfig> q = head_balanced(model, c);
-    if (!q || check_layout(model, *q, gpus).has_value()) continue;
-    const MemoryBreakdown mem = memory_per_gpu(model, *q, s.optimizations, gpu);
-    if (mem.total_bytes > (1.0 - options.memory_headroom) * mem.capacity_bytes) continue;
-    trial.parallel = *q;
-    trial.model = model;
-    Candidate b{*q, estimate(trial)};
-    if (b.estimate.iteration_time_s < c.estimate.iteration_time_s) balanced.push_back(std::move(b));
+    trial.parallel = c.parallel;
+    trial.model = models.at(c.parallel.cp);
+    if (std::optional<Candidate> b = head_balanced_candidate(trial, c.estimate, options.memory_headroom)) {
+      balanced.push_back(std::move(*b));
+    }
   }
   for (const Candidate& b : balanced) {
     rank(b, keep, &r.top);
@@ -183,6 +156,36 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
   for (const Candidate& c : r.top) r.head_balanced += c.parallel.pipeline_chunk_layers != nullptr;
   if (options.progress) options.progress(r.enumerated, r.enumerated);
   return r;
+}
+
+HeadWeights head_weights(const ParallelConfig& p, const Estimate& own) {
+  const double pass_s = p.microbatches() * (own.layer_forward_s + own.layer_backward_s);
+  if (!(pass_s > 0)) return {};
+  return {own.first_head_s / pass_s, own.last_head_s / pass_s};
+}
+
+std::optional<Candidate> head_balanced_candidate(const Scenario& s, const Estimate& own, double memory_headroom) {
+  const ParallelConfig& p = s.parallel;
+  const HeadWeights w = head_weights(p, own);
+  if (p.pp < 2) return std::nullopt;
+  std::vector<int> chunks = head_balanced_chunk_layers(s.model.layers, p.pp, p.vpp, w.embedding_layers, w.output_layers);
+  if (chunks.empty()) return std::nullopt;
+  const PipelineLayout layout(s.model, p);
+  bool same = true;
+  for (int v = 0; v < p.pp * p.vpp && same; ++v) same = layout.chunk_layers(v % p.pp, v / p.pp) == chunks[v];
+  if (same) return std::nullopt;
+  Scenario b = s;
+  ParallelConfig& q = b.parallel;
+  q.first_stage_layers = 0;
+  q.last_stage_layers = 0;
+  q.pipeline_layout = format_megatron_layout(chunks);
+  q.pipeline_chunk_layers = std::make_shared<const std::vector<int>>(std::move(chunks));
+  if (check_layout(b.model, q, b.cluster.gpus).has_value()) return std::nullopt;
+  const MemoryBreakdown mem = memory_per_gpu(b.model, q, b.optimizations, hardware_profile(b));
+  if (mem.total_bytes > (1.0 - memory_headroom) * mem.capacity_bytes) return std::nullopt;
+  Candidate c{q, estimate(b)};
+  if (!(c.estimate.iteration_time_s < own.iteration_time_s)) return std::nullopt;
+  return c;
 }
 
 std::string stage_split_text(const ParallelConfig& p) {

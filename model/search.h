@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "model/config.h"
@@ -96,6 +97,22 @@ struct SearchResult {
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus);
 
 SearchResult search(const Scenario& s, const SearchOptions& options);
+
+// The heads of `own` (the closed-form estimate of s's layout) in transformer-
+// layer passes of their rank: the embedding's (first rank) and the output
+// layer's + loss's (last rank), as model/head_balance.h weighs them.
+struct HeadWeights {
+  double embedding_layers = 0, output_layers = 0;
+};
+HeadWeights head_weights(const ParallelConfig& p, const Estimate& own);
+
+// s's layout with its heads balanced (model/head_balance.h), timed by the
+// closed form: where s has a pipeline, the split differs from s's own, is a
+// valid layout on s.cluster.gpus, fits within capacity x (1 - memory_headroom)
+// and its estimate is shorter than `own` (s's own closed-form estimate);
+// nullopt otherwise. `megascale search` offers it for each ranked layout,
+// `megascale simulate` for the scenario's.
+std::optional<Candidate> head_balanced_candidate(const Scenario& s, const Estimate& own, double memory_headroom = 0);
 
 // "TP 8 PP 4 VPP 2 DP 96 mb 1 SP ZeRO 1 recompute selective": a layout in
 // one line (progress and labels; SP only when sequence parallelism is on, "CP 2"

@@ -153,6 +153,30 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   return j;
 }
 
+std::string head_balanced_text(const model::Scenario& s, const model::Estimate& own, const model::Candidate& balanced) {
+  const model::HeadWeights w = model::head_weights(s.parallel, own);
+  const double own_s = own.iteration_time_s;
+  const double b_s = balanced.estimate.iteration_time_s;
+  return fmt::format(
+      "  heads balanced: the embedding weighs {:.2f} and the output layer {:.2f} layer passes; stages {}\n"
+      "    Megatron-Core --pipeline-model-parallel-layout \"{}\"\n"
+      "    {:.3f} s against this split's {:.3f} s ({:+.1f}%; closed form, both)\n",
+      w.embedding_layers, w.output_layers, model::stage_split_text(balanced.parallel), balanced.parallel.pipeline_layout,
+      b_s, own_s, 100.0 * (b_s / own_s - 1.0));
+}
+
+Json head_balanced_json(const model::Scenario& s, const model::Estimate& own, const model::Candidate& balanced) {
+  const model::HeadWeights w = model::head_weights(s.parallel, own);
+  Json j;
+  j["megatron_layout"] = balanced.parallel.pipeline_layout;
+  j["stage_layers"] = stage_layers(balanced.parallel);
+  j["head_layer_passes"] = {{"embedding", w.embedding_layers}, {"output", w.output_layers}};
+  j["iteration_time_s"] = balanced.estimate.iteration_time_s;
+  j["own_iteration_time_s"] = own.iteration_time_s;
+  j["fidelity"] = "analytical";
+  return j;
+}
+
 std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   std::string out;
   auto o = std::back_inserter(out);

@@ -16,6 +16,7 @@
 #include "base/json.h"
 #include "model/config.h"
 #include "model/estimator.h"
+#include "model/search.h"
 
 namespace megascale::report {
 
@@ -36,6 +37,15 @@ std::string layout_line(const model::ParallelConfig& p);
 // An uneven pipeline split as a Megatron-Core --pipeline-model-parallel-layout
 // string (model/megatron_layout.h), "" for an even one.
 std::string megatron_layout_text(const model::Scenario& s);
+
+// The heads-balanced alternative to s's split (model/search.h
+// head_balanced_candidate), both timed by the closed form: a line of text
+// with the heads' weight, the Megatron-Core layout string and the time against
+// s's own; and as JSON {megatron_layout, stage_layers,
+// head_layer_passes {embedding, output}, iteration_time_s,
+// own_iteration_time_s, fidelity: "analytical"}.
+std::string head_balanced_text(const model::Scenario& s, const model::Estimate& own, const model::Candidate& balanced);
+Json head_balanced_json(const model::Scenario& s, const model::Estimate& own, const model::Candidate& balanced);
 
 // Multi-line human summary of one estimate.
 std::string estimate_text(const model::Scenario& s, const model::Estimate& e);

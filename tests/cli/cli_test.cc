@@ -152,6 +152,33 @@ TEST_F(CliTest, SimulateTextPrintsMfu) {
   EXPECT_EQ(r.out.find("\"mfu\""), std::string::npos) << "text mode printed JSON\n" << dump(r);
 }
 
+// example-small (24 layers, 2,048 wide, 50,257 words, PP 2) carries an output
+// head of more than two layers: simulate offers the heads-balanced split
+// (model/search.h head_balanced_candidate) in both fidelities' text and JSON,
+// and offers nothing once the scenario runs that split.
+TEST_F(CliTest, SimulateOffersTheHeadsBalancedSplit) {
+  const std::string layout = "Et*6|t*6|t*7|t*5L";
+  for (const char* fidelity : {"analytical", "event"}) {
+    const RunResult text = run_megascale({"simulate", kSmall, "--fidelity", fidelity});
+    ASSERT_EQ(text.exit_code, 0) << dump(text);
+    EXPECT_NE(text.out.find("heads balanced: the embedding weighs"), std::string::npos) << dump(text);
+    EXPECT_NE(text.out.find("--pipeline-model-parallel-layout \"" + layout + "\""), std::string::npos) << dump(text);
+    const RunResult json = run_megascale({"simulate", kSmall, "--fidelity", fidelity, "--json"});
+    ASSERT_EQ(json.exit_code, 0) << dump(json);
+    const Json j = parsed(json);
+    ASSERT_TRUE(j.contains("head_balanced")) << json.out;
+    const Json& b = j.at("head_balanced");
+    EXPECT_EQ(b.at("megatron_layout"), layout);
+    EXPECT_EQ(b.at("stage_layers"), Json::array({13, 11}));
+    EXPECT_LT(b.at("iteration_time_s").get<double>(), b.at("own_iteration_time_s").get<double>());
+    EXPECT_GT(b.at("head_layer_passes").at("output").get<double>(), 1.0);
+  }
+  const RunResult done = run_megascale(
+      {"simulate", kSmall, "--fidelity", "analytical", "--json", "--set", "parallel.pipeline_layout=\"" + layout + "\""});
+  ASSERT_EQ(done.exit_code, 0) << dump(done);
+  EXPECT_FALSE(parsed(done).contains("head_balanced")) << done.out;
+}
+
 // --set overrides a scenario key before the checks; a bad one is exit 2 naming
 // the override, and validate --write refuses to mix a what-if into the reference.
 TEST_F(CliTest, SetOverridesAScenarioKey) {

@@ -228,6 +228,27 @@ TEST(Search, SmallHeadsOfferNoBalancedSplit) {
   for (const Candidate& c : r.top) EXPECT_EQ(c.parallel.pipeline_chunk_layers, nullptr) << layout_text(c.parallel);
 }
 
+// What `simulate` offers: the Bridge job's even split gets the recipe's layout,
+// faster by the closed form, with the head weighing more than a layer; the
+// recipe's own layout and GPT-3 175B's even split get nothing; a headroom the
+// split cannot keep refuses it.
+TEST(Search, HeadBalancedCandidateOnlyWhereFasterAndItFits) {
+  Scenario s = load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/published/bridge-llama3-70b-64-fp8.toml");
+  const Estimate own = estimate(s);
+  const HeadWeights w = head_weights(s.parallel, own);
+  EXPECT_GT(w.output_layers, 1.0);
+  EXPECT_LT(w.embedding_layers, 0.2);
+  const std::optional<Candidate> b = head_balanced_candidate(s, own);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->parallel.pipeline_layout, "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL");
+  EXPECT_LT(b->estimate.iteration_time_s, own.iteration_time_s);
+  EXPECT_FALSE(head_balanced_candidate(s, own, 0.9).has_value());
+  Scenario recipe = with_layout(s, b->parallel);
+  EXPECT_FALSE(head_balanced_candidate(recipe, estimate(recipe)).has_value());
+  const Scenario gpt3 = default_scenario("megascale");
+  EXPECT_FALSE(head_balanced_candidate(gpt3, estimate(gpt3)).has_value());
+}
+
 TEST(Search, RanksByMfuAndKeepsOnlyLayoutsThatFit) {
   const Scenario s = small_job();
   SearchOptions o;
