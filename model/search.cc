@@ -110,6 +110,9 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
   // One model per cp (seq_len / cp tokens, attention over the whole sequence).
   std::map<int, ModelConfig> models;
   const size_t keep = static_cast<size_t>(std::max(1, options.top_k));
+  // The enumeration ranks 4K: a layout just below the top K whose heads-balanced
+  // split (below) gains a few percent can still rank.
+  const size_t pool = 4 * keep;
   for (size_t i = 0; i < layouts.size(); ++i) {
     if (options.progress && options.progress_every > 0 && i > 0 &&
         static_cast<int64_t>(i) % options.progress_every == 0) {
@@ -134,11 +137,11 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     }
     if (!fits) continue;
     ++r.fit;
-    rank(c, keep, &r.top);
+    rank(c, pool, &r.top);
   }
-  // Each ranked layout with a pipeline is offered with its heads balanced
+  // Each of the 4K with a pipeline is offered with its heads balanced
   // (model/head_balance.h); a split is ranked where it fits and its estimate
-  // is the shorter. K estimates more: the enumeration's speed is untouched.
+  // is the shorter. 4K estimates more: the enumeration's speed is untouched.
   std::vector<Candidate> balanced;
   for (const Candidate& c : r.top) {
     trial.parallel = c.parallel;
@@ -148,11 +151,12 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     }
   }
   for (const Candidate& b : balanced) {
-    rank(b, keep, &r.top);
+    rank(b, pool, &r.top);
     if (options.keep_points) {
       r.points.push_back({b.parallel, b.estimate.mfu, b.estimate.iteration_time_s, b.estimate.memory.total_bytes, true});
     }
   }
+  if (r.top.size() > keep) r.top.erase(r.top.begin() + static_cast<std::ptrdiff_t>(keep), r.top.end());
   for (const Candidate& c : r.top) r.head_balanced += c.parallel.pipeline_chunk_layers != nullptr;
   if (options.progress) options.progress(r.enumerated, r.enumerated);
   return r;

@@ -6,7 +6,7 @@
 // where the sequence splits into 2 x cp chunks, Megatron-Core's load-balanced
 // form, and not for the engine, which has no CP), drops those that do
 // not fit in the GPU's HBM (model/memory.h), ranks the rest by predicted MFU and
-// keeps the best K. Then each of the K with a pipeline is offered once more with
+// keeps the best K. Then each of the best 4K with a pipeline is offered once more with
 // its heads balanced (model/head_balance.h: the embedding's and output head's
 // ranks hold fewer layers, as Meta's Llama 3 405B and Megatron-Bridge's Llama 3
 // 70B layouts do), ranked where it fits and its estimate is shorter. Calculon needs ~2.6 ms per configuration; here one evaluation
@@ -81,8 +81,8 @@ struct SearchResult {
   int64_t fit = 0;               // also fit in memory
   std::vector<Candidate> top;    // best first, at most top_k
   // Of `top`, the head-balanced splits (model/head_balance.h): search() offers
-  // each ranked layout with a pipeline once more with that split and ranks it
-  // where its estimate is the shorter and it fits.
+  // each of the best 4 x top_k layouts with a pipeline once more with that
+  // split and ranks it where its estimate is the shorter and it fits.
   int64_t head_balanced = 0;
   // Every valid layout, in enumeration order, when SearchOptions::keep_points.
   std::vector<LayoutPoint> points;
