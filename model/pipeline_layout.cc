@@ -61,7 +61,8 @@ std::optional<std::string> pipeline_layout_error(int layers, int pp, int vpp, in
                      std::to_string(chunks) +
                      "): stages split the layers evenly unless first_stage_layers / last_stage_layers "
                      "(Megatron-Core's --decoder-first-pipeline-num-layers / "
-                     "--decoder-last-pipeline-num-layers) say otherwise");
+                     "--decoder-last-pipeline-num-layers) or a pipeline_layout string "
+                     "(--pipeline-model-parallel-layout) say otherwise");
   }
   const char* set_key = first > 0 ? "parallel.first_stage_layers" : "parallel.last_stage_layers";
   if (pp < 2) return blame(set_key, "an uneven first / last stage needs pp >= 2, got pp = " + str(pp));

@@ -40,7 +40,7 @@ Json search_json(const SearchReport& s) {
   j["enumerated"] = r.enumerated;
   j["valid"] = r.valid;
   j["fit"] = r.fit;
-  j["head_balanced"] = r.head_balanced;
+  j["head_balanced_ranked"] = r.head_balanced;  // of "top": heads-balanced splits (model/head_balance.h)
   j["refined"] = static_cast<int64_t>(refined);
   j["wall_time_s"] = s.wall_s;
   // The ranking against the model's measured error (model/accuracy.h).

@@ -171,3 +171,28 @@ TEST_F(SearchCommand, PlotShowsEveryLayoutAgainstTheMemoryCapacity) {
 }
 
 }  // namespace
+
+namespace {
+
+// Llama 3 70B at PP 8 x VPP 5: the search ranks the heads-balanced split
+// (model/head_balance.h) first, names it in Megatron-Core's spelling in the
+// text and in each layout's JSON, and counts such splits.
+TEST(SearchCommandLayouts, RanksAndNamesTheHeadsBalancedSplit) {
+  const std::string file = kSourceDir + "/scenarios/published/bridge-llama3-70b-64-fp8.toml";
+  const std::vector<std::string> args = {"search", file, "--fix", "tp=4,pp=8,vpp=5", "--top", "3"};
+  const RunResult text = run_megascale(args);
+  ASSERT_EQ(text.exit_code, 0) << dump(text);
+  EXPECT_NE(text.out.find("10x3+11+10x3+9"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("uneven stages as Megatron-Core --pipeline-model-parallel-layout:"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("\"Et*2|(t*2|)*34,t*3|(t*2|)*3,tL\"  (heads balanced)"), std::string::npos) << text.out;
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const RunResult json = run_megascale(json_args);
+  ASSERT_EQ(json.exit_code, 0) << dump(json);
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_GE(j.at("head_balanced_ranked").get<int>(), 1);
+  EXPECT_EQ(j.at("top").at(0).at("parallel").at("megatron_layout"), "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL");
+}
+
+}  // namespace
