@@ -172,4 +172,10 @@ int PipelineLayout::busiest_stage() const {
   return best;
 }
 
+std::vector<int> rank_layers(const std::vector<int>& chunk_layers, int pp) {
+  std::vector<int> out(static_cast<size_t>(std::max(1, pp)), 0);
+  for (size_t v = 0; v < chunk_layers.size(); ++v) out[v % out.size()] += chunk_layers[v];
+  return out;
+}
+
 }  // namespace megascale::model

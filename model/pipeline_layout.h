@@ -74,6 +74,10 @@ class PipelineLayout {
   ChunkLayers custom_;
 };
 
+// Each pipeline rank's transformer layers from the layers of every virtual stage
+// v = chunk * pp + rank (model order, as ChunkLayers holds them); pp >= 1.
+std::vector<int> rank_layers(const std::vector<int>& chunk_layers, int pp);
+
 // The balanced split when pp does not divide the layers (Meta's Llama 3 405B,
 // 126 on 16: 7 + 14 x 8 + 7): the middle stages ceil(layers / pp) layers each,
 // the first and the last stage the rest, the last no more than the first (it

@@ -195,8 +195,7 @@ std::optional<Candidate> head_balanced_candidate(const Scenario& s, const Estima
 std::string stage_split_text(const ParallelConfig& p) {
   if (p.pipeline_chunk_layers != nullptr) {
     // Each rank's layers, runs of equal ranks as "10x3".
-    std::vector<int> sums(static_cast<size_t>(std::max(1, p.pp)), 0);
-    for (size_t v = 0; v < p.pipeline_chunk_layers->size(); ++v) sums[v % sums.size()] += (*p.pipeline_chunk_layers)[v];
+    const std::vector<int> sums = rank_layers(*p.pipeline_chunk_layers, p.pp);
     std::string out;
     for (size_t i = 0; i < sums.size();) {
       size_t j = i;

@@ -20,10 +20,7 @@ namespace {
 
 // Each pipeline rank's transformer layers under a free-form layout.
 std::vector<int> stage_layers(const model::ParallelConfig& p) {
-  std::vector<int> out(static_cast<size_t>(p.pp), 0);
-  const std::vector<int>& v = *p.pipeline_chunk_layers;
-  for (size_t i = 0; i < v.size(); ++i) out[i % out.size()] += v[i];
-  return out;
+  return model::rank_layers(*p.pipeline_chunk_layers, p.pp);
 }
 
 }  // namespace

@@ -163,6 +163,14 @@ TEST(PipelineLayout, FreeFormLayoutMatchesTheSameFirstLastSplit) {
 
 // Megatron-Bridge's Llama 3 70B layout: rank 3 holds 11 layers (its last chunk
 // 3), rank 7 holds 9 (its last chunk 1, with the loss).
+// "Et||tt|tL" on PP 2 x VPP 2 (virtual stages 1, 0, 2, 1): rank 0 holds stages 0
+// and 2 (3 layers), rank 1 stages 1 and 3 (1 layer).
+TEST(PipelineLayout, RankLayersSumEachRanksVirtualStages) {
+  EXPECT_EQ(rank_layers({1, 0, 2, 1}, 2), (std::vector<int>{3, 1}));
+  EXPECT_EQ(rank_layers({2, 2, 2, 2, 2, 3, 2, 1}, 4), (std::vector<int>{4, 5, 4, 3}));  // rank 1: 2 + 3, rank 3: 2 + 1
+  EXPECT_EQ(rank_layers({5, 6}, 1), (std::vector<int>{11}));
+}
+
 TEST(PipelineLayout, FreeFormLayoutBusiestStage) {
   std::vector<int> v(40, 2);
   v[35] = 3;
