@@ -16,6 +16,7 @@
 #include "model/payload.h"
 #include "model/pipeline_layout.h"
 #include "model/profile.h"
+#include "model/speed_spread.h"
 #include "model/throughput.h"
 
 namespace megascale::model {
@@ -472,8 +473,12 @@ Estimate estimate(const Scenario& s) {
                          (with_last_head ? M * (out.tp_forward_s + out.tp_backward_s) : 0.0);
 
   TimeBreakdown& b = e.breakdown;
-  b.compute_s = layer_compute + head_compute;
-  b.recompute_s = layer_recompute;
+  // The spread of the GPUs' speeds: the step computes at the pace of the job's
+  // slowest GPU, in expectation (model/speed_spread.h; the event fidelity draws
+  // it).
+  const double slowest = expected_slowest_speed_factor(s.hardware.gpu_speed_sigma, p.gpus());
+  b.compute_s = slowest * (layer_compute + head_compute);
+  b.recompute_s = slowest * layer_recompute;
   b.tp_exposed_s = layer_tp + head_tp;
   const double busy_s = b.compute_s + b.recompute_s + b.tp_exposed_s;
   // Fill and drain: one micro-batch through every other stage, 1/V of a stage

@@ -11,6 +11,7 @@
 #include "model/payload.h"
 #include "model/replay.h"
 #include "model/scenario.h"
+#include "model/speed_spread.h"
 
 namespace megascale::model {
 namespace {
@@ -218,6 +219,9 @@ TEST(Estimator, UnknownGpuIsAClearError) {
 // costs (the replay follows every dependency; the closed form approximates the
 // fill/drain and overlap).
 void expect_replay_agrees(Scenario s, double tolerance) {
+  // The replay runs the nominal durations: no GPU speed spread in the closed
+  // form either (model/speed_spread.h).
+  s.hardware.gpu_speed_sigma = 0;
   const Estimate e = estimate(s);
   const Schedule sch = build_job_schedule(s);
   const ReplayResult r = replay(sch, estimated_durations(s, e));
@@ -405,6 +409,30 @@ TEST(Estimator, ContextParallelismHalvesTheTokenWork) {
   EXPECT_LT(e.breakdown.compute_s, 0.6 * base.breakdown.compute_s);
   EXPECT_GT(e.breakdown.compute_s, 0.45 * base.breakdown.compute_s);
   EXPECT_LT(e.memory.activations_bytes, 0.6 * base.memory.activations_bytes);
+}
+
+// The GPUs' speed spread slows the step's compute (and recompute) by the
+// expected pace of the job's slowest GPU, nothing else: identical GPUs give the
+// nominal figures, and a larger job of the same per-replica work pays more.
+TEST(Estimator, SpeedSpreadSlowsComputeByTheSlowestGpusExpectedPace) {
+  Scenario s = small();
+  s.parallel.recompute = Recompute::kFull;
+  s.hardware.gpu_speed_sigma = 0;
+  const Estimate identical = estimate(s);
+  s.hardware.gpu_speed_sigma = 0.015;
+  const Estimate spread = estimate(s);
+  const double f = expected_slowest_speed_factor(0.015, 256);
+  EXPECT_NEAR(spread.breakdown.compute_s, f * identical.breakdown.compute_s, 1e-9 * spread.breakdown.compute_s);
+  EXPECT_NEAR(spread.breakdown.recompute_s, f * identical.breakdown.recompute_s, 1e-9 * spread.breakdown.recompute_s);
+  EXPECT_GT(identical.breakdown.recompute_s, 0.0);
+  EXPECT_EQ(spread.breakdown.tp_exposed_s, identical.breakdown.tp_exposed_s);
+  EXPECT_EQ(spread.chunk_forward_s, identical.chunk_forward_s);  // the event fidelity draws its own
+  Scenario bigger = s;
+  bigger.parallel.dp = 64;
+  bigger.cluster.gpus = 4096;
+  bigger.parallel.global_batch = 4096;
+  const Estimate b = estimate(bigger);
+  EXPECT_GT(b.breakdown.compute_s, spread.breakdown.compute_s * 1.005);  // 1.0505 / 1.0432
 }
 
 TEST(Estimator, ZeroThreeClosedFormAgreesWithScheduleReplay) {

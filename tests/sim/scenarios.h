@@ -10,7 +10,8 @@
 namespace megascale::sim::testing {
 
 // The 175B model of MegaScale Table 1 with the `preset`'s switches on TP 8 x pp
-// x dp GPUs, micro-batch 1, `microbatches` per data-parallel replica.
+// x dp GPUs, micro-batch 1, `microbatches` per data-parallel replica, identical
+// GPUs.
 inline model::Scenario gpt175b(const std::string& preset, int pp, int vpp, int dp, int microbatches) {
   model::Scenario s = model::default_scenario(preset);
   s.parallel.tp = 8;
@@ -20,6 +21,9 @@ inline model::Scenario gpt175b(const std::string& preset, int pp, int vpp, int d
   s.parallel.micro_batch = 1;
   s.parallel.global_batch = dp * microbatches;
   s.cluster.gpus = s.parallel.gpus();
+  // network_options() draws no GPU speed spread for the event fidelity, so the
+  // closed form (model/speed_spread.h) gets none either.
+  s.hardware.gpu_speed_sigma = 0;
   return s;
 }
 
