@@ -66,6 +66,7 @@ int net_collective(const ParsedArgs& p, std::ostream& out, std::ostream&) {
   q.job.algorithm = read_option("--algo", [&] { return network::algorithm_choice(p.text("--algo", "auto")); });
   q.job.protocol = read_option("--proto", [&] { return network::protocol_choice(p.text("--proto", "auto")); });
   if (p.has("--qps")) q.qps_per_connection = static_cast<int>(p.integer("--qps", 1));
+  if (p.has("--routing")) q.routing = network::parse_routing_mode(p.text("--routing"));
   if (p.has("--cc")) q.congestion_control = read_option("--cc", [&] { return network::cc_choice(p.text("--cc")); });
   report::CollectiveRun run = report::collective_run(answer(q), p.text("--placement", "packed"));
   // A profile with measured collectives (calibrate import of nccl-tests output,
@@ -152,7 +153,8 @@ std::vector<CommandEntry> net_commands() {
         {"--groups", Kind::kInt, "G", "communicators running at once (default 1)", 1, 1 << 20},
         {"--ranks-per-server", Kind::kInt, "M", "ranks of each on a server (default gcd(N, GPUs per server))", 1, kMaxInt},
         {"--placement", Kind::kChoice, "packed|scattered", "scattered shuffles the servers (rings then cross the\naggregation and core tiers)"},
-        seed, qps, {"--cc", Kind::kText, "hybrid|dcqcn|swift|none", "congestion control"}, json}},
+        seed, qps, {"--routing", Kind::kChoice, "ecmp|adaptive", "ECMP hashing (RoCE) or InfiniBand adaptive routing\n(default: the scenario's, else ecmp)"},
+        {"--cc", Kind::kText, "hybrid|dcqcn|swift|none", "congestion control"}, json}},
       net_collective};
   CommandEntry ecmp = {
       {"net ecmp", "--paths N --flows K --qps Q [options]",

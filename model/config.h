@@ -201,6 +201,10 @@ struct NetworkConfig {
   // NCCL_PARAM(IbQpsPerConn, "IB_QPS_PER_CONNECTION", 1)); at most 128 (NCCL_IB_MAX_QPS).
   int qps_per_connection = 1;
   std::string ecmp_hash = "crc32";        // "crc32" | "murmur3" (network/routing.h)
+  // "ecmp": switches hash each flow's 5-tuple (RoCE; NCCL turns adaptive routing
+  // off there); "adaptive": InfiniBand adaptive routing, on by default in opensm
+  // and in NCCL on InfiniBand ports (network/routing.h).
+  std::string routing = "ecmp";
   bool polarization = false;              // the same ECMP hash seed at every tier
   std::string congestion_control = "hybrid";  // "dcqcn" | "swift" | "hybrid"
   // NVLink per GPU per direction, Gb/s; 0 = from the GPU profile

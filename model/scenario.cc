@@ -223,8 +223,9 @@ constexpr std::string_view kNetworkKeys[] = {
     "preset",          "switch_radix",      "switch_port_gbps", "split_ports",
     "tiers",           "oversubscription",  "rail_optimized",   "switch_latency_us",
     "link_latency_us", "qps_per_connection", "ecmp_hash",       "polarization",
-    "congestion_control", "nvlink_gbps"};
+    "congestion_control", "nvlink_gbps",     "routing"};
 constexpr std::string_view kEcmpHashes[] = {"crc32", "murmur3"};
+constexpr std::string_view kRoutings[] = {"ecmp", "adaptive"};
 constexpr std::string_view kCongestionControls[] = {"dcqcn", "swift", "hybrid"};
 // NCCL_IB_MAX_QPS (NCCL src/transport/net_ib.cc).
 constexpr int kMaxQpsPerConnection = 128;
@@ -272,6 +273,7 @@ NetworkConfig read_network(const Section& s, const std::string& cluster_topology
   n.qps_per_connection =
       s.integer("qps_per_connection", 1, kMaxQpsPerConnection).value_or(n.qps_per_connection);
   n.ecmp_hash = s.choice("ecmp_hash", kEcmpHashes).value_or(n.ecmp_hash);
+  n.routing = s.choice("routing", kRoutings).value_or(n.routing);
   n.polarization = s.boolean("polarization").value_or(n.polarization);
   n.congestion_control =
       s.choice("congestion_control", kCongestionControls).value_or(n.congestion_control);

@@ -389,6 +389,11 @@ void CollectiveSimulator::subflows(std::span<const StepFlow> flows, std::span<co
   transfer_of->reserve(flows.size() * static_cast<size_t>(qps));
   network->reserve(flows.size() * static_cast<size_t>(qps));
   std::vector<LinkId> path;
+  // Adaptive routing balances this step's flows over the equal-cost links
+  // (routing.h); ECMP hashes each on its own.
+  LinkLoad load;
+  if (router_.config().routing == RoutingMode::kAdaptive) load.assign(static_cast<size_t>(t.num_links()), 0.0);
+  LinkLoad* const step_load = load.empty() ? nullptr : &load;
   const double nvlink_gbps = options_.nvlink_busbw_gbs * kBitsPerByte;
   const double nic_gbps = options_.nic_busbw_gbs * kBitsPerByte;
   for (const StepFlow& f : flows) {
@@ -406,7 +411,8 @@ void CollectiveSimulator::subflows(std::span<const StepFlow> flows, std::span<co
     const uint16_t base = router_.connection_base_port(a, b, static_cast<uint32_t>(f.connection));
     for (int q = 0; q < qps; ++q) {
       path.clear();
-      if (!router_.route_gpus(f.src_gpu, f.dst_gpu, Router::qp_source_port(base, q), &path)) {
+      if (!router_.route_gpus(f.src_gpu, f.dst_gpu, Router::qp_source_port(base, q), &path, nullptr, step_load,
+                              f.bytes / qps)) {
         throw std::logic_error("collective: no route from GPU " + std::to_string(f.src_gpu) + " to GPU " +
                                std::to_string(f.dst_gpu));
       }

@@ -19,7 +19,9 @@
 //      qps_per_connection queue pairs (routing.h): Q sub-flows of bytes / Q, each
 //      routed GPU -> PCIe -> NIC -> fabric -> NIC -> PCIe -> GPU by the Router's
 //      ECMP hash of its own 5-tuple, so hash collisions show up as links carrying
-//      more flows than others.
+//      more flows than others; under adaptive routing (EcmpConfig::routing,
+//      InfiniBand AR) the step's sub-flows are routed in turn, each on the
+//      equal-cost path with the least-loaded bottleneck.
 //   2. Rates. Max-min fair rates with per-flow caps (flow_solver.h):
 //        NVLink: the GPU's achievable NCCL bus bandwidth (nvlink_busbw_gbs, e.g.
 //                ~230 GB/s on 8 x A100, REFERENCE.md "Hardware"), shared equally

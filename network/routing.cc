@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -118,6 +120,20 @@ std::optional<EcmpHash> parse_ecmp_hash(std::string_view name) {
   return std::nullopt;
 }
 
+const char* to_string(RoutingMode mode) {
+  switch (mode) {
+    case RoutingMode::kEcmp: return "ecmp";
+    case RoutingMode::kAdaptive: return "adaptive";
+  }
+  return "?";
+}
+
+std::optional<RoutingMode> parse_routing_mode(std::string_view name) {
+  if (name == "ecmp") return RoutingMode::kEcmp;
+  if (name == "adaptive") return RoutingMode::kAdaptive;
+  return std::nullopt;
+}
+
 // ---------------------------------------------------------------------------
 // PathSet
 
@@ -200,44 +216,94 @@ void Router::candidate_links(NodeId at, NodeId dst_nic, std::vector<LinkId>* out
   }
 }
 
-bool Router::route(NodeId src_nic, NodeId dst_nic, const FiveTuple& tuple,
-                   std::vector<LinkId>* out, const LinkDownMask* down) const {
+bool Router::route(NodeId src_nic, NodeId dst_nic, const FiveTuple& tuple, std::vector<LinkId>* out,
+                   const LinkDownMask* down, LinkLoad* load, double flow_bytes) const {
   if (topology_.kind(src_nic) != NodeKind::kNic || topology_.kind(dst_nic) != NodeKind::kNic) {
     throw std::invalid_argument("route: endpoints must be NIC nodes, got " +
                                 std::to_string(src_nic) + " and " + std::to_string(dst_nic));
+  }
+  if (load != nullptr && load->size() != static_cast<size_t>(topology_.num_links())) {
+    throw std::invalid_argument("route: the link load has " + std::to_string(load->size()) + " entries for " +
+                                std::to_string(topology_.num_links()) + " links");
   }
   if (down != nullptr && down->empty()) down = nullptr;
   uint8_t bytes[13];
   pack_tuple(tuple, bytes);
   const uint32_t crc = config_.hash == EcmpHash::kCrc32 ? crc32c(bytes, sizeof(bytes)) : 0u;
+  // The candidates at `at` that are up, and the one ECMP's hash picks (its
+  // index among them); 0 candidates when all are down.
+  auto candidates_at = [&](NodeId at, LinkRange* range, int32_t* alive) {
+    *range = topology_.next_hops(at, dst_nic);
+    *alive = range->count;
+    if (down != nullptr) {
+      *alive = 0;
+      for (int32_t i = 0; i < range->count; ++i) *alive += is_down(down, (*range)[i]) ? 0 : 1;
+    }
+  };
+  auto hash_index = [&](NodeId at, int32_t alive) -> int32_t {
+    if (alive <= 1) return 0;
+    const uint32_t seed = seed_at(at);
+    const uint32_t hash =
+        config_.hash == EcmpHash::kCrc32 ? fmix32(crc ^ seed) : murmur3_32(bytes, sizeof(bytes), seed);
+    return static_cast<int32_t>(hash % static_cast<uint32_t>(alive));
+  };
+  auto nth_alive = [&](const LinkRange& range, int32_t n) {
+    for (int32_t i = 0; i < range.count; ++i) {
+      if (is_down(down, range[i])) continue;
+      if (n-- == 0) return range[i];
+    }
+    return range[0];
+  };
+  if (load != nullptr) {
+    // Adaptive: the equal-cost path whose most-loaded link carries the least
+    // (ties: ECMP's pick, then the next candidates in order), by memoised
+    // recursion over the switches of the shortest paths; its links then carry
+    // flow_bytes more. All paths cut: the ECMP walk below reports where.
+    std::unordered_map<NodeId, std::pair<double, LinkId>> memo;
+    auto least = [&](auto&& self, NodeId at, int depth) -> double {
+      if (at == dst_nic) return 0.0;
+      if (depth == kMaxHops) throw std::logic_error("route: no shortest path (fabric wiring bug)");
+      if (auto it = memo.find(at); it != memo.end()) return it->second.first;
+      LinkRange range;
+      int32_t alive = 0;
+      candidates_at(at, &range, &alive);
+      double best = std::numeric_limits<double>::infinity();
+      LinkId best_link = -1;
+      if (alive > 0) {
+        const LinkId start = nth_alive(range, hash_index(at, alive));
+        int32_t first = 0;
+        while (range[first] != start) ++first;
+        for (int32_t k = 0; k < range.count; ++k) {
+          const LinkId c = range[(first + k) % range.count];
+          if (is_down(down, c)) continue;
+          const double v = std::max((*load)[static_cast<size_t>(c)], self(self, topology_.link(c).dst, depth + 1));
+          if (v < best) {
+            best = v;
+            best_link = c;
+          }
+        }
+      }
+      memo.emplace(at, std::make_pair(best, best_link));
+      return best;
+    };
+    if (std::isfinite(least(least, src_nic, 0))) {
+      for (NodeId at = src_nic; at != dst_nic;) {
+        const LinkId link = memo.at(at).second;
+        (*load)[static_cast<size_t>(link)] += flow_bytes;
+        out->push_back(link);
+        at = topology_.link(link).dst;
+      }
+      return true;
+    }
+  }
   NodeId at = src_nic;
   for (int hop = 0; at != dst_nic; ++hop) {
     if (hop == kMaxHops) throw std::logic_error("route: no shortest path (fabric wiring bug)");
-    const LinkRange range = topology_.next_hops(at, dst_nic);
-    int32_t alive = range.count;
-    if (down != nullptr) {
-      alive = 0;
-      for (int32_t i = 0; i < range.count; ++i) alive += is_down(down, range[i]) ? 0 : 1;
-    }
+    LinkRange range;
+    int32_t alive = 0;
+    candidates_at(at, &range, &alive);
     if (alive == 0) return false;
-    int32_t pick = 0;
-    if (alive > 1) {
-      const uint32_t seed = seed_at(at);
-      const uint32_t hash = config_.hash == EcmpHash::kCrc32
-                                ? fmix32(crc ^ seed)
-                                : murmur3_32(bytes, sizeof(bytes), seed);
-      pick = static_cast<int32_t>(hash % static_cast<uint32_t>(alive));
-    }
-    LinkId link = range[pick];
-    if (down != nullptr) {  // the pick-th link that is up
-      for (int32_t i = 0; i < range.count; ++i) {
-        if (is_down(down, range[i])) continue;
-        if (pick-- == 0) {
-          link = range[i];
-          break;
-        }
-      }
-    }
+    const LinkId link = nth_alive(range, hash_index(at, alive));
     out->push_back(link);
     at = topology_.link(link).dst;
   }
@@ -245,7 +311,7 @@ bool Router::route(NodeId src_nic, NodeId dst_nic, const FiveTuple& tuple,
 }
 
 bool Router::route_gpus(int src_gpu, int dst_gpu, uint16_t src_port, std::vector<LinkId>* out,
-                        const LinkDownMask* down) const {
+                        const LinkDownMask* down, LinkLoad* load, double flow_bytes) const {
   const Topology& t = topology_;
   if (src_gpu == dst_gpu) return true;
   if (t.server_of_gpu(src_gpu) == t.server_of_gpu(dst_gpu)) {
@@ -262,7 +328,7 @@ bool Router::route_gpus(int src_gpu, int dst_gpu, uint16_t src_port, std::vector
   const NodeId a = t.nic_node_of_gpu(src_gpu);
   const NodeId b = t.nic_node_of_gpu(dst_gpu);
   out->push_back(pcie_out);
-  if (!route(a, b, tuple(a, b, src_port), out, down)) return false;
+  if (!route(a, b, tuple(a, b, src_port), out, down, load, flow_bytes)) return false;
   out->push_back(pcie_in);
   return true;
 }

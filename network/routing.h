@@ -30,6 +30,22 @@
 // counts, the ToR's choice fixes the aggregation switch's): fewer distinct
 // end-to-end paths are used. Otherwise each tier has its own seed.
 //
+// Adaptive routing (RoutingMode::kAdaptive): InfiniBand switches with AR pick
+// the output port of each packet by the ports' load among the candidates the
+// subnet manager grants (NVIDIA, "InfiniBand Cluster Bring-up Procedure",
+// Adaptive Routing: AR is on by default in opensm.conf, routing engine ar_updn),
+// and NCCL turns on AR-capable transfers by default on InfiniBand ports, off on
+// RoCE (NCCL 2.19.3 src/transport/net_ib.cc: ar = link_layer ==
+// IBV_LINK_LAYER_INFINIBAND, NCCL_IB_ADAPTIVE_ROUTING overrides). No 5-tuple
+// hash pins a flow to a path, so ECMP's collisions do not arise. At flow level
+// the flows of one step are routed in turn, each on the equal-cost path whose
+// most-loaded link carries the fewest bytes of the step's flows routed before it
+// (ties: the ECMP hash's pick, then the next candidates in order; AR reacts to
+// congestion further down through the credits that back up to the choosing
+// switch, so the path's bottleneck counts, not the next link's): the balance AR reaches
+// packet by packet, without splitting one flow over several paths. Callers
+// pass the step's LinkLoad; without one, routing is ECMP.
+//
 // A link that is down (optional mask) is left out of the candidates of the switch
 // it leaves, as a switch shrinks its ECMP group when a port goes down; failures
 // further along are not routed around (no routing-protocol convergence here).
@@ -52,6 +68,14 @@ namespace megascale::network {
 enum class EcmpHash : uint8_t { kCrc32, kMurmur3 };
 const char* to_string(EcmpHash hash);  // "crc32", "murmur3"
 std::optional<EcmpHash> parse_ecmp_hash(std::string_view name);
+
+enum class RoutingMode : uint8_t { kEcmp, kAdaptive };
+const char* to_string(RoutingMode mode);  // "ecmp", "adaptive"
+std::optional<RoutingMode> parse_routing_mode(std::string_view name);
+
+// Adaptive routing's load of one step: bytes per LinkId (Topology::num_links()
+// entries) of the (sub-)flows routed so far.
+using LinkLoad = std::vector<double>;
 
 constexpr uint16_t kRoceV2UdpPort = 4791;       // IANA-assigned RoCEv2 destination port
 constexpr uint8_t kUdpProtocol = 17;
@@ -85,6 +109,7 @@ struct EcmpConfig {
   uint32_t seed = 0x4D534341;     // any fixed value; "MSCA"
   bool polarized = false;         // the same seed at every tier
   int qps_per_connection = 1;     // NCCL_IB_QPS_PER_CONNECTION (NCCL default 1)
+  RoutingMode routing = RoutingMode::kEcmp;  // kAdaptive: InfiniBand AR (above)
 };
 
 // Paths of many flows, stored flat: flow i is links[offsets[i], offsets[i+1])
@@ -139,14 +164,18 @@ class Router {
   // The path the flow with this tuple takes from `src_nic` to `dst_nic`,
   // appended to *out (nothing when src == dst). Returns false, leaving *out with
   // the links up to the failing hop, when every candidate of a hop is down.
+  // With `load` (adaptive routing; REQUIRES load->size() == num_links()) the
+  // flow takes the equal-cost path with the least-loaded bottleneck and adds
+  // `bytes` to every link of it; without it, the ECMP hash picks each hop.
   bool route(NodeId src_nic, NodeId dst_nic, const FiveTuple& tuple, std::vector<LinkId>* out,
-             const LinkDownMask* down = nullptr) const;
+             const LinkDownMask* down = nullptr, LinkLoad* load = nullptr, double bytes = 0) const;
 
   // GPU to GPU: NVLink through the NVSwitch inside a server; otherwise PCIe to
   // the source GPU's NIC, the fabric, and PCIe from the destination GPU's NIC
   // (rail-crossing traffic goes through the fabric; NCCL's PXN is not modelled).
+  // `load` / `bytes`: as route(), for the fabric part.
   bool route_gpus(int src_gpu, int dst_gpu, uint16_t src_port, std::vector<LinkId>* out,
-                  const LinkDownMask* down = nullptr) const;
+                  const LinkDownMask* down = nullptr, LinkLoad* load = nullptr, double bytes = 0) const;
 
   // A connection of config().qps_per_connection QPs from `src_nic` to `dst_nic`:
   // one sub-flow per QP, bytes / Q each, source ports qp_source_port(base, q),

@@ -188,6 +188,7 @@ Json collective_json(const CollectiveRun& run) {
   fj["ecmp_hash"] = network::to_string(run.ecmp.hash);
   fj["qps_per_connection"] = run.ecmp.qps_per_connection;
   fj["polarized"] = run.ecmp.polarized;
+  fj["routing"] = network::to_string(run.ecmp.routing);
   j["fabric"] = fj;
   j["step_solves"] = static_cast<int64_t>(r.step_solves);
   j["wall_time_s"] = run.wall_s;
@@ -216,8 +217,13 @@ std::string collective_text(const CollectiveRun& run) {
   fmt::format_to(o, "{} ({}, {}) of {} over {} ranks ({} per server, {}) x {} group{}, {}\n", network::to_string(r.op),
                  network::to_string(r.algorithm), network::to_string(r.protocol), human_bytes(run.bytes), r.ranks,
                  run.ranks_per_server, run.placement, r.groups, r.groups == 1 ? "" : "s", run.gpu);
-  fmt::format_to(o, "  fabric      {}; ECMP {}, {} QP(s) per connection\n", run.fabric,
-                 network::to_string(run.ecmp.hash), run.ecmp.qps_per_connection);
+  if (run.ecmp.routing == network::RoutingMode::kAdaptive) {
+    fmt::format_to(o, "  fabric      {}; adaptive routing, {} QP(s) per connection\n", run.fabric,
+                   run.ecmp.qps_per_connection);
+  } else {
+    fmt::format_to(o, "  fabric      {}; ECMP {}, {} QP(s) per connection\n", run.fabric,
+                   network::to_string(run.ecmp.hash), run.ecmp.qps_per_connection);
+  }
   fmt::format_to(o, "  time        {} (latency {} + bandwidth {})\n", human_time(r.time_s), human_time(r.latency_s),
                  human_time(r.bandwidth_s));
   fmt::format_to(o, "  algbw       {:.2f} GB/s\n", r.algbw_gbs);

@@ -77,6 +77,7 @@ CollectiveAnswer answer_collective(const CollectiveQuery& q) {
                                             q.scenario->cluster.gpus));
   }
   if (q.qps_per_connection) a.machine.ecmp.qps_per_connection = *q.qps_per_connection;
+  if (q.routing) a.machine.ecmp.routing = *q.routing;
   if (q.congestion_control) a.machine.options.congestion_control = *q.congestion_control;
   const auto t0 = std::chrono::steady_clock::now();
   a.run = run_collective(a.machine, job);

@@ -76,6 +76,7 @@ struct CollectiveQuery {
   std::string gpu;                          // a GPU profile name; "": the scenario's (collective_machine)
   CollectiveJob job;                        // ranks_per_server 0: gcd(ranks, GPUs per server)
   std::optional<int> qps_per_connection;    // the fabric's otherwise
+  std::optional<network::RoutingMode> routing;  // the fabric's otherwise
   std::optional<network::CcAlgorithm> congestion_control;
 };
 

@@ -45,6 +45,9 @@ network::EcmpConfig ecmp_config(const model::NetworkConfig& net) {
   if (!hash) throw network::FabricError("ecmp_hash", "unknown hash '" + net.ecmp_hash + "' (allowed: crc32, murmur3)");
   e.hash = *hash;
   e.polarized = net.polarization;
+  const std::optional<network::RoutingMode> routing = network::parse_routing_mode(net.routing);
+  if (!routing) throw network::FabricError("routing", "unknown routing '" + net.routing + "' (allowed: ecmp, adaptive)");
+  e.routing = *routing;
   e.qps_per_connection = net.qps_per_connection;
   if (e.qps_per_connection < 1 || e.qps_per_connection > network::kMaxQpsPerConnection) {
     throw network::FabricError("qps_per_connection", "must be in 1.." + std::to_string(network::kMaxQpsPerConnection) +

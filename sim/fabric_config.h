@@ -9,7 +9,7 @@
 //                        network.nvlink_gbps is 0: nvlink_gbs bidirectional GB/s
 //                        / 2 x 8 = Gb/s per direction; A100: 600 -> 2400) and
 //                        PCIe generation (4.0 for A100, 5.0 for H100/H200);
-//   EcmpConfig        <- network.ecmp_hash, polarization, qps_per_connection;
+//   EcmpConfig        <- network.ecmp_hash, polarization, qps_per_connection, routing;
 //   CollectiveOptions <- the profile's NCCL NVLink busbw (model/hardware.h) and
 //                        nic_busbw_gbs(line rate) (line rate / 8 x 0.96), and
 //                        network.congestion_control.

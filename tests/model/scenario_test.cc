@@ -822,6 +822,8 @@ TEST(NetworkErrorTest, UnknownKeySuggestsClosest) {
 TEST(NetworkErrorTest, ChoicesListAllowedValues) {
   expect_error(std::string(kValid) + "[network]\necmp_hash = \"xor\"\n", 14, "network.ecmp_hash",
                R"(value "xor" not allowed (allowed: "crc32", "murmur3"))");
+  expect_error(std::string(kValid) + "[network]\nrouting = \"spray\"\n", 14, "network.routing",
+               R"(value "spray" not allowed (allowed: "ecmp", "adaptive"))");
   expect_error(std::string(kValid) + "[network]\ncongestion_control = \"cubic\"\n", 14,
                "network.congestion_control",
                R"(value "cubic" not allowed (allowed: "dcqcn", "swift", "hybrid"))");
@@ -967,6 +969,7 @@ TEST(NetworkTest, DefaultsAreTheMegaScaleFabric) {
   EXPECT_DOUBLE_EQ(n.link_latency_us, 0.05);
   EXPECT_EQ(n.qps_per_connection, 1);
   EXPECT_EQ(n.ecmp_hash, "crc32");
+  EXPECT_EQ(n.routing, "ecmp");
   EXPECT_FALSE(n.polarization);
   EXPECT_EQ(n.congestion_control, "hybrid");
   EXPECT_DOUBLE_EQ(n.nvlink_gbps, 0.0);
@@ -993,6 +996,7 @@ ecmp_hash = "murmur3"
 polarization = true
 congestion_control = "dcqcn"
 nvlink_gbps = 3600
+routing = "adaptive"
 )",
                                      "t.toml");
   const NetworkConfig& n = sc.network;
@@ -1006,6 +1010,7 @@ nvlink_gbps = 3600
   EXPECT_DOUBLE_EQ(n.link_latency_us, 0.0);
   EXPECT_EQ(n.qps_per_connection, 4);
   EXPECT_EQ(n.ecmp_hash, "murmur3");
+  EXPECT_EQ(n.routing, "adaptive");
   EXPECT_TRUE(n.polarization);
   EXPECT_EQ(n.congestion_control, "dcqcn");
   EXPECT_DOUBLE_EQ(n.nvlink_gbps, 3600.0);

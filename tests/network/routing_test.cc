@@ -358,6 +358,53 @@ TEST(RoutingTest, PolarisationCorrelatesChoicesAcrossTiers) {
   EXPECT_LT(paths_used[true], paths_used[false]);
 }
 
+// Adaptive routing (InfiniBand AR): 32 flows that leave one ToR for another
+// pod share its 32 uplinks one each, and the aggregation switches' uplinks too,
+// where ECMP's hash puts several on some and none on others; every path stays
+// a valid shortest path and the load counts each flow's bytes on each link.
+TEST(RoutingTest, AdaptiveRoutingBalancesTheStepsFlowsOverTheUplinks) {
+  const Topology t = Topology::build(megascale_clos(4096));
+  EcmpConfig adaptive_config;
+  adaptive_config.routing = RoutingMode::kAdaptive;
+  const Router ecmp(t);
+  const Router adaptive(t, adaptive_config);
+  std::vector<LinkId> uplinks;
+  ecmp.candidate_links(t.tor_node(0), t.nic_node(2048), &uplinks);
+  ASSERT_EQ(uplinks.size(), 32u);
+  auto most_on_one_uplink = [&](const Router& r, LinkLoad* load) {
+    std::map<LinkId, int> flows_on;
+    std::vector<LinkId> path;
+    for (int i = 0; i < 32; ++i) {  // NICs 0, 8, 16, ...: rail 0 of 32 servers under ToR 0
+      const NodeId src = t.nic_node(8 * i);
+      const NodeId dst = t.nic_node(2048 + 8 * i);
+      path.clear();
+      EXPECT_TRUE(r.route(src, dst, r.tuple(src, dst, kRoceSourcePortMin), &path, nullptr, load, 1e6));
+      expect_valid_path(t, src, dst, path);
+      ++flows_on[path[1]];
+    }
+    int most = 0;
+    for (const auto& [link, n] : flows_on) most = std::max(most, n);
+    return most;
+  };
+  LinkLoad load(static_cast<size_t>(t.num_links()), 0.0);
+  EXPECT_EQ(most_on_one_uplink(adaptive, &load), 1);
+  EXPECT_GT(most_on_one_uplink(ecmp, nullptr), 1);  // 32 balls into 32 bins
+  double on_uplinks = 0, most_bytes = 0;
+  for (LinkId id : uplinks) on_uplinks += load[static_cast<size_t>(id)];
+  for (double b : load) most_bytes = std::max(most_bytes, b);
+  EXPECT_DOUBLE_EQ(on_uplinks, 32e6);
+  EXPECT_DOUBLE_EQ(most_bytes, 1e6);  // no link of the fabric carries two
+  LinkLoad wrong(3, 0.0);
+  std::vector<LinkId> path;
+  EXPECT_THROW(adaptive.route(t.nic_node(0), t.nic_node(8), adaptive.tuple(t.nic_node(0), t.nic_node(8), 50000),
+                              &path, nullptr, &wrong, 1.0),
+               std::invalid_argument);
+  EXPECT_EQ(parse_routing_mode("adaptive"), RoutingMode::kAdaptive);
+  EXPECT_EQ(parse_routing_mode("ecmp"), RoutingMode::kEcmp);
+  EXPECT_FALSE(parse_routing_mode("spray").has_value());
+  EXPECT_STREQ(to_string(RoutingMode::kAdaptive), "adaptive");
+}
+
 // ---------------------------------------------------------------------------
 // ECMP statistics (REFERENCE.md "Congestion control and link faults" -> ECMP)
 
