@@ -11,6 +11,18 @@
 #include "sim/op_costs.h"
 
 namespace megascale::report {
+namespace {
+
+// How the fabric routes the network model's flows: "adaptive routing" or
+// "ECMP, Q QP(s) per connection"; "" for the other communication models.
+std::string routing_text(const sim::JobResult& res, const sim::SimOptions& o) {
+  if (res.comm.model != sim::CommModel::kNetwork || !o.fabric) return "";
+  const network::EcmpConfig& ecmp = o.fabric->ecmp;
+  if (ecmp.routing == network::RoutingMode::kAdaptive) return "adaptive routing";
+  return fmt::format("ECMP, {} QP(s) per connection", ecmp.qps_per_connection);
+}
+
+}  // namespace
 
 Json event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall_s,
                 const std::vector<std::string>& files) {
@@ -32,6 +44,10 @@ Json event_json(const sim::JobResult& res, const sim::SimOptions& o, double wall
   extra["step_times_s"] = times;
   Json comm;
   comm["model"] = sim::to_string(res.comm.model);
+  if (res.comm.model == sim::CommModel::kNetwork && o.fabric) {
+    comm["routing"] = network::to_string(o.fabric->ecmp.routing);
+    comm["qps_per_connection"] = o.fabric->ecmp.qps_per_connection;
+  }
   comm["p2p"] = res.comm.p2p_s;
   // Per sending pipeline rank (network model; empty otherwise: every send takes p2p).
   comm["p2p_to_next_stage"] = res.comm.p2p_next_s;
@@ -104,8 +120,10 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
   const std::string p2p = p2p_min_s < res.comm.p2p_s
                               ? fmt::format("p2p {:.3f}-{:.3f} ms by boundary", p2p_min_s * 1e3, res.comm.p2p_s * 1e3)
                               : fmt::format("p2p {:.3f} ms", res.comm.p2p_s * 1e3);
-  fmt::format_to(to, "    communication: {} ({}, DP reduce {:.2f} ms / all-gather {:.2f} ms per chunk)\n",
-                 sim::to_string(res.comm.model), p2p, e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
+  const std::string routing = routing_text(res, o);
+  fmt::format_to(to, "    communication: {}{} ({}, DP reduce {:.2f} ms / all-gather {:.2f} ms per chunk)\n",
+                 sim::to_string(res.comm.model), routing.empty() ? "" : ", " + routing, p2p,
+                 e.dp_reduce_scatter_chunk_s * 1e3, e.dp_all_gather_chunk_s * 1e3);
   int most = 0;
   for (const sim::StepResult& st : res.steps) most = std::max(most, static_cast<int>(st.replicas.size()));
   // With CP each simulated gradient rank is one CP rank of a replica (model/config.h).

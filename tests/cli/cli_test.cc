@@ -96,6 +96,29 @@ TEST_F(CliTest, SimulateJsonHasContractKeys) {
   EXPECT_EQ(r.err, "");
 }
 
+// The event report says how the fabric routes the job's flows: ECMP with the
+// scenario's QPs by default, InfiniBand's adaptive routing when asked, and the
+// choice changes the DP collectives of a job whose rings leave their ToR sets.
+TEST_F(CliTest, SimulateSaysHowTheFabricRoutes) {
+  const RunResult ecmp = run_megascale({"simulate", kSmall});
+  ASSERT_EQ(ecmp.exit_code, 0) << dump(ecmp);
+  EXPECT_NE(ecmp.out.find("communication: network, ECMP, 1 QP(s) per connection ("), std::string::npos) << dump(ecmp);
+  const std::string big = kSourceDir + "/scenarios/published/mcore-gpt-177b-2304.toml";
+  const RunResult adaptive = run_megascale({"simulate", big, "--json"});
+  ASSERT_EQ(adaptive.exit_code, 0) << dump(adaptive);
+  const Json a = parsed(adaptive);
+  EXPECT_EQ(a["comm_s"].value("routing", ""), "adaptive");
+  const RunResult hashed = run_megascale({"simulate", big, "--json", "--set", "network.routing=\"ecmp\""});
+  ASSERT_EQ(hashed.exit_code, 0) << dump(hashed);
+  const Json h = parsed(hashed);
+  EXPECT_EQ(h["comm_s"].value("routing", ""), "ecmp");
+  // One QP per connection: hash collisions across ToR sets slow the DP reduce-scatter.
+  EXPECT_GT(h["comm_s"].value("dp_reduce_chunk", 0.0), 1.5 * a["comm_s"].value("dp_reduce_chunk", 0.0));
+  const RunResult bad = run_megascale({"simulate", kSmall, "--set", "network.routing=\"spray\""});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("network.routing"), std::string::npos) << dump(bad);
+}
+
 // The GPU check's 1B scenario (scripts/gpu-check.sh, "predict") is simulated
 // as shipped: one GPU on one node (it was refused: 8 NICs do not divide 1 GPU).
 TEST_F(CliTest, SimulatesTheOneGpuTrainingScenario) {
