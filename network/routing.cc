@@ -248,6 +248,7 @@ bool Router::route(NodeId src_nic, NodeId dst_nic, const FiveTuple& tuple, std::
     return static_cast<int32_t>(hash % static_cast<uint32_t>(alive));
   };
   auto nth_alive = [&](const LinkRange& range, int32_t n) {
+    if (down == nullptr) return range[n];
     for (int32_t i = 0; i < range.count; ++i) {
       if (is_down(down, range[i])) continue;
       if (n-- == 0) return range[i];
@@ -275,7 +276,8 @@ bool Router::route(NodeId src_nic, NodeId dst_nic, const FiveTuple& tuple, std::
         while (range[first] != start) ++first;
         for (int32_t k = 0; k < range.count; ++k) {
           const LinkId c = range[(first + k) % range.count];
-          if (is_down(down, c)) continue;
+          // A link already as loaded as the best path cannot lower it.
+          if (is_down(down, c) || (*load)[static_cast<size_t>(c)] >= best) continue;
           const double v = std::max((*load)[static_cast<size_t>(c)], self(self, topology_.link(c).dst, depth + 1));
           if (v < best) {
             best = v;

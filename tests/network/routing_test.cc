@@ -405,6 +405,41 @@ TEST(RoutingTest, AdaptiveRoutingBalancesTheStepsFlowsOverTheUplinks) {
   EXPECT_STREQ(to_string(RoutingMode::kAdaptive), "adaptive");
 }
 
+// Adaptive routing leaves down links out as ECMP does: with one of the ToR's 32
+// uplinks down, the 32 flows still all arrive, none on the down link, and the
+// other 31 uplinks carry them (one of them two); with every uplink down the
+// route fails at the ToR, as ECMP's does.
+TEST(RoutingTest, AdaptiveRoutingLeavesDownLinksOut) {
+  const Topology t = Topology::build(megascale_clos(4096));
+  EcmpConfig config;
+  config.routing = RoutingMode::kAdaptive;
+  const Router r(t, config);
+  std::vector<LinkId> uplinks;
+  r.candidate_links(t.tor_node(0), t.nic_node(2048), &uplinks);
+  ASSERT_EQ(uplinks.size(), 32u);
+  LinkDownMask down(static_cast<size_t>(t.num_links()), 0);
+  down[static_cast<size_t>(uplinks[7])] = 1;
+  LinkLoad load(static_cast<size_t>(t.num_links()), 0.0);
+  std::map<LinkId, int> flows_on;
+  std::vector<LinkId> path;
+  for (int i = 0; i < 32; ++i) {
+    const NodeId src = t.nic_node(8 * i);
+    const NodeId dst = t.nic_node(2048 + 8 * i);
+    path.clear();
+    ASSERT_TRUE(r.route(src, dst, r.tuple(src, dst, kRoceSourcePortMin), &path, &down, &load, 1.0));
+    expect_valid_path(t, src, dst, path);
+    EXPECT_NE(path[1], uplinks[7]);
+    ++flows_on[path[1]];
+  }
+  EXPECT_EQ(flows_on.size(), 31u);
+  EXPECT_EQ(load[static_cast<size_t>(uplinks[7])], 0.0);
+  for (LinkId id : uplinks) down[static_cast<size_t>(id)] = 1;
+  path.clear();
+  EXPECT_FALSE(r.route(t.nic_node(0), t.nic_node(2048), r.tuple(t.nic_node(0), t.nic_node(2048), 50000), &path,
+                       &down, &load, 1.0));
+  EXPECT_EQ(path.size(), 1u);  // got as far as the ToR
+}
+
 // ---------------------------------------------------------------------------
 // ECMP statistics (REFERENCE.md "Congestion control and link faults" -> ECMP)
 
