@@ -477,6 +477,15 @@ Estimate estimate(const Scenario& s) {
   // slowest GPU, in expectation (model/speed_spread.h; the event fidelity draws
   // it).
   const double slowest = expected_slowest_speed_factor(s.hardware.gpu_speed_sigma, p.gpus());
+  // One layer's pass at that pace: its compute slowed, its TP communication
+  // (NVLink, not the GPU's arithmetic) not. The fill and drain and the DP
+  // overlap windows below run at it too, as the event fidelity's slow stages do.
+  const auto paced_s = [slowest](const ProgramTime& t) {
+    return slowest * (t.compute_s + t.recompute_s) + t.tp_exposed_s;
+  };
+  const double paced_layer_pass_s = paced_s(fwd) + paced_s(bwd);
+  const double paced_chunk_forward_s = layout.max_chunk_layers() * paced_s(fwd);
+  const double paced_chunk_backward_s = layout.max_chunk_layers() * paced_s(bwd);
   b.compute_s = slowest * (layer_compute + head_compute);
   b.recompute_s = slowest * layer_recompute;
   b.tp_exposed_s = layer_tp + head_tp;
@@ -492,7 +501,7 @@ Estimate estimate(const Scenario& s) {
   for (int r = 0; r < P; ++r) {
     if (r != busiest) other_layers += layout.stage_layers(r) * std::min(1.0, layout.stage_layers(r) / busiest_layers);
   }
-  b.bubble_s = other_layers / V * layer_pass_s;
+  b.bubble_s = other_layers / V * paced_layer_pass_s;
   // Chunks of unequal size on a stage (a Megatron-Core layout string) also
   // stall the interleaved steady state: each step as long as its slowest rank
   // (model/chunk_stall.h), the heads in their chunks (the embedding in rank
@@ -514,14 +523,14 @@ Estimate estimate(const Scenario& s) {
   if (!uniform_chunks && V > 1) {
     b.bubble_s += chunk_stall_s(P, V, M, [&](int r, int c) {
       const double layers = layout.chunk_layers(r, c);
-      ChunkPassCost cost{layers * passes.forward_s(), layers * passes.backward_s()};
+      ChunkPassCost cost{layers * paced_s(fwd), layers * paced_s(bwd)};
       if (r == 0 && c == 0) {
-        cost.forward_s += emb.forward_s + emb.tp_forward_s;
-        cost.backward_s += emb.backward_s + emb.tp_backward_s;
+        cost.forward_s += slowest * emb.forward_s + emb.tp_forward_s;
+        cost.backward_s += slowest * emb.backward_s + emb.tp_backward_s;
       }
       if (r == P - 1 && c == V - 1) {
-        cost.forward_s += out.forward_s + out.tp_forward_s;
-        cost.backward_s += out.backward_s + out.tp_backward_s;
+        cost.forward_s += slowest * out.forward_s + out.tp_forward_s;
+        cost.backward_s += slowest * out.backward_s + out.tp_backward_s;
       }
       return cost;
     });
@@ -590,7 +599,7 @@ Estimate estimate(const Scenario& s) {
       ag_total += ag[c];
     }
     if (p.zero_stage == 3) {
-      b.dp_exposed_s = zero3_exposed_s(rs, ag, M, e.chunk_backward_s,
+      b.dp_exposed_s = zero3_exposed_s(rs, ag, M, paced_chunk_backward_s,
                                        busy_s + b.bubble_s + b.pp_exposed_s + b.embedding_sync_s, o.dp_overlap);
     } else if (!o.dp_overlap) {
       b.dp_exposed_s += rs_total + ag_total;
@@ -606,7 +615,7 @@ Estimate estimate(const Scenario& s) {
       std::vector<double> ready, dur;
       for (int c = V - 1; c >= 0; --c) {
         for (int k = 0; k < B; ++k) {
-          ready.push_back(end_s - c * P * e.chunk_backward_s - (B - 1 - k) * e.chunk_backward_s / B);
+          ready.push_back(end_s - c * P * paced_chunk_backward_s - (B - 1 - k) * paced_chunk_backward_s / B);
           dur.push_back(rs[c] / B);
         }
       }
@@ -617,7 +626,7 @@ Estimate estimate(const Scenario& s) {
       for (int c = 0; c < V; ++c) {
         for (int k = 0; k < B; ++k) {
           t += ag[c] / B;
-          delay = std::max(delay, t - c * P * e.chunk_forward_s - k * e.chunk_forward_s / B);
+          delay = std::max(delay, t - c * P * paced_chunk_forward_s - k * paced_chunk_forward_s / B);
         }
       }
       b.dp_exposed_s += std::max(0.0, delay);

@@ -412,8 +412,10 @@ TEST(Estimator, ContextParallelismHalvesTheTokenWork) {
 }
 
 // The GPUs' speed spread slows the step's compute (and recompute) by the
-// expected pace of the job's slowest GPU, nothing else: identical GPUs give the
-// nominal figures, and a larger job of the same per-replica work pays more.
+// expected pace of the job's slowest GPU: identical GPUs give the nominal
+// figures, and a larger job of the same per-replica work pays more. The fill and
+// drain run at that pace too (their compute, not their TP communication), and
+// the DP overlap windows lengthen with it.
 TEST(Estimator, SpeedSpreadSlowsComputeByTheSlowestGpusExpectedPace) {
   Scenario s = small();
   s.parallel.recompute = Recompute::kFull;
@@ -427,6 +429,22 @@ TEST(Estimator, SpeedSpreadSlowsComputeByTheSlowestGpusExpectedPace) {
   EXPECT_GT(identical.breakdown.recompute_s, 0.0);
   EXPECT_EQ(spread.breakdown.tp_exposed_s, identical.breakdown.tp_exposed_s);
   EXPECT_EQ(spread.chunk_forward_s, identical.chunk_forward_s);  // the event fidelity draws its own
+  ASSERT_GT(identical.breakdown.bubble_s, 0.0);
+  EXPECT_GT(spread.breakdown.bubble_s, identical.breakdown.bubble_s);
+  EXPECT_LE(spread.breakdown.bubble_s, f * identical.breakdown.bubble_s * (1 + 1e-12));
+  // Overlapped DP (MegaScale): the slower backwards leave the reduce-scatters
+  // longer windows, so less of them shows.
+  Scenario overlapped = default_scenario("megascale");
+  overlapped.parallel.dp = 4;
+  overlapped.cluster.gpus = 256;
+  overlapped.parallel.global_batch = 32;
+  overlapped.hardware.nic_gbps = 25;  // the reduce-scatters queue behind each other
+  overlapped.hardware.gpu_speed_sigma = 0;
+  const Estimate overlapped_identical = estimate(overlapped);
+  overlapped.hardware.gpu_speed_sigma = 0.015;
+  const Estimate overlapped_spread = estimate(overlapped);
+  ASSERT_GT(overlapped_identical.breakdown.dp_exposed_s, 0.0);
+  EXPECT_LT(overlapped_spread.breakdown.dp_exposed_s, overlapped_identical.breakdown.dp_exposed_s);
   Scenario bigger = s;
   bigger.parallel.dp = 64;
   bigger.cluster.gpus = 4096;
