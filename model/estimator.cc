@@ -621,8 +621,10 @@ Estimate estimate(const Scenario& s) {
       }
       b.dp_exposed_s += chain_exposed_s(ready, dur, end_s);
       // All-gathers prefetched in need order (bucket k of chunk c before the k-th
-      // piece of its first forward); the first overlaps data loading.
-      double delay = 0, t = -data_window_s;
+      // piece of its first forward); the first overlaps the synchronous data
+      // loading that opens the step, and nothing when the data pipeline is
+      // asynchronous (its load is off the step; model/schedule.h: no DataLoad op).
+      double delay = 0, t = -b.data_s;
       for (int c = 0; c < V; ++c) {
         for (int k = 0; k < B; ++k) {
           t += ag[c] / B;
