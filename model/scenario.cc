@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/fabric_tiers.h"
 #include "model/fused_overlap.h"
 #include "model/hardware.h"
 #include "model/megatron_layout.h"
@@ -230,28 +231,6 @@ constexpr std::string_view kCongestionControls[] = {"dcqcn", "swift", "hybrid"};
 // NCCL_IB_MAX_QPS (NCCL src/transport/net_ib.cc).
 constexpr int kMaxQpsPerConnection = 128;
 
-std::string format_number(double value) {
-  std::ostringstream text;
-  text << value;
-  return text.str();
-}
-
-// Downlink ports of a switch of `radix` ports at downlink:uplink `ratio`, or
-// the reason the ratio does not split the ports into whole ones. Mirrors
-// network/topology.h (plan_fabric), which model/ cannot call.
-std::optional<std::string> downlink_ports(int radix, double ratio, std::string_view tier,
-                                          int* down) {
-  const double exact = radix * ratio / (1.0 + ratio);
-  const double whole = std::round(exact);
-  if (std::abs(exact - whole) > 1e-6 || whole < 1 || whole > radix - 1) {
-    return std::string(tier) + " ratio " + format_number(ratio) + ":1 splits " +
-           std::to_string(radix) + " ports into " + format_number(exact) + " down : " +
-           format_number(radix - exact) + " up, not whole ports";
-  }
-  *down = static_cast<int>(whole);
-  return std::nullopt;
-}
-
 // `cluster_topology` is cluster.topology, `topology_given` whether the file set
 // it: network.preset defaults to it and may not contradict it.
 NetworkConfig read_network(const Section& s, const std::string& cluster_topology,
@@ -300,64 +279,14 @@ NetworkConfig read_network(const Section& s, const std::string& cluster_topology
   return n;
 }
 
-// Whether the GPUs fit the fabric the [network] and [hardware] values describe:
-// the same sizing rules and messages as network/topology.h (plan_fabric), which
-// model/ cannot call. Returns the dotted key at fault and the reason. Checks that
-// need no arithmetic across tables (a NIC faster than a switch port, a GPU count
-// that is not a multiple of gpus_per_node) are left to the fabric builder, so
-// that scenarios without a fabric (small CPU runs) stay valid.
+// Whether the GPUs fit the fabric the [network] and [hardware] values describe
+// (model/fabric_tiers.h: network/topology.h's sizing rules and messages).
+// Returns the dotted key at fault and the reason.
 std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConfig& hw,
                                       int cluster_gpus) {
-  auto ratio = [&](int tier) {
-    return n.oversubscription.size() == 1 ? n.oversubscription[0]
-                                          : n.oversubscription[static_cast<size_t>(tier)];
-  };
-  int tor_down = 0;
-  if (std::optional<std::string> reason = downlink_ports(n.switch_radix, ratio(0), "ToR", &tor_down)) {
-    return Violation{"network.oversubscription", *reason};
-  }
-  const int lanes = n.split_ports && hw.nic_gbps <= n.switch_port_gbps / 2 ? 2 : 1;
-  const int64_t nic_lanes = static_cast<int64_t>(tor_down) * lanes;
-  int64_t servers_per_group = nic_lanes;
-  int64_t tors_per_group = hw.nics_per_node;
-  if (!n.rail_optimized) {
-    if (hw.nics_per_node > nic_lanes) {
-      return Violation{"hardware.nics_per_node",
-                       "a server's " + std::to_string(hw.nics_per_node) +
-                           " NICs do not fit one ToR's " + std::to_string(nic_lanes) +
-                           " NIC ports (not rail-optimised: all NICs of a server share one ToR)"};
-    }
-    servers_per_group = nic_lanes / hw.nics_per_node;
-    tors_per_group = 1;
-  }
-  const int64_t servers = (cluster_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node;
-  const int64_t tors = (servers + servers_per_group - 1) / servers_per_group * tors_per_group;
-  const int64_t gpus_per_group = servers_per_group * hw.gpus_per_node;
-  const std::string radix = std::to_string(n.switch_radix);
-  if (n.tiers == 2) {
-    const int64_t max_gpus = n.switch_radix / tors_per_group * gpus_per_group;
-    if (tors <= n.switch_radix) return std::nullopt;
-    return Violation{"cluster.gpus", std::to_string(cluster_gpus) + " GPUs need " +
-                                         std::to_string(tors) +
-                                         " ToRs, more than a 2-tier fabric of radix-" + radix +
-                                         " switches connects (" + radix + " ToRs, at most " +
-                                         std::to_string(max_gpus) +
-                                         " GPUs); use network.tiers = 3"};
-  }
-  int agg_down = 0;
-  if (std::optional<std::string> reason =
-          downlink_ports(n.switch_radix, ratio(1), "aggregation", &agg_down)) {
-    return Violation{"network.oversubscription", *reason};
-  }
-  const int64_t pods = (tors + agg_down - 1) / agg_down;
-  const int64_t max_gpus =
-      static_cast<int64_t>(n.switch_radix) * agg_down / tors_per_group * gpus_per_group;
-  if (pods <= n.switch_radix) return std::nullopt;
-  return Violation{"cluster.gpus", std::to_string(cluster_gpus) + " GPUs need " +
-                                       std::to_string(pods) + " pods of " +
-                                       std::to_string(agg_down) + " ToRs, more than radix-" +
-                                       radix + " core switches connect (" + radix +
-                                       " pods, at most " + std::to_string(max_gpus) + " GPUs)"};
+  FabricTiersOrFault f = fabric_tiers(n, hw, cluster_gpus);
+  if (!f.fault) return std::nullopt;
+  return Violation{std::move(f.fault->key), std::move(f.fault->reason)};
 }
 
 constexpr std::string_view kOptimizationKeys[] = {
