@@ -14,7 +14,7 @@
 namespace megascale::model {
 
 // Analytical estimator (model/estimator.h): the fidelity `search` ranks with.
-inline constexpr double kAnalyticalMfuErrorPoints = 4.02;
+inline constexpr double kAnalyticalMfuErrorPoints = 3.25;
 // Event-level simulation (sim/): the fidelity of `search --refine`.
 inline constexpr double kEventMfuErrorPoints = 3.61;
 

@@ -13,6 +13,7 @@
 #include "model/job_schedule.h"
 #include "model/layer_program.h"
 #include "model/op_cost.h"
+#include "model/p2p_contention.h"
 #include "model/payload.h"
 #include "model/pipeline_layout.h"
 #include "model/profile.h"
@@ -543,10 +544,24 @@ Estimate estimate(const Scenario& s) {
 
   // --- pipeline p2p (Megatron scatter-gather: each TP rank sends 1/t) ----------------
   if (P > 1) {
-    e.p2p_s = p2p_time_s(static_cast<double>(p2p_message_bytes(s)), link.pp);
+    const double p2p_bytes = static_cast<double>(p2p_message_bytes(s));
+    e.p2p_s = p2p_time_s(p2p_bytes, link.pp);
+    // Across servers, every pipeline's transfers leave at once and ECMP
+    // collisions on the uplinks stretch the slowest one's bandwidth term
+    // (model/p2p_contention.h); a measured sendrecv (two ranks, no contention)
+    // gets the same extra.
+    if (!link.pp_inside_node) {
+      e.p2p_s += (pp_p2p_slowdown(s) - 1.0) * p2p_bytes / (link.pp.busbw_gbs * 1e9);
+    }
     // Blocking (Megatron): two batched exchanges per forward/backward pair plus the
-    // fill/drain hops; decoupled async (MegaScale): only the fill/drain hops.
-    const double exchanges = o.pp_overlap ? 2.0 * (P - 1) : 2.0 * chunks + 2.0 * (P - 1);
+    // fill/drain hops. Decoupled async (MegaScale): the fill/drain hops and, when
+    // interleaved, the warm-up's ring: there every rank runs forwards only, and a
+    // micro-batch's next chunk on rank 0 waits for its previous chunk to pass all
+    // P ranks, P x (forward + transfer), while rank 0 has only the group's other
+    // P - 1 forwards (G = P, REFERENCE.md) to fill it: each of the V - 1 later
+    // chunk rounds exposes P transfers, and the cool-down's backwards as many.
+    const double ring_rounds = V > 1 ? 2.0 * (V - 1) * P : 0.0;
+    const double exchanges = o.pp_overlap ? 2.0 * (P - 1) + ring_rounds : 2.0 * chunks + 2.0 * (P - 1);
     b.pp_exposed_s = exchanges * e.p2p_s;
     // Tied input/output embedding: all-reduce of its gradient between the first and
     // last stage before the optimizer (Megatron-LM), fp32. The CPU engine keeps
@@ -556,6 +571,11 @@ Estimate estimate(const Scenario& s) {
       Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
       emb_link.measured = link.pp.measured;
       b.embedding_sync_s = collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);
+      // Two ranks: the bandwidth term is the whole buffer once, stretched by
+      // the uplinks' ECMP collisions between the first and the last stage.
+      if (!link.pp_inside_node) {
+        b.embedding_sync_s += (embedding_sync_slowdown(s) - 1.0) * emb_grad / (emb_link.busbw_gbs * 1e9);
+      }
     }
   }
 

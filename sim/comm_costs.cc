@@ -36,13 +36,8 @@ void fill_analytical(const model::Scenario& s, const model::Estimate& e, CommTim
     }
   }
   // Tied embeddings only (model::embedding_sync_needed; the CPU engine's output
-  // layer is untied).
-  if (model::embedding_sync_needed(s)) {
-    const double grad = static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes;
-    model::Link emb = link.pp_inside_node ? link.pp : model::network_link(link.pp.busbw_gbs);
-    emb.measured = link.pp.measured;
-    t->embedding_sync_s = model::collective_time_s(model::CollectiveKind::kAllReduce, 2, grad, emb);
-  }
+  // layer is untied): the closed form's own figure (model/estimator.h).
+  t->embedding_sync_s = e.breakdown.embedding_sync_s;
 }
 
 std::string note(const char* what, const network::CollectiveResult& r) {

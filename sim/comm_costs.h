@@ -26,7 +26,9 @@
 //               at most 6 solves.
 //   kAnalytical model/collective_cost.h on the links the analytical estimator
 //               uses (model/estimator.h parallel_links(): NVLink inside a node, one NIC rail
-//               share across): contention-free NCCL cost form.
+//               share across): contention-free NCCL cost form; the pipeline
+//               transfers and the tied-embedding all-reduce are the estimator's
+//               own, with its expected ECMP collisions (model/p2p_contention.h).
 //   kZero       every communication op takes 0 s (tests: the event simulation
 //               then reproduces model::replay on compute alone).
 // TP/SP collectives are not here: they are inside the layer programs and are

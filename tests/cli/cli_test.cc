@@ -287,7 +287,7 @@ TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   ASSERT_TRUE(j["megascale"].is_object()) << dump(r);
   EXPECT_GT(j.value("speedup", 0.0), 1.0) << dump(r);
   // Event level by default, both systems; the analytical fidelity on request
-  // gives the closed form, which is faster (it has no contention, no GPU spread).
+  // gives the closed form: another computation, within a few percent of it.
   EXPECT_EQ(j["fidelity"], "event");
   EXPECT_EQ(j["megatron"]["fidelity"], "event");
   EXPECT_EQ(j["megascale"]["fidelity"], "event");
@@ -297,8 +297,10 @@ TEST_F(CliTest, CompareDefaultJsonShowsSpeedup) {
   EXPECT_EQ(ja["fidelity"], "analytical");
   EXPECT_EQ(ja["megatron"]["fidelity"], "analytical");
   EXPECT_EQ(ja["megascale"]["fidelity"], "analytical");
-  EXPECT_LT(ja["megatron"]["iteration_time_s"].get<double>(), j["megatron"]["iteration_time_s"].get<double>())
-      << dump(a);
+  const double closed_s = ja["megatron"]["iteration_time_s"].get<double>();
+  const double event_s = j["megatron"]["iteration_time_s"].get<double>();
+  EXPECT_NE(closed_s, event_s) << dump(a);
+  EXPECT_NEAR(closed_s, event_s, 0.05 * event_s) << dump(a);
   const RunResult bad = run_megascale({"compare", "--fidelity", "exact"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
   EXPECT_NE(bad.err.find("--fidelity"), std::string::npos) << dump(bad);

@@ -218,6 +218,14 @@ TEST(Estimator, UnknownGpuIsAClearError) {
 // The closed form must agree with replaying the Schedule IR on the same per-op
 // costs (the replay follows every dependency; the closed form approximates the
 // fill/drain and overlap).
+// The replay gives middle-stage chunks to every rank, so compare without the
+// head work, which the closed form adds to the busiest stage.
+double closed_form_without_head_s(const Scenario& s, const Estimate& e) {
+  const double head_s = e.breakdown.compute_s + e.breakdown.recompute_s + e.breakdown.tp_exposed_s -
+                        s.parallel.microbatches() * s.parallel.vpp * (e.chunk_forward_s + e.chunk_backward_s);
+  return e.iteration_time_s - head_s;
+}
+
 void expect_replay_agrees(Scenario s, double tolerance) {
   // The replay runs the nominal durations: no GPU speed spread in the closed
   // form either (model/speed_spread.h).
@@ -225,11 +233,7 @@ void expect_replay_agrees(Scenario s, double tolerance) {
   const Estimate e = estimate(s);
   const Schedule sch = build_job_schedule(s);
   const ReplayResult r = replay(sch, estimated_durations(s, e));
-  // The replay gives middle-stage chunks to every rank, so compare without the
-  // head work, which the closed form adds to the busiest stage.
-  const double head_s = e.breakdown.compute_s + e.breakdown.recompute_s + e.breakdown.tp_exposed_s -
-                        s.parallel.microbatches() * s.parallel.vpp * (e.chunk_forward_s + e.chunk_backward_s);
-  const double closed_s = e.iteration_time_s - head_s;
+  const double closed_s = closed_form_without_head_s(s, e);
   EXPECT_NEAR(r.iteration_s, closed_s, tolerance * closed_s)
       << "P=" << s.parallel.pp << " V=" << s.parallel.vpp << " M=" << s.parallel.microbatches();
 }
@@ -247,6 +251,85 @@ TEST(Estimator, ClosedFormAgreesWithScheduleReplay) {
     s.parallel.vpp = 2;
     s.parallel.dp = 8;
     expect_replay_agrees(s, 0.03);
+  }
+}
+
+// The count the closed form charges, on the schedule itself: a uniform
+// pipeline (forward 1 s, backward 2 s per chunk, every transfer d, nothing
+// else) with asynchronous p2p exposes exactly 2 (P - 1) fill/drain transfers
+// plus 2 (V - 1) P of the warm-up's and cool-down's ring, for any d well below
+// a chunk and any number of micro-batches.
+TEST(Estimator, ReplayOfAUniformInterleavedPipelineExposesTheWarmUpRing) {
+  struct Shape {
+    int pp, vpp, microbatches;
+  };
+  for (const Shape sh : {Shape{8, 6, 32}, Shape{8, 6, 8}, Shape{16, 3, 64}, Shape{2, 24, 8}, Shape{4, 2, 16}}) {
+    ScheduleOptions o;
+    o.pp = sh.pp;
+    o.vpp = sh.vpp;
+    o.microbatches = sh.microbatches;
+    o.layers = sh.pp * sh.vpp;
+    o.pp_overlap = true;
+    o.data_pipeline = true;
+    o.activation_bytes = 1;
+    const Schedule sch = build_schedule(o);
+    auto step_s = [&](double d) {
+      return replay(sch, [d](int, const Op& op) {
+               switch (op.kind) {
+                 case OpKind::kForward: return 1.0;
+                 case OpKind::kBackward: return 2.0;
+                 case OpKind::kSendActivation:
+                 case OpKind::kSendGradient: return d;
+                 default: return 0.0;
+               }
+             }).iteration_s;
+    };
+    const double P = sh.pp, V = sh.vpp;
+    for (const double d : {0.01, 0.1}) {
+      SCOPED_TRACE(::testing::Message() << "P=" << sh.pp << " V=" << sh.vpp << " M=" << sh.microbatches << " d=" << d);
+      EXPECT_NEAR((step_s(d) - step_s(0.0)) / d, 2.0 * (P - 1) + 2.0 * (V - 1) * P, 1e-6);
+    }
+  }
+}
+
+// Asynchronous p2p, interleaved: in the warm-up every rank runs forwards only
+// and a micro-batch's next chunk waits for its previous one to pass all P ranks,
+// so each later chunk round exposes P transfers (and the cool-down as many).
+// Slow transfers (12,288 GPUs: ECMP collisions on the uplinks; or 12.5 Gb/s
+// NICs) make that ring visible; the replay of the schedule shows it and the
+// closed form follows it.
+// Asynchronous p2p, interleaved: in the warm-up every rank runs forwards only
+// and a micro-batch's next chunk waits for its previous one to pass all P ranks,
+// so each later chunk round can expose P transfers (and the cool-down as many).
+// On 12,288 GPUs ECMP collisions on the uplinks stretch each transfer to ~1 ms
+// (model/p2p_contention.h); larger micro-batches and more chunks make the ring
+// longer against the chunks' compute. The replay of the schedule shows it and
+// the closed form follows it.
+TEST(Estimator, InterleavedWarmUpRingExposesTransfersAsTheReplayDoes) {
+  struct Layout {
+    int pp, vpp, dp, micro_batch;
+    bool ring_matters;  // the replay holds more than half the ring term
+  };
+  for (const Layout l : {Layout{8, 6, 192, 1, false}, Layout{8, 6, 192, 4, true}, Layout{8, 12, 192, 1, true},
+                         Layout{16, 3, 96, 1, false}, Layout{4, 6, 384, 1, false}}) {
+    Scenario s = default_scenario("megascale");
+    s.parallel.pp = l.pp;
+    s.parallel.vpp = l.vpp;
+    s.parallel.dp = l.dp;
+    s.parallel.micro_batch = l.micro_batch;
+    s.cluster.gpus = 8 * l.pp * l.dp;
+    s.parallel.global_batch = 6144;
+    s.hardware.gpu_speed_sigma = 0;
+    SCOPED_TRACE(::testing::Message() << "P=" << l.pp << " V=" << l.vpp << " micro-batch " << l.micro_batch);
+    const Estimate e = estimate(s);
+    const double P = l.pp, V = l.vpp;
+    const double ring_s = 2.0 * (V - 1) * P * e.p2p_s;
+    EXPECT_NEAR(e.breakdown.pp_exposed_s, ring_s + 2.0 * (P - 1) * e.p2p_s, 1e-12);
+    expect_replay_agrees(s, 0.03);
+    if (l.ring_matters) {
+      const ReplayResult r = replay(build_job_schedule(s), estimated_durations(s, e));
+      EXPECT_GT(r.iteration_s - (closed_form_without_head_s(s, e) - ring_s), 0.5 * ring_s);
+    }
   }
 }
 
@@ -486,6 +569,9 @@ TEST(Estimator, ZeroThreeClosedFormAgreesWithScheduleReplay) {
       s.parallel.micro_batch = l.micro_batch;
       s.parallel.zero_stage = 3;
       s.optimizations.dp_overlap = overlap;
+      // The DP stream is under test: no ECMP collisions on the pipeline's
+      // transfers (model/p2p_contention.h has its own tests).
+      s.network.routing = "adaptive";
       SCOPED_TRACE(overlap ? "dp_overlap" : "no dp_overlap");
       expect_replay_agrees(s, 0.05);
     }

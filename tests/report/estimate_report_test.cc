@@ -91,7 +91,9 @@ TEST(EstimateReport, BubbleShareOfTheStepStaysBelowOneWhereMegatronsRatioDoesNot
   const base::Json j = estimate_json(s, e, "analytical");
   EXPECT_DOUBLE_EQ(j["bubble_fraction"].get<double>(), e.bubble_fraction);
   const double share = j["bubble_share_of_step"].get<double>();
-  EXPECT_GT(share, 0.5);
+  // 3.5 / 4.5 of compute + bubble; the step also holds TP, p2p (ECMP across
+  // the 12,288 GPUs' uplinks) and DP time.
+  EXPECT_GT(share, 0.4);
   EXPECT_LT(share, 1.0);
   EXPECT_DOUBLE_EQ(share, e.breakdown.bubble_s / e.iteration_time_s);
   // MFU's denominator is named: the A100 profile's dense BF16 peak.
