@@ -554,14 +554,22 @@ Estimate estimate(const Scenario& s) {
       e.p2p_s += (pp_p2p_slowdown(s) - 1.0) * p2p_bytes / (link.pp.busbw_gbs * 1e9);
     }
     // Blocking (Megatron): two batched exchanges per forward/backward pair plus the
-    // fill/drain hops. Decoupled async (MegaScale): the fill/drain hops and, when
-    // interleaved, the warm-up's ring: there every rank runs forwards only, and a
+    // fill/drain hops. Decoupled async (MegaScale), interleaved: the fill/drain
+    // hops and the warm-up's ring: there every rank runs forwards only, and a
     // micro-batch's next chunk on rank 0 waits for its previous chunk to pass all
     // P ranks, P x (forward + transfer), while rank 0 has only the group's other
     // P - 1 forwards (G = P, REFERENCE.md) to fill it: each of the V - 1 later
     // chunk rounds exposes P transfers, and the cool-down's backwards as many.
-    const double ring_rounds = V > 1 ? 2.0 * (V - 1) * P : 0.0;
-    const double exchanges = o.pp_overlap ? 2.0 * (P - 1) + ring_rounds : 2.0 * chunks + 2.0 * (P - 1);
+    // Async, one chunk: neighbouring ranks' warm-ups differ by one forward, so
+    // the steady state has no slack either; the replay of the schedule exposes
+    // 2 (P-1) M / P + 2 (P-2) transfers for M >= P and 2 (P-1) + 2 max(0, M-2)
+    // below (both exact on a uniform pipeline, tests/model/estimator_test.cc).
+    double exchanges = 2.0 * chunks + 2.0 * (P - 1);
+    if (o.pp_overlap && V > 1) {
+      exchanges = 2.0 * (P - 1) + 2.0 * (V - 1) * P;
+    } else if (o.pp_overlap) {
+      exchanges = M >= P ? 2.0 * (P - 1) * M / P + 2.0 * (P - 2) : 2.0 * (P - 1) + 2.0 * std::max(0, M - 2);
+    }
     b.pp_exposed_s = exchanges * e.p2p_s;
     // Tied input/output embedding: all-reduce of its gradient between the first and
     // last stage before the optimizer (Megatron-LM), fp32. The CPU engine keeps

@@ -258,12 +258,15 @@ TEST(Estimator, ClosedFormAgreesWithScheduleReplay) {
 // pipeline (forward 1 s, backward 2 s per chunk, every transfer d, nothing
 // else) with asynchronous p2p exposes exactly 2 (P - 1) fill/drain transfers
 // plus 2 (V - 1) P of the warm-up's and cool-down's ring, for any d well below
-// a chunk and any number of micro-batches.
+// a chunk and any number of micro-batches; with one chunk (plain 1F1B, no
+// slack between neighbours' warm-ups) 2 (P - 1) M / P + 2 (P - 2) from M = P
+// up, 2 (P - 1) + 2 max(0, M - 2) below.
 TEST(Estimator, ReplayOfAUniformInterleavedPipelineExposesTheWarmUpRing) {
   struct Shape {
     int pp, vpp, microbatches;
   };
-  for (const Shape sh : {Shape{8, 6, 32}, Shape{8, 6, 8}, Shape{16, 3, 64}, Shape{2, 24, 8}, Shape{4, 2, 16}}) {
+  for (const Shape sh : {Shape{8, 6, 32}, Shape{8, 6, 8}, Shape{16, 3, 64}, Shape{2, 24, 8}, Shape{4, 2, 16},
+                         Shape{4, 1, 16}, Shape{8, 1, 8}, Shape{8, 1, 64}, Shape{2, 1, 8}, Shape{8, 1, 4}}) {
     ScheduleOptions o;
     o.pp = sh.pp;
     o.vpp = sh.vpp;
@@ -287,9 +290,29 @@ TEST(Estimator, ReplayOfAUniformInterleavedPipelineExposesTheWarmUpRing) {
     const double P = sh.pp, V = sh.vpp;
     for (const double d : {0.01, 0.1}) {
       SCOPED_TRACE(::testing::Message() << "P=" << sh.pp << " V=" << sh.vpp << " M=" << sh.microbatches << " d=" << d);
-      EXPECT_NEAR((step_s(d) - step_s(0.0)) / d, 2.0 * (P - 1) + 2.0 * (V - 1) * P, 1e-6);
+      const double M = sh.microbatches;
+      const double expected = V > 1    ? 2.0 * (P - 1) + 2.0 * (V - 1) * P
+                              : M >= P ? 2.0 * (P - 1) * M / P + 2.0 * (P - 2)
+                                       : 2.0 * (P - 1) + 2.0 * std::max(0.0, M - 2);
+      EXPECT_NEAR((step_s(d) - step_s(0.0)) / d, expected, 1e-6);
     }
   }
+}
+
+// The estimator charges those counts: plain 1F1B with asynchronous p2p (the
+// megascale preset at VPP 1) exposes 2 (P-1) M / P + 2 (P-2) transfers, not
+// only the fill and drain; blocking p2p two per chunk pass plus the fill/drain.
+TEST(Estimator, PlainOneFOneBChargesTheReplaysTransferCount) {
+  Scenario s = default_scenario("megascale");
+  s.parallel.vpp = 1;
+  const Estimate e = estimate(s);
+  const double P = s.parallel.pp, M = s.parallel.microbatches();
+  ASSERT_GE(M, P);
+  EXPECT_NEAR(e.breakdown.pp_exposed_s, (2.0 * (P - 1) * M / P + 2.0 * (P - 2)) * e.p2p_s, 1e-12);
+  s.optimizations.pp_overlap = false;
+  const Estimate blocking = estimate(s);
+  EXPECT_NEAR(blocking.breakdown.pp_exposed_s, (2.0 * M + 2.0 * (P - 1)) * blocking.p2p_s, 1e-12);
+  EXPECT_GT(blocking.breakdown.pp_exposed_s, e.breakdown.pp_exposed_s);
 }
 
 // Asynchronous p2p, interleaved: in the warm-up every rank runs forwards only
