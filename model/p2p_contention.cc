@@ -39,12 +39,14 @@ double expected_ecmp_slowdown(std::span<const HashedTier> tiers, int subflows) {
     PoissonWalk poisson;
     double links = 0;
     double capacity = 0;  // in sub-flows
+    double at_most = 0;   // in sub-flows
+    double cdf() const { return static_cast<double>(poisson.k) >= at_most ? 1.0 : poisson.cdf; }
   };
   std::vector<Walk> walks;
   walks.reserve(tiers.size());
   for (const HashedTier& t : tiers) {
     if (!(t.transfers_per_link >= 0) || !(t.links >= 0) || !(t.capacity > 0) || !std::isfinite(t.transfers_per_link) ||
-        !std::isfinite(t.links) || !std::isfinite(t.capacity)) {
+        !std::isfinite(t.links) || !std::isfinite(t.capacity) || !(t.at_most >= 0)) {
       throw std::invalid_argument("expected_ecmp_slowdown: a tier's figures must be finite, >= 0 (capacity > 0)");
     }
     if (t.links == 0 || t.transfers_per_link == 0) continue;
@@ -53,6 +55,8 @@ double expected_ecmp_slowdown(std::span<const HashedTier> tiers, int subflows) {
     w.poisson.log_mu = std::log(w.poisson.mu);
     w.links = t.links;
     w.capacity = subflows * t.capacity;
+    w.at_most = subflows * t.at_most;
+    if (w.at_most <= w.capacity) continue;  // never more than it carries at full rate
     // Start at the largest load that still runs at full rate.
     const long long full = static_cast<long long>(std::floor(w.capacity + 1e-9));
     while (w.poisson.k < full) w.poisson.advance();
@@ -65,7 +69,7 @@ double expected_ecmp_slowdown(std::span<const HashedTier> tiers, int subflows) {
   double x = 1.0;
   for (int step = 0; step < 100000; ++step) {
     double log_below = 0;  // log P(max ratio <= x)
-    for (const Walk& w : walks) log_below += w.links * std::log(std::max(w.poisson.cdf, 1e-300));
+    for (const Walk& w : walks) log_below += w.links * std::log(std::max(w.cdf(), 1e-300));
     const double above = -std::expm1(log_below);
     if (above < 1e-9) break;
     Walk* next = nullptr;
@@ -164,15 +168,17 @@ PipelineSlowdowns compute_slowdowns(const Scenario& s) {
     // Up at the sending set of ToRs, one ToR per rail, and down into the
     // receiving one: each rail's share of the leaving transfers on its ToR's uplinks.
     for (const auto& [leaving, bins] : leaving_per_bin(first, run, block_stride, blocks, shift, group_gpus)) {
-      const double per_link = static_cast<double>(leaving) / f.tors_per_group / f.tor_uplinks;
-      tiers.push_back({per_link, 2.0 * bins * f.tors_per_group * f.tor_uplinks, capacity});
+      const double per_tor = static_cast<double>(leaving) / f.tors_per_group;
+      tiers.push_back({per_tor / f.tor_uplinks, 2.0 * bins * f.tors_per_group * f.tor_uplinks, capacity,
+                       std::ceil(per_tor)});
     }
     if (pods) {
       // Across pods: ToR uplink j reaches aggregation switch j of the pod, whose
       // agg_uplinks go to the core: the pod's leaving transfers over
       // tor_uplinks x agg_uplinks links.
       for (const auto& [leaving, bins] : leaving_per_bin(first, run, block_stride, blocks, shift, pod_gpus)) {
-        tiers.push_back({static_cast<double>(leaving) / pod_links, 2.0 * bins * pod_links, capacity});
+        tiers.push_back({static_cast<double>(leaving) / pod_links, 2.0 * bins * pod_links, capacity,
+                         static_cast<double>(leaving)});
       }
     }
     if (!adaptive) return expected_ecmp_slowdown(tiers, subflows);

@@ -17,7 +17,8 @@
 // (REFERENCE.md "Congestion control and link faults": a synchronous exchange is
 // gated by the most loaded link, efficiency about 1 / E[max load]):
 //   loads on the L links of a tier ~ Poisson(lambda) each (m transfers hashed
-//   onto n links, lambda = m / n), independent across links and tiers;
+//   onto n links, lambda = m / n), cut at m, independent across links and
+//   tiers;
 //   slowdown = E[max(1, max over links of load / capacity)].
 // With q queue pairs per connection (NCCL_IB_QPS_PER_CONNECTION) each transfer
 // is q sub-flows of 1/q its rate, hashed independently: loads Poisson(q lambda)
@@ -28,6 +29,7 @@
 // its answers, bounded, keyed by every input it reads).
 #pragma once
 
+#include <limits>
 #include <span>
 
 #include "model/config.h"
@@ -39,10 +41,14 @@ struct HashedTier {
   double transfers_per_link = 0;  // lambda: mean transfers a link of the tier gets
   double links = 0;               // the links of the tier the transfers land on
   double capacity = 1;            // transfers one link carries, each at its full rate
+  // The most transfers one link can get: those hashed onto its set of links
+  // (one ToR's leaving transfers); the Poisson tail is cut there.
+  double at_most = std::numeric_limits<double>::infinity();
 };
 
 // E[max(1, max over the tiers' links of load / capacity)] with each link's
-// load Poisson(subflows x transfers_per_link) against subflows x capacity;
+// load Poisson(subflows x transfers_per_link), at most subflows x at_most,
+// against subflows x capacity;
 // >= 1. Throws std::invalid_argument for subflows < 1, negative or non-finite
 // figures, or a capacity <= 0.
 double expected_ecmp_slowdown(std::span<const HashedTier> tiers, int subflows);
@@ -60,5 +66,6 @@ double pp_p2p_slowdown(const Scenario& s);
 // the last stage (every TP rank of every replica at once, Megatron-LM): the
 // transfers from stage 0 to stage P - 1.
 double embedding_sync_slowdown(const Scenario& s);
+
 
 }  // namespace megascale::model

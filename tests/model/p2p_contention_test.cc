@@ -40,6 +40,8 @@ TEST(P2pContention, OneLinkIsTheExpectedOverload) {
   }
 }
 
+std::vector<HashedTier> eight_on_eight_uncut() { return {{1.0, 8.0, 1.0}}; }
+
 TEST(P2pContention, GrowsWithLinksAndLoadAndShrinksWithQueuePairs) {
   const std::vector<HashedTier> none;
   EXPECT_DOUBLE_EQ(expected_ecmp_slowdown(none, 1), 1.0);
@@ -58,6 +60,14 @@ TEST(P2pContention, GrowsWithLinksAndLoadAndShrinksWithQueuePairs) {
   // Two tiers: at least either alone.
   const std::vector<HashedTier> both = {{2.0, 512.0, 2.0}, {1.5, 512.0, 2.0}};
   EXPECT_GT(expected_ecmp_slowdown(both, 1), expected_ecmp_slowdown(heavy, 1));
+  // A link never carries more than the transfers hashed onto its set: one
+  // ToR's 2 leaving transfers never overload a 2-transfer uplink, however many
+  // links there are; 8 on 8 cut at 3 run faster than uncut.
+  const std::vector<HashedTier> two = {{2.0 / 32, 1e6, 2.0, 2.0}};
+  EXPECT_DOUBLE_EQ(expected_ecmp_slowdown(two, 1), 1.0);
+  const std::vector<HashedTier> cut = {{1.0, 8.0, 1.0, 3.0}};
+  EXPECT_LT(expected_ecmp_slowdown(cut, 1), expected_ecmp_slowdown(eight_on_eight_uncut(), 1));
+  EXPECT_LE(expected_ecmp_slowdown(cut, 1), 3.0);
   const std::vector<HashedTier> bad = {{1.0, 8.0, 0.0}};
   EXPECT_THROW(expected_ecmp_slowdown(bad, 1), std::invalid_argument);
   EXPECT_THROW(expected_ecmp_slowdown(heavy, 0), std::invalid_argument);
