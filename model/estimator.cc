@@ -158,7 +158,10 @@ double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<dou
 //  - compute-bound: with dp_overlap a chunk's reduce-scatter waits for its last
 //    backward and the gather of the next backward queues behind it, so each
 //    chunk exposes rs + ag; without, the reduce-scatters run after the last
-//    backward (all exposed) and the gathers hide under compute;
+//    backward (all exposed) and the gathers hide under compute, all but the
+//    first: the step's first forward waits for it, behind nothing but the
+//    synchronous data loading (`first_window_s`; the Schedule IR has no
+//    DataLoad op under an asynchronous data pipeline);
 //  - stream-bound: the stream's whole load (gathers, and with dp_overlap the
 //    reduce-scatters) plus the last backward, which follows the last gather,
 //    against the compute path `compute_path_s`; without dp_overlap the
@@ -166,7 +169,7 @@ double chain_exposed_s(const std::vector<double>& ready_s, const std::vector<dou
 // Agrees with replaying the schedule within a few percent
 // (tests/model/estimator_test.cc).
 double zero3_exposed_s(const std::vector<double>& rs, const std::vector<double>& ag, int microbatches,
-                       double chunk_backward_s, double compute_path_s, bool dp_overlap) {
+                       double chunk_backward_s, double compute_path_s, bool dp_overlap, double first_window_s) {
   double gathers = 0, syncs = 0, blocked = 0;
   for (size_t c = 0; c < rs.size(); ++c) {
     gathers += 2.0 * microbatches * ag[c];
@@ -176,7 +179,8 @@ double zero3_exposed_s(const std::vector<double>& rs, const std::vector<double>&
   if (dp_overlap) {
     return std::max(blocked, gathers + syncs + chunk_backward_s - compute_path_s);
   }
-  return syncs + std::max(0.0, gathers + chunk_backward_s - compute_path_s);
+  const double first_gather_s = ag.empty() ? 0.0 : std::max(0.0, ag[0] - first_window_s);
+  return syncs + std::max(first_gather_s, gathers + chunk_backward_s - compute_path_s);
 }
 
 }  // namespace
@@ -628,7 +632,8 @@ Estimate estimate(const Scenario& s) {
     }
     if (p.zero_stage == 3) {
       b.dp_exposed_s = zero3_exposed_s(rs, ag, M, paced_chunk_backward_s,
-                                       busy_s + b.bubble_s + b.pp_exposed_s + b.embedding_sync_s, o.dp_overlap);
+                                       busy_s + b.bubble_s + b.pp_exposed_s + b.embedding_sync_s, o.dp_overlap,
+                                       b.data_s);
     } else if (!o.dp_overlap) {
       b.dp_exposed_s += rs_total + ag_total;
     } else {
