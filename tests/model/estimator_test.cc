@@ -356,10 +356,6 @@ TEST(Estimator, InterleavedWarmUpRingExposesTransfersAsTheReplayDoes) {
   }
 }
 
-// ZeRO-3: the parameter gathers before every use of a chunk and the
-// reduce-scatters share the FIFO DP stream; compute-bound and stream-bound
-// layouts, with and without dp_overlap (the closed form was 37% too slow to 42%
-// too fast before it modelled the stream).
 // Megatron-Core's buckets: with one pipeline stage the whole gradient
 // reduce-scatter used to follow the last backward; in buckets it overlaps that
 // backward except for the last bucket. The closed form follows the replay.
@@ -605,6 +601,10 @@ TEST(Estimator, ZeroThreeWithoutOverlapExposesTheFirstGather) {
               sync.dp_reduce_scatter_chunk_s + std::max(0.0, sync.dp_all_gather_chunk_s - sync.breakdown.data_s), 1e-12);
 }
 
+// ZeRO-3: the parameter gathers before every use of a chunk and the
+// reduce-scatters share the FIFO DP stream; compute-bound and stream-bound
+// layouts, with and without dp_overlap (the closed form was 37% too slow to 42%
+// too fast before it modelled the stream).
 TEST(Estimator, ZeroThreeClosedFormAgreesWithScheduleReplay) {
   struct Layout {
     int pp, vpp, dp, micro_batch;
