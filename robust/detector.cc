@@ -75,6 +75,31 @@ RankStatus parse_rank_status(int rank, const std::map<std::string, std::string>&
   return s;
 }
 
+bool finished_training(const RankStatus& status, int64_t steps) {
+  return status.present && (status.phase == "done" || status.step >= steps);
+}
+
+std::vector<int> gone_ranks(const std::map<std::string, std::string>& report, int node, int attempt,
+                            const std::vector<int>& host_of_rank, const std::vector<RankStatus>& statuses,
+                            int64_t steps) {
+  std::vector<int> out;
+  const auto a = report.find("attempt");
+  if (a == report.end() || a->second != std::to_string(attempt)) return out;
+  for (const auto& [k, v] : report) {
+    if (k.rfind("alive:", 0) != 0 || v != "0") continue;
+    const int r = std::atoi(k.c_str() + 6);
+    if (r < 0 || static_cast<size_t>(r) >= statuses.size() || static_cast<size_t>(r) >= host_of_rank.size()) continue;
+    const RankStatus& s = statuses[static_cast<size_t>(r)];
+    const auto pid = report.find("pid:" + std::to_string(r));
+    if (host_of_rank[static_cast<size_t>(r)] != node || pid == report.end() || !s.present || s.attempt != attempt ||
+        std::atoi(pid->second.c_str()) != s.pid || finished_training(s, steps)) {
+      continue;
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 std::vector<int> group_members(const std::string& group) {
   std::vector<int> out;
   const size_t open = group.find('['), close = group.rfind(']');

@@ -1,7 +1,8 @@
 // robust/detector.h: what the driver reads from Redis about each rank, and the
 // detectors that decide a rank or the job is in trouble.
 //
-// defines: RankStatus, parse_rank_status, Detection, SlowDetector, StallDetector
+// defines: RankStatus, parse_rank_status, finished_training, gone_ranks,
+//          Detection, SlowDetector, StallDetector
 //
 // Detectors (MegaScale NSDI'24 section 4: heartbeats with status, error
 // keywords in logs, and for silent faults the training progress and per-rank
@@ -55,6 +56,23 @@ struct RankStatus {
 };
 
 RankStatus parse_rank_status(int rank, const std::map<std::string, std::string>& hash);
+
+// A rank whose process may end without a fault: its last heartbeat says
+// "done", or that it completed all `steps` (the final heartbeat, sent after the
+// last step, can be lost to a Redis timeout on a loaded machine). A resumed
+// attempt that loaded the final checkpoint trains nothing and is done at once.
+bool finished_training(const RankStatus& status, int64_t steps);
+
+// The ranks executor `node`'s report (the hash ms:<job>:node:<n>, keys.h)
+// says are gone in attempt `attempt`: alive:<r> = 0 about the process of rank
+// r's heartbeat in this attempt (`statuses[r]`, pid:<r> equal to its pid), r
+// hosted on `node` (`host_of_rank[r]`), and r not finished_training. A field
+// of an earlier attempt can outlive it in the hash (HSET adds fields; a report
+// about the killed rank may land just after the relaunch cleared the hash):
+// it names another process, or a rank now on another node, and is ignored.
+std::vector<int> gone_ranks(const std::map<std::string, std::string>& report, int node, int attempt,
+                            const std::vector<int>& host_of_rank, const std::vector<RankStatus>& statuses,
+                            int64_t steps);
 
 // "c3[0,1]" -> {0, 1}; empty when the name is not of that form.
 std::vector<int> group_members(const std::string& group);

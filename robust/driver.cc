@@ -871,28 +871,45 @@ int Driver::run() {
             done = true;
             break;
           }
+          // Every rank finished, but the losses of the last steps never came:
+          // an earlier attempt was stopped after its final checkpoint and
+          // before mpirun relayed those lines, so this one resumed at the end
+          // and trained nothing. Relaunching would do the same again.
+          if (!detection && exit_status == 0) {
+            const std::vector<RankStatus> fresh = read_statuses();
+            if (std::all_of(fresh.begin(), fresh.end(),
+                            [&](const RankStatus& r) { return finished_training(r, s_.train.steps); })) {
+              const int64_t last = losses_.empty() ? 0 : losses_.rbegin()->first;
+              event(fmt::format("every rank finished all {} steps; the losses of steps {}-{} were not read (their "
+                                "attempt was stopped before mpirun relayed them)",
+                                s_.train.steps, last + 1, s_.train.steps));
+              done = true;
+              break;
+            }
+          }
           if (!detection) detection = Detection{"job_exited", now, -1, "mpirun exited with status " + std::to_string(exit_status)};
           break;
         }
         if (detection) break;
         // Executors: a rank's process gone.
+        std::vector<int> host_of_rank;
+        for (int r = 0; r < ranks_; ++r) host_of_rank.push_back(node_of_rank(r));
         for (int n = 0; n < nodes_ + profile_.spare_nodes && !detection; ++n) {
           const std::map<std::string, std::string> rep = redis_->hgetall(job_key(job_, "node:" + std::to_string(n)));
-          if (!rep.count("attempt") || rep.at("attempt") != std::to_string(attempt_)) continue;
-          for (const auto& [k, v] : rep) {
-            if (k.rfind("alive:", 0) == 0 && v == "0") {
-              const int r = std::atoi(k.c_str() + 6);
-              if (r >= 0 && r < ranks_ && st[static_cast<size_t>(r)].phase == "done") continue;  // finished
-              detection = Detection{"process_gone", now, r, "executor " + std::to_string(n) + ": rank " + std::to_string(r) + " is gone"};
-              break;
-            }
+          for (const int r : gone_ranks(rep, n, attempt_, host_of_rank, st, s_.train.steps)) {
+            // `st` was read before the report: the rank may have finished in
+            // between (its process gone, no fault). Read its heartbeat again.
+            const RankStatus fresh = parse_rank_status(r, redis_->hgetall(job_key(job_, "rank:" + std::to_string(r))));
+            if (fresh.attempt == attempt_ && finished_training(fresh, s_.train.steps)) continue;
+            detection = Detection{"process_gone", now, r, "executor " + std::to_string(n) + ": rank " + std::to_string(r) + " is gone"};
+            break;
           }
         }
         if (detection) break;
         // Heartbeats.
         if (now - redis_ok_since_ > missed_s) {
           for (const RankStatus& r : st) {
-            if (r.present && r.phase != "done" && now - r.time_s > missed_s) {
+            if (r.present && !finished_training(r, s_.train.steps) && now - r.time_s > missed_s) {
               // Its node's executor silent too: the node, not the rank, is unreachable.
               const int node = node_of_rank(r.rank);
               const std::map<std::string, std::string> ex = redis_->hgetall(job_key(job_, "executor:" + std::to_string(node)));

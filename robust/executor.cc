@@ -79,6 +79,11 @@ int run_executor(const ExecutorOptions& o) {
         const int pid = std::atoi(p->second.c_str());
         const bool alive = process_alive(pid);
         report["alive:" + std::to_string(rank)] = alive ? "1" : "0";
+        // The process the finding is about: HSET adds to the hash, so a field
+        // written for an earlier attempt can outlive it (the driver deletes
+        // the hash at a launch, and a report of the old attempt may land just
+        // after); the driver counts alive:<r> = 0 only for its rank's pid.
+        report["pid:" + std::to_string(rank)] = std::to_string(pid);
         if (!alive) {
           auto it = gone.find(rank);
           if (it == gone.end() || it->second.first != pid) it = gone.insert_or_assign(rank, std::make_pair(pid, now)).first;

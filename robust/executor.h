@@ -6,9 +6,10 @@
 // heartbeat period with its pid and time) and watches the ranks the layout
 // (ms:<job>:layout) puts on its node: for each it checks the pid the rank's
 // heartbeat gave is still a live process (not gone, not a zombie) and writes
-// ms:<job>:node:<n> alive:<r> = 1|0 and gone_at:<r> (the wall time it first
-// saw it gone). It exits when ms:<job>:stop appears or the driver (its parent)
-// is gone. Redis down: it keeps polling and reconnects.
+// ms:<job>:node:<n> alive:<r> = 1|0, pid:<r> (the process checked) and
+// gone_at:<r> (the wall time it first saw it gone). It exits when
+// ms:<job>:stop appears or the driver (its parent) is gone. Redis down: it
+// keeps polling and reconnects.
 //
 // Self-checks (robust/self_check.h): at its start the executor opens its
 // check port and times the compute check (its baseline), both published in

@@ -11,6 +11,7 @@
 //   executor:<n>      hash  executor n's heartbeat: pid, state, time_s,
 //                           check_port, baseline_gemm_cpu_s
 //   node:<n>          hash  what executor n sees of its ranks: alive:<r> = 1|0,
+//                           pid:<r> = the process alive:<r> is about,
 //                           gone_at:<r> = time it was first seen gone
 //   hw:<n>            hash  node n's emulated hardware state, written by a rank
 //                           whose slow / traffic_stop fault fired:

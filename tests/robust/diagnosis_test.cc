@@ -210,6 +210,48 @@ TEST(Detector, ParsesAHeartbeat) {
   EXPECT_FALSE(parse_rank_status(0, {}).present);
 }
 
+// A rank whose process ended is no fault when it finished: "done", or its last
+// heartbeat already counts every step (the final one lost), or a resumed
+// attempt that loaded the final checkpoint. Mid-run, or no heartbeat, it is.
+TEST(Detector, AFinishedRankIsNotAFault) {
+  EXPECT_TRUE(finished_training(parse_rank_status(1, {{"phase", "done"}, {"step", "7"}}), 24));
+  EXPECT_TRUE(finished_training(parse_rank_status(1, {{"phase", "training"}, {"step", "24"}}), 24));
+  EXPECT_TRUE(finished_training(parse_rank_status(1, {{"phase", "training"}, {"step", "24"}, {"start_step", "24"}}), 24));
+  EXPECT_FALSE(finished_training(parse_rank_status(1, {{"phase", "training"}, {"step", "23"}}), 24));
+  EXPECT_FALSE(finished_training(parse_rank_status(1, {{"phase", "init"}}), 24));
+  EXPECT_FALSE(finished_training(parse_rank_status(1, {}), 24));
+}
+
+// The report that failed a CI fault matrix: attempt 1's killed rank 1 (pid
+// 500, node 1) was reported just after the relaunch cleared node 1's hash;
+// attempt 2 put rank 1 on node 2 (pid 700) and node 1's next report (no rank
+// of its own) only added attempt = 2. That stale field is no fault; this
+// attempt's rank 1 gone on node 2 is.
+TEST(Detector, GoneRanksIgnoreAFieldOfAnEarlierAttempt) {
+  const auto status = [](int rank, int pid, const std::string& step) {
+    return parse_rank_status(rank, {{"pid", std::to_string(pid)}, {"attempt", "2"}, {"phase", "training"}, {"step", step}});
+  };
+  const std::vector<RankStatus> st = {status(0, 600, "8"), status(1, 700, "8")};
+  const std::vector<int> host = {0, 2};  // rank 1 moved from node 1 to the spare, node 2
+  const std::map<std::string, std::string> stale = {
+      {"attempt", "2"}, {"alive:1", "0"}, {"pid:1", "500"}, {"gone_at:1", "1.5"}};
+  EXPECT_TRUE(gone_ranks(stale, 1, 2, host, st, 24).empty());
+  // The same stale field on the node that hosts the rank again: another pid.
+  EXPECT_TRUE(gone_ranks(stale, 1, 2, {0, 1}, st, 24).empty());
+  // A report of an earlier attempt, or before the rank's heartbeat of this one.
+  EXPECT_TRUE(gone_ranks({{"attempt", "1"}, {"alive:1", "0"}, {"pid:1", "700"}}, 2, 2, host, st, 24).empty());
+  EXPECT_TRUE(gone_ranks({{"attempt", "2"}, {"alive:1", "0"}, {"pid:1", "700"}}, 2, 2, host,
+                         {st[0], parse_rank_status(1, {})}, 24)
+                  .empty());
+  // This attempt's rank 1 gone on node 2: found; alive, or finished: not.
+  EXPECT_EQ(gone_ranks({{"attempt", "2"}, {"alive:1", "0"}, {"pid:1", "700"}}, 2, 2, host, st, 24),
+            std::vector<int>{1});
+  EXPECT_TRUE(gone_ranks({{"attempt", "2"}, {"alive:1", "1"}, {"pid:1", "700"}}, 2, 2, host, st, 24).empty());
+  EXPECT_TRUE(gone_ranks({{"attempt", "2"}, {"alive:1", "0"}, {"pid:1", "700"}}, 2, 2, host,
+                         {st[0], status(1, 700, "24")}, 24)
+                  .empty());
+}
+
 TEST(Diagnosis, StorageWaitIsParsed) {
   EXPECT_DOUBLE_EQ(parse_rank_status(1, {{"storage_wait_since_s", "1700000000.5"}}).storage_wait_since_s,
                    1700000000.5);
