@@ -872,16 +872,18 @@ int Driver::run() {
             break;
           }
           // Every rank finished, but the losses of the last steps never came:
-          // an earlier attempt was stopped after its final checkpoint and
-          // before mpirun relayed those lines, so this one resumed at the end
-          // and trained nothing. Relaunching would do the same again.
+          // this attempt resumed at the final checkpoint and trained nothing
+          // (an earlier attempt was stopped after that checkpoint and before
+          // mpirun relayed its last lines, or a finished job was run again).
+          // Relaunching would do the same again.
           if (!detection && exit_status == 0) {
             const std::vector<RankStatus> fresh = read_statuses();
             if (std::all_of(fresh.begin(), fresh.end(),
                             [&](const RankStatus& r) { return finished_training(r, s_.train.steps); })) {
               const int64_t last = losses_.empty() ? 0 : losses_.rbegin()->first;
-              event(fmt::format("every rank finished all {} steps; the losses of steps {}-{} were not read (their "
-                                "attempt was stopped before mpirun relayed them)",
+              event(fmt::format("every rank finished all {} steps; the losses of steps {}-{} were not read (the job "
+                                "resumed from a checkpoint past them: an attempt stopped after its final checkpoint "
+                                "and before mpirun relayed them, or a run of a job that had finished)",
                                 s_.train.steps, last + 1, s_.train.steps));
               done = true;
               break;

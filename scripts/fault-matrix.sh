@@ -3,8 +3,10 @@
 # run` (robust/), a CI gate (ctest fault_matrix).
 #
 # Runs scenarios/cpu/robust-tiny.toml (2 CPU ranks, DP 2, a checkpoint every 2
-# steps) once without a fault, then once per fault, each from an empty
-# checkpoint folder, and prints one line per fault:
+# steps) once without a fault, then once more on that run's checkpoints (line
+# rerun_finished: a finished job resumes at its end, trains nothing and must
+# complete in one attempt with no detection), then once per fault, each from an
+# empty checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
 #     self_check=faulty|passed|none [self_check_s=Z] detected_by=KIND [nodes=netns]
 # detected_s: injection -> the driver's detection; resumed_s: injection -> the
@@ -63,6 +65,18 @@ if [ "$(jq -r '.faults | length' "$TMP/reference.json")" != "0" ]; then
   jq -r '.faults[] | "    \(.detected_by): \(.detection_detail)"' "$TMP/reference.json"; exit 1
 fi
 
+# A finished job run again (the reference's checkpoint folder): it resumes at
+# its final checkpoint and trains nothing, so no loss line comes. Complete in
+# one attempt with no detection (it once relaunched until max_restarts).
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/reference/ckpt\"" --set "train.work_dir=\"$TMP/rerun/work\"" \
+  --out "$TMP/rerun.json" --work-dir "$TMP/rerun/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/rerun.log" 2>&1 || true
+rline="rerun_finished completed=$(jq -r .completed "$TMP/rerun.json" 2>/dev/null) attempts=$(jq -r .attempts "$TMP/rerun.json" 2>/dev/null) detections=$(jq -r '.faults | length' "$TMP/rerun.json" 2>/dev/null)"
+echo "$rline"
+case "$rline" in
+  *completed=true\ attempts=1\ detections=0) ;;
+  *) echo "    (expected completed=true attempts=1 detections=0; log follows)"; sed 's/^/    /' "$TMP/rerun.log" | tail -20; rerun_failed=1 ;;
+esac
+
 FAULTS=(
   "kill:rank=1:step=5"
   "hang:rank=0:step=5"
@@ -90,7 +104,7 @@ if [ -z "$netns_why" ]; then
     netns_why="$(jq -r '.netns_unavailable // "the driver did not make namespaces"' "$TMP/reference_netns.json" 2>/dev/null || echo "no profile")"
   fi
 fi
-status=0
+status=${rerun_failed:-0}
 if [ -n "$netns_why" ]; then
   echo "reference nodes=netns skipped ($netns_why)"
 else
