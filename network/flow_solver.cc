@@ -552,15 +552,18 @@ std::uint64_t hash_key(const std::vector<std::uint64_t>& key) {
   return base::splitmix64_mix(h);
 }
 
-struct RateEntry {
-  std::vector<std::uint64_t> key;
-  std::vector<double> rate_gbps;  // (component flows)
+// Max-min fair rates of one component (local numbering).
+struct RateOutput {
+  std::vector<double> rate_gbps;   // (component flows)
   std::vector<LinkId> bottleneck;  // (component flows): local link id or sentinel
 };
 
-struct SimEntry {
+// A memoised result and the canonical key it was computed for (the hash map
+// is keyed by the key's hash; a hit compares the whole key).
+template <class Out>
+struct CacheEntry {
   std::vector<std::uint64_t> key;
-  SimOutput out;
+  Out out;
 };
 
 LinkId to_global(const Component& c, LinkId local) {
@@ -637,11 +640,10 @@ struct FlowSolver::Impl {
   Component comp;
   std::vector<std::uint64_t> key;
   std::vector<std::uint32_t> all_flows;
-  std::vector<double> rate_scratch;
-  std::vector<LinkId> bneck_scratch;
+  RateOutput rate_scratch;
   SimOutput sim_scratch;
-  std::unordered_map<std::uint64_t, RateEntry> rate_cache;
-  std::unordered_map<std::uint64_t, SimEntry> sim_cache;
+  std::unordered_map<std::uint64_t, CacheEntry<RateOutput>> rate_cache;
+  std::unordered_map<std::uint64_t, CacheEntry<SimOutput>> sim_cache;
 
   static void validate(std::span<const double> capacity_gbps, const FlowSet& flows) {
     for (std::size_t l = 0; l < capacity_gbps.size(); ++l)
@@ -767,6 +769,44 @@ struct FlowSolver::Impl {
     }
   }
 
+  // Each link-connected component of `flows` (after group()), in turn: built in
+  // canonical numbering, solved by solve(c, scratch) unless memoised under
+  // its canonical key, and its result handed to apply(c, result).
+  template <class Out, class Solve, class Apply>
+  void for_each_component(std::span<const double> capacity_gbps, const FlowSet& flows, KeyKind kind,
+                          std::unordered_map<std::uint64_t, CacheEntry<Out>>& cache, Out& scratch,
+                          SolveStats& stats, Solve&& solve, Apply&& apply) {
+    stats.components = grouping.num_components();
+    for (std::size_t k = 0; k < grouping.num_components(); ++k) {
+      const std::span<const std::size_t> members(grouping.flows.data() + grouping.start[k],
+                                                 grouping.start[k + 1] - grouping.start[k]);
+      build_component(capacity_gbps, flows, members);
+      const Component& c = comp;
+      const Out* result = nullptr;
+      std::uint64_t h = 0;
+      if (options.memoise) {
+        build_key(c, kind, key);
+        h = hash_key(key);
+        auto it = cache.find(h);
+        if (it != cache.end() && it->second.key == key) result = &it->second.out;
+      }
+      if (result != nullptr) {
+        ++stats.cache_hits;
+      } else {
+        ++stats.components_solved;
+        solve(c, scratch);
+        result = &scratch;
+        if (options.memoise && options.max_cache_entries > 0) {
+          make_room();
+          CacheEntry<Out>& e = cache[h];
+          e.key = key;
+          e.out = scratch;
+        }
+      }
+      apply(c, *result);
+    }
+  }
+
   RateSolution solve_rates(std::span<const double> capacity_gbps, const FlowSet& flows) {
     validate(capacity_gbps, flows);
     const std::size_t F = flows.size();
@@ -783,50 +823,23 @@ struct FlowSolver::Impl {
       out.rate_gbps[f] = cap;
       out.bottleneck_link[f] = cap < kInf ? kLimitedByRateCap : kUnlimited;
     }
-    out.stats.components = grouping.num_components();
-    for (std::size_t k = 0; k < grouping.num_components(); ++k) {
-      const std::span<const std::size_t> members(grouping.flows.data() + grouping.start[k],
-                                                 grouping.start[k + 1] - grouping.start[k]);
-      build_component(capacity_gbps, flows, members);
-      const Component& c = comp;
-      const RateEntry* hit = nullptr;
-      std::uint64_t h = 0;
-      if (options.memoise) {
-        build_key(c, KeyKind::kRates, key);
-        h = hash_key(key);
-        auto it = rate_cache.find(h);
-        if (it != rate_cache.end() && it->second.key == key) hit = &it->second;
-      }
-      const double* rate = nullptr;
-      const LinkId* bneck = nullptr;
-      if (hit != nullptr) {
-        ++out.stats.cache_hits;
-        rate = hit->rate_gbps.data();
-        bneck = hit->bottleneck.data();
-      } else {
-        ++out.stats.components_solved;
-        const std::size_t n = c.num_flows();
-        all_flows.resize(n);
-        std::iota(all_flows.begin(), all_flows.end(), 0u);
-        rate_scratch.assign(n, 0.0);
-        bneck_scratch.assign(n, kUnlimited);
-        filler.fill(c, all_flows, rate_scratch.data(), bneck_scratch.data());
-        rate = rate_scratch.data();
-        bneck = bneck_scratch.data();
-        if (options.memoise && options.max_cache_entries > 0) {
-          make_room();
-          RateEntry& e = rate_cache[h];
-          e.key = key;
-          e.rate_gbps = rate_scratch;
-          e.bottleneck = bneck_scratch;
-        }
-      }
-      for (std::size_t i = 0; i < c.num_flows(); ++i) {
-        const std::size_t f = c.global_flow[i];
-        out.rate_gbps[f] = rate[i];
-        out.bottleneck_link[f] = to_global(c, bneck[i]);
-      }
-    }
+    for_each_component(
+        capacity_gbps, flows, KeyKind::kRates, rate_cache, rate_scratch, out.stats,
+        [&](const Component& c, RateOutput& r) {
+          const std::size_t n = c.num_flows();
+          all_flows.resize(n);
+          std::iota(all_flows.begin(), all_flows.end(), 0u);
+          r.rate_gbps.assign(n, 0.0);
+          r.bottleneck.assign(n, kUnlimited);
+          filler.fill(c, all_flows, r.rate_gbps.data(), r.bottleneck.data());
+        },
+        [&](const Component& c, const RateOutput& r) {
+          for (std::size_t i = 0; i < c.num_flows(); ++i) {
+            const std::size_t f = c.global_flow[i];
+            out.rate_gbps[f] = r.rate_gbps[i];
+            out.bottleneck_link[f] = to_global(c, r.bottleneck[i]);
+          }
+        });
     for (std::size_t f = 0; f < F; ++f) {
       const double r = out.rate_gbps[f];
       if (r > 0.0 && r < kInf)
@@ -859,46 +872,22 @@ struct FlowSolver::Impl {
       }
       out.bottleneck_link[f] = cap < kInf ? kLimitedByRateCap : kUnlimited;
     }
-    out.stats.components = grouping.num_components();
-    for (std::size_t k = 0; k < grouping.num_components(); ++k) {
-      const std::span<const std::size_t> members(grouping.flows.data() + grouping.start[k],
-                                                 grouping.start[k + 1] - grouping.start[k]);
-      build_component(capacity_gbps, flows, members);
-      const Component& c = comp;
-      const SimOutput* result = nullptr;
-      std::uint64_t h = 0;
-      if (options.memoise) {
-        build_key(c, KeyKind::kCompletion, key);
-        h = hash_key(key);
-        auto it = sim_cache.find(h);
-        if (it != sim_cache.end() && it->second.key == key) result = &it->second.out;
-      }
-      if (result != nullptr) {
-        ++out.stats.cache_hits;
-      } else {
-        ++out.stats.components_solved;
-        simulator.run(c, options.event_rel_tol, filler, sim_scratch);
-        result = &sim_scratch;
-        if (options.memoise && options.max_cache_entries > 0) {
-          make_room();
-          SimEntry& e = sim_cache[h];
-          e.key = key;
-          e.out = sim_scratch;
-          result = &e.out;
-        }
-      }
-      out.stats.events += result->events;
-      for (std::size_t i = 0; i < c.num_flows(); ++i) {
-        const std::size_t f = c.global_flow[i];
-        out.completion_s[f] = c.t0_s + result->completion_rel_s[i];
-        out.bottleneck_link[f] = to_global(c, result->bottleneck[i]);
-      }
-      for (std::size_t l = 0; l < c.num_links(); ++l) {
-        const LinkId g = c.global_link[l];
-        out.link_bytes[g] = result->link_bytes[l];
-        out.link_peak_utilisation[g] = result->link_peak_utilisation[l];
-      }
-    }
+    for_each_component(
+        capacity_gbps, flows, KeyKind::kCompletion, sim_cache, sim_scratch, out.stats,
+        [&](const Component& c, SimOutput& r) { simulator.run(c, options.event_rel_tol, filler, r); },
+        [&](const Component& c, const SimOutput& r) {
+          out.stats.events += r.events;
+          for (std::size_t i = 0; i < c.num_flows(); ++i) {
+            const std::size_t f = c.global_flow[i];
+            out.completion_s[f] = c.t0_s + r.completion_rel_s[i];
+            out.bottleneck_link[f] = to_global(c, r.bottleneck[i]);
+          }
+          for (std::size_t l = 0; l < c.num_links(); ++l) {
+            const LinkId g = c.global_link[l];
+            out.link_bytes[g] = r.link_bytes[l];
+            out.link_peak_utilisation[g] = r.link_peak_utilisation[l];
+          }
+        });
     double first = kInf, last = -kInf;
     for (std::size_t f = 0; f < F; ++f) {
       first = std::min(first, flows.start_s(f));
