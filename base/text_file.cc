@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 
 #include "base/temp_file.h"
 
@@ -22,10 +25,19 @@ bool write_text_atomically(const std::string& path, const std::string& text) {
   }
   ok = (::close(fd) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int why = errno;  // the failure's, not remove()'s
     std::remove(tmp.c_str());
+    errno = why;
     return false;
   }
   return true;
+}
+
+void write_text_or_throw(const std::string& path, const std::string& text) {
+  errno = 0;
+  if (write_text_atomically(path, text)) return;
+  const int why = errno;
+  throw std::runtime_error(path + ": cannot write (" + (why != 0 ? std::strerror(why) : "unknown reason") + ")");
 }
 
 }  // namespace megascale::base

@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "base/shell_text.h"
+#include "base/text_file.h"
 #include "calibrate/timeline_svg.h"
 #include "model/job_schedule.h"
 #include "model/profile.h"
@@ -320,11 +321,11 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   if (!o.out_dir.empty()) {
     fs::create_directories(o.out_dir);
     const std::string stem = (fs::path(o.out_dir) / fs::path(scenario_file).stem()).string();
-    std::ofstream(stem + ".svg") << r.svg;
+    base::write_text_or_throw(stem + ".svg", r.svg);
     r.files.push_back(stem + ".svg");
-    std::ofstream(stem + ".json") << check_json(r).dump(2) << "\n";
+    base::write_text_or_throw(stem + ".json", check_json(r).dump(2) + "\n");
     r.files.push_back(stem + ".json");
-    std::ofstream(stem + ".md") << check_markdown(r);
+    base::write_text_or_throw(stem + ".md", check_markdown(r));
     r.files.push_back(stem + ".md");
   }
   if (o.work_dir.empty() && o.from_run.empty()) {

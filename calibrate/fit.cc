@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "base/number_text.h"
+#include "base/text_file.h"
 #include "calibrate/csv_line.h"
 #include "calibrate/nccl_tests.h"  // ImportError
 #include "model/profile.h"
@@ -48,7 +49,7 @@ model::GpuProfile scaled(const model::GpuProfile& base, double scale, double ove
 }
 
 std::string write_to(const model::GpuProfile& p, const std::string& path) {
-  std::ofstream(path) << model::write_profile(p);
+  base::write_text_or_throw(path, model::write_profile(p));
   return path;
 }
 

@@ -2,11 +2,11 @@
 #include "calibrate/fit_inputs.h"
 
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 #include <unistd.h>
 
+#include "base/text_file.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 #include "sim/event_run.h"
@@ -19,7 +19,7 @@ std::string profile_file(const std::string& name_or_file, const std::string& dir
   if (fs::is_regular_file(name_or_file)) return name_or_file;
   const std::string text(model::builtin_profile_text(name_or_file));  // throws naming the known ones
   const std::string file = (fs::path(dir) / (name_or_file + ".toml")).string();
-  std::ofstream(file) << text;
+  base::write_text_or_throw(file, text);
   return file;
 }
 

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include "base/text_file.h"
 #include "model/profile.h"
 
 namespace megascale::calibrate {
@@ -22,7 +22,7 @@ constexpr double kProbeExtra = 1.0;  // dt/dx from t(1) - t(0): t is linear in x
 std::string write_with(model::GpuProfile p, double extra, const std::string& path, const char* why) {
   p.tp_gather_scatter_extra = extra;
   p.provenance["tp_gather_scatter_extra"] = model::Provenance{"assumption", why, "", "", {}, -1};
-  std::ofstream(path) << model::write_profile(p);
+  base::write_text_or_throw(path, model::write_profile(p));
   return path;
 }
 
@@ -104,7 +104,7 @@ LayerFitResult fit_layer_gather_scatter(const std::string& base_file, const std:
       "least squares of published per-layer forward and backward times, t = t(0) + x dt/dx (calibrate/layer_fit.h)", "",
       "", names, r.loo_error};
   const std::string fitted_file = (fs::path(scratch_dir) / "layer-fit-fitted.toml").string();
-  std::ofstream(fitted_file) << model::write_profile(r.profile);
+  base::write_text_or_throw(fitted_file, model::write_profile(r.profile));
   const std::vector<LayerCheckRow> after = check_published_layers(layers, fitted_file);
   for (size_t i = 0; i < layers.size(); ++i) {
     r.rows[i].after_forward_ms = after[i].forward_ms;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -177,9 +176,9 @@ int calibrate_fit_layers(const ParsedArgs& p, std::ostream& out) {
   if (!params.tp_gather_scatter || params.step_overhead || params.compute_scale || params.element_overhead)
     throw UsageError("calibrate fit --layers fits tp_gather_scatter alone: --params tp_gather_scatter");
   const calibrate::LayerFitResult r = calibrate::run_layer_fit(p.text("--profile"), p.text("--layers"));
-  std::ofstream(p.text("--out")) << model::write_profile(r.profile);
+  base::write_text_or_throw(p.text("--out"), model::write_profile(r.profile));
   const std::string md = calibrate::layer_fit_markdown(r, command_line("fit", p));
-  if (p.has("--report")) std::ofstream(p.text("--report")) << md;
+  if (p.has("--report")) base::write_text_or_throw(p.text("--report"), md);
   out << md;
   return 0;
 }
@@ -210,9 +209,9 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.has("--params")) request.params = read_option("--params", [&] { return calibrate::parse_fit_params(p.text("--params")); });
   const calibrate::FitResult r = calibrate::run_fit(
       request, [&](const std::string& line) { err << "megascale calibrate fit: " << line << "\n" << std::flush; });
-  std::ofstream(p.text("--out")) << model::write_profile(r.profile);
+  base::write_text_or_throw(p.text("--out"), model::write_profile(r.profile));
   const std::string md = calibrate::fit_markdown(r, command_line("fit", p));
-  if (p.has("--report")) std::ofstream(p.text("--report")) << md;
+  if (p.has("--report")) base::write_text_or_throw(p.text("--report"), md);
   out << md;
   return 0;
 }

@@ -3,7 +3,6 @@
 #include "cli/commands.h"
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
 #include <stdexcept>
 
@@ -79,9 +78,7 @@ int validate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const calibrate::ValidationReport r = calibrate::run_validation(dir, p.text("--fidelity", "event"), p.all("--set"));
   if (p.on("--write")) {
     const std::string path = source_dir() + "/results/validation.md";
-    std::ofstream f(path);
-    if (!f) throw std::invalid_argument("cannot write " + path);
-    f << calibrate::validation_markdown(r);
+    base::write_text_or_throw(path, calibrate::validation_markdown(r));
     err << "wrote " << path << "\n";
   }
   out << (p.on("--json") ? report::report_json(report::validation_json(r)) + "\n" : calibrate::validation_markdown(r));

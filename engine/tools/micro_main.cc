@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "base/options.h"
+#include "base/text_file.h"
 #include "engine/comm_mpi.h"
 #include "engine/device_cpu.h"
 #include "engine/device_factory.h"
@@ -67,17 +67,13 @@ int cuda_micro(const std::string& out_path, const std::string& gemm_csv, bool qu
     if (out_path.empty() || out_path == "-") {
       std::cout << text;
     } else {
-      std::ofstream f(out_path);
-      f << text;
-      if (!f) {
+      if (!base::write_text_atomically(out_path, text)) {
         std::cerr << "megascale calibrate micro: cannot write " << out_path << "\n";
         return 1;
       }
     }
     if (!gemm_csv.empty()) {
-      std::ofstream f(gemm_csv);
-      f << engine::write_cuda_gemm_sweep_csv(r, hostname(), today());
-      if (!f) {
+      if (!base::write_text_atomically(gemm_csv, engine::write_cuda_gemm_sweep_csv(r, hostname(), today()))) {
         std::cerr << "megascale calibrate micro: cannot write " << gemm_csv << "\n";
         return 1;
       }
@@ -146,9 +142,7 @@ int cuda_engine_profile(const std::string& out_path, const std::vector<std::stri
                                       hostname(), today());
     const std::string text = model::write_profile(p);
     (void)model::parse_profile(text, out_path);  // never write what cannot be read back
-    std::ofstream f(out_path);
-    f << text;
-    if (!f) {
+    if (!base::write_text_atomically(out_path, text)) {
       std::cerr << "megascale calibrate micro: cannot write " << out_path << "\n";
       return 1;
     }
@@ -236,10 +230,7 @@ int main(int argc, char** argv) {
       if (out_path.empty()) {
         std::cout << text;
       } else {
-        std::ofstream f(out_path + ".tmp");
-        f << text;
-        f.close();
-        if (!f || std::rename((out_path + ".tmp").c_str(), out_path.c_str()) != 0) {
+        if (!base::write_text_atomically(out_path, text)) {
           std::cerr << "megascale calibrate micro: cannot write " << out_path << "\n";
           MPI_Abort(MPI_COMM_WORLD, 1);
         }

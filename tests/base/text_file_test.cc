@@ -1,0 +1,80 @@
+// tests/base/text_file_test.cc: write_text_or_throw (base/text_file.h) either
+// leaves the whole text at the path or throws an error that names the path and
+// the system's reason, leaving nothing behind (no temporary, the old file
+// intact). The CLI's --out / --report / --write / --dir outputs go through it:
+// before, several were written with an unchecked std::ofstream, so a path in a
+// missing folder printed a report and wrote nothing, with exit 0.
+#include "base/text_file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace megascale::base {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string error_of(const std::string& path, const std::string& text) {
+  try {
+    write_text_or_throw(path, text);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class TextFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("megascale-text-file-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), {})); }
+  fs::path dir_;
+};
+
+TEST_F(TextFile, WritesAndReplacesTheWholeText) {
+  const fs::path p = dir_ / "report.md";
+  write_text_or_throw(p.string(), "first\n");
+  EXPECT_EQ(read_all(p), "first\n");
+  write_text_or_throw(p.string(), "second, longer\n");
+  EXPECT_EQ(read_all(p), "second, longer\n");
+  EXPECT_EQ(entries(), 1u);  // no temporary left beside it
+}
+
+TEST_F(TextFile, AMissingFolderNamesThePathAndTheReason) {
+  const std::string p = (dir_ / "no-such-folder" / "out.toml").string();
+  EXPECT_EQ(error_of(p, "x"), p + ": cannot write (No such file or directory)");
+  EXPECT_FALSE(fs::exists(p));
+  EXPECT_FALSE(write_text_atomically(p, "x"));
+}
+
+TEST_F(TextFile, AFolderInTheWayKeepsItAndLeavesNoTemporary) {
+  const fs::path p = dir_ / "taken";
+  fs::create_directories(p);
+  std::ofstream(p / "inside") << "kept";
+  const std::string e = error_of(p.string(), "x");
+  EXPECT_EQ(e.rfind(p.string() + ": cannot write (", 0), 0u) << e;
+  EXPECT_EQ(e.find("unknown reason"), std::string::npos) << e;  // the rename's errno survives the cleanup
+  EXPECT_TRUE(fs::is_directory(p));
+  EXPECT_EQ(read_all(p / "inside"), "kept");
+  EXPECT_EQ(entries(), 1u);  // only the folder: the temporary beside it was removed
+}
+
+}  // namespace
+}  // namespace megascale::base
