@@ -192,6 +192,16 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
   return best;
 }
 
+double unsharded_gradient_extra_bytes(const ModelConfig& m, const ParallelConfig& p, const Optimizations& o,
+                                      const GpuProfile& gpu) {
+  if (p.zero_stage < 2 || p.dp <= 1 || p.microbatches() <= 1) return 0.0;
+  const MemoryBreakdown sharded = memory_per_gpu(m, p, o, gpu);
+  ParallelConfig whole = p;
+  whole.zero_stage = 1;  // gradients unsharded, nothing else changed
+  const PipelineLayout layout(m, whole);
+  return rank_memory(m, whole, o, gpu, layout, sharded.pp_rank).gradients_bytes - sharded.gradients_bytes;
+}
+
 std::string MemoryBreakdown::describe() const {
   return fmt::format(
       "needs {:.1f} GB of {:.1f} GB: parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, "

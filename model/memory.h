@@ -47,6 +47,20 @@ struct MemoryBreakdown {
 MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
                                const Optimizations& o, const GpuProfile& gpu);
 
+// ZeRO 2 and 3 count 1/dp of the gradients (gradients_bytes above), while both
+// fidelities reduce-scatter each chunk's gradients once per step, after its
+// last backward (model/schedule.h). With more than one micro-batch per replica
+// no framework pairs the two: DeepSpeed's ZeRO-2/3 reduce after every backward
+// so that each rank keeps only its shard ("gradient reduction is required after
+// every backward because of gradient partitioning", DeepSpeed issue #2252), as
+// PyTorch FSDP does outside no_sync(): M times the DP traffic per step; Megatron-
+// LM's distributed optimizer reduces once but keeps the whole gradient buffer.
+// Returns what the second reading adds per GPU, bytes: the unsharded gradients
+// less the counted shard, on the fullest stage. 0 where the pairing is exact
+// (stage < 2, dp 1, or one micro-batch per replica).
+double unsharded_gradient_extra_bytes(const ModelConfig& m, const ParallelConfig& p, const Optimizations& o,
+                                      const GpuProfile& gpu);
+
 // Activation bytes of one layer for one micro-batch on one TP rank. `fp8`:
 // Transformer Engine's FP8 recipe, which keeps the inputs of the four linear
 // GEMMs for their weight gradients as FP8 copies (1 byte, not 2).

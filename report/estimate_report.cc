@@ -141,6 +141,9 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   j["memory_per_gpu_bytes"] = e.memory.total_bytes;
   j["memory_capacity_bytes"] = e.memory.capacity_bytes;
   j["fits_in_memory"] = e.memory.fits();
+  // ZeRO 2/3 over several micro-batches: what whole gradients would add (model/memory.h).
+  j["unsharded_gradient_extra_bytes"] =
+      model::unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, model::hardware_profile(s));
   j["model_flops_per_iteration"] = e.model_flops;
   j["breakdown_s"] = breakdown;
   j["memory_bytes"] = memory;
@@ -200,6 +203,17 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
                    profile.peak_tflops, profile.fp8_gemm_speedup());
   }
   fmt::format_to(o, "  memory {}{}\n", e.memory.describe(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
+  if (const double extra = model::unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, profile);
+      extra > 0) {
+    fmt::format_to(o,
+                   "  note: ZeRO-{} counts 1/{} of the gradients but reduce-scatters them once per step; with {} "
+                   "micro-batches per replica\n"
+                   "        DeepSpeed and FSDP reduce after every backward ({}x the DP traffic) and Megatron's "
+                   "distributed optimizer\n"
+                   "        keeps them whole (+{:.1f} GB): the time or the memory is optimistic (scenarios/README.md)\n",
+                   s.parallel.zero_stage, s.parallel.dp, s.parallel.microbatches(), s.parallel.microbatches(),
+                   extra / 1e9);
+  }
   out += "  where the time goes (critical path):\n";
   for (const model::BreakdownPart& part : model::kBreakdownParts) {
     const double s_part = e.breakdown.*part.seconds;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "model/accuracy.h"
+#include "model/memory.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 #include "report/estimate_report.h"
 
@@ -99,6 +101,34 @@ std::string search_text(const SearchReport& s) {
       fmt::format_to(o, "{:3}  \"{}\"{}\n", i + 1, text,
                      r.top[i].parallel.pipeline_chunk_layers != nullptr ? "  (heads balanced)" : "");
     }
+  }
+  // ZeRO 2/3 over several micro-batches per replica: the memory counts sharded
+  // gradients that the time does not pay for (model/memory.h).
+  std::string gap_rows, too_full_rows;
+  double gap_min_gb = 0, gap_max_gb = 0;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const model::Scenario c = model::with_layout(s.scenario, r.top[i].parallel);
+    const double extra =
+        model::unsharded_gradient_extra_bytes(c.model, c.parallel, c.optimizations, model::hardware_profile(c));
+    if (!(extra > 0)) continue;
+    gap_min_gb = gap_rows.empty() ? extra / 1e9 : std::min(gap_min_gb, extra / 1e9);
+    gap_max_gb = std::max(gap_max_gb, extra / 1e9);
+    gap_rows += fmt::format("{}{}", gap_rows.empty() ? "#" : ", #", i + 1);
+    const model::MemoryBreakdown& m = r.top[i].estimate.memory;
+    if (m.total_bytes + extra > m.capacity_bytes)
+      too_full_rows += fmt::format("{}{}", too_full_rows.empty() ? "#" : ", #", i + 1);
+  }
+  if (!gap_rows.empty()) {
+    fmt::format_to(o,
+                   "ZeRO 2/3 with several micro-batches per replica ({}): memory counts 1/dp of the gradients, time\n"
+                   "  reduce-scatters them once per step; whole, they add {} GB{}\n"
+                   "  (scenarios/README.md, zero_stage; --fix zero_stage=1 ranks without them)\n",
+                   gap_rows,
+                   fmt::format("{:.1f}", gap_min_gb) == fmt::format("{:.1f}", gap_max_gb)
+                       ? fmt::format("{:.1f}", gap_max_gb)
+                       : fmt::format("{:.1f}-{:.1f}", gap_min_gb, gap_max_gb),
+                   too_full_rows.empty() ? std::string(" and every one still fits")
+                                         : fmt::format(" and {} would not fit", too_full_rows));
   }
   if (!spread.within.empty()) {
     fmt::format_to(o,

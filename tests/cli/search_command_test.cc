@@ -132,6 +132,32 @@ TEST_F(SearchCommand, MinHeadroomTakesAPercentOrAFraction) {
   }
 }
 
+// ZeRO 2/3 rows over several micro-batches per replica are named under the
+// table with what whole gradients would add (model/memory.h); rows of one
+// micro-batch per replica, or ZeRO-1, are not.
+TEST_F(SearchCommand, RankingNamesShardedGradientsThatTheTimeDoesNotPayFor) {
+  const RunResult r = run_megascale({"search", kSmall, "--fix", "zero_stage=2,dp=4", "--top", "3"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  std::vector<int> rows;  // ranks whose layout has more than one micro-batch per replica
+  for (const std::string& line : lines(r.out)) {
+    std::istringstream in(line);
+    std::string rank;
+    double mfu = 0, iter_s = 0;
+    int tp = 0, cp = 0, pp = 0, vpp = 0, dp = 0, mb = 0;
+    std::string stages;
+    if (!(in >> rank >> mfu >> iter_s >> tp >> cp >> pp >> stages >> vpp >> dp >> mb)) continue;
+    // example-small: global batch 128 over the DP column's replicas of mb samples
+    if (128 / (dp * mb) > 1) rows.push_back(std::stoi(rank));
+  }
+  ASSERT_FALSE(rows.empty()) << r.out;
+  const size_t at = r.out.find("ZeRO 2/3 with several micro-batches per replica (#" + std::to_string(rows[0]));
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("whole, they add 4.9 GB and every one still fits", at), std::string::npos) << r.out;
+  const RunResult z1 = run_megascale({"search", kSmall, "--fix", "zero_stage=1,dp=4", "--top", "3"});
+  ASSERT_EQ(z1.exit_code, 0) << dump(z1);
+  EXPECT_EQ(z1.out.find("ZeRO 2/3 with several micro-batches"), std::string::npos) << z1.out;
+}
+
 TEST_F(SearchCommand, RankingSaysWhichLayoutsLieWithinTheModelsError) {
   const RunResult r = run_megascale({"search", kSmall, "--top", "10"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);

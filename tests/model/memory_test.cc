@@ -116,6 +116,40 @@ TEST(Memory, ZeroStagesShardStateOverDataParallelRanks) {
   EXPECT_NEAR(z0.optimizer_bytes, 6 * z0.parameters_bytes, 1.0);
 }
 
+// ZeRO 2/3 count 1/dp of the gradients while both fidelities reduce-scatter
+// them once per step: with several micro-batches per replica the whole
+// gradients are what that reading leaves out; with one micro-batch (or stage
+// 0/1, or one replica) nothing is left out.
+TEST(Memory, ShardedGradientsOverSeveralMicrobatchesNameWhatWholeOnesAdd) {
+  Scenario s = base();  // 175B, DP > 1, many micro-batches per replica
+  const GpuProfile& gpu = hardware_profile(s);
+  ASSERT_GT(s.parallel.dp, 1);
+  ASSERT_GT(s.parallel.microbatches(), 1);
+  s.parallel.zero_stage = 1;
+  const MemoryBreakdown z1 = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_EQ(unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, gpu), 0.0);
+  for (int stage : {2, 3}) {
+    s.parallel.zero_stage = stage;
+    const MemoryBreakdown z = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+    const double extra = unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, gpu);
+    EXPECT_NEAR(extra, z1.gradients_bytes - z.gradients_bytes, 1.0) << stage;
+    EXPECT_NEAR(extra, z1.gradients_bytes * (1.0 - 1.0 / s.parallel.dp), 1.0) << stage;
+  }
+  // One micro-batch per replica: each chunk's gradients are reduced as its
+  // only backward ends, so the shard is all that stays.
+  s.parallel.zero_stage = 2;
+  s.parallel.global_batch = s.parallel.dp * s.parallel.micro_batch;
+  ASSERT_EQ(s.parallel.microbatches(), 1);
+  EXPECT_EQ(unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, gpu), 0.0);
+  // One replica: nothing is sharded.
+  s = base();
+  s.parallel.zero_stage = 2;
+  s.parallel.global_batch /= s.parallel.dp;
+  s.parallel.dp = 1;
+  ASSERT_GT(s.parallel.microbatches(), 1);
+  EXPECT_EQ(unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, gpu), 0.0);
+}
+
 // With one pipeline stage, rank 0 also runs the loss: one micro-batch's logits
 // (tokens x vocab / TP) at 6 bytes each for Megatron's fp32-upcasting losses, 4
 // for a single-kernel loss; with more stages rank 0 holds no logits.

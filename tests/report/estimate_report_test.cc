@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/breakdown_parts.h"
@@ -78,6 +79,28 @@ TEST(EstimateReport, Fp8TextNamesTheBf16PeakBehindMfu) {
   s.optimizations.fp8 = true;
   const std::string fp8 = estimate_text(s, model::estimate(s));
   EXPECT_NE(fp8.find("MFU against the dense BF16 peak, 989 TFLOP/s"), std::string::npos) << fp8;
+}
+
+// ZeRO 2/3 over several micro-batches per replica: the text says what the
+// sharded gradients leave out and the JSON gives the bytes; ZeRO-1, or one
+// micro-batch per replica, carries no note and 0.
+TEST(EstimateReport, ShardedGradientsOverSeveralMicrobatchesCarryANote) {
+  model::Scenario s = model::default_scenario("megatron");  // 175B, DP > 1, many micro-batches per replica
+  const std::string z1 = estimate_text(s, model::estimate(s));
+  EXPECT_EQ(z1.find("reduce-scatters them once per step"), std::string::npos) << z1;
+  EXPECT_EQ(estimate_json(s, model::estimate(s), "analytical")["unsharded_gradient_extra_bytes"].get<double>(), 0.0);
+  s.parallel.zero_stage = 2;
+  const model::Estimate e = model::estimate(s);
+  const std::string z2 = estimate_text(s, e);
+  const std::string note = fmt::format("note: ZeRO-2 counts 1/{} of the gradients but reduce-scatters them once per "
+                                       "step; with {} micro-batches per replica",
+                                       s.parallel.dp, s.parallel.microbatches());
+  EXPECT_NE(z2.find(note), std::string::npos) << z2;
+  const double extra = estimate_json(s, e, "analytical")["unsharded_gradient_extra_bytes"].get<double>();
+  EXPECT_GT(extra, 0.0);
+  EXPECT_NE(z2.find(fmt::format("(+{:.1f} GB)", extra / 1e9)), std::string::npos) << z2;
+  s.parallel.global_batch = s.parallel.dp * s.parallel.micro_batch;  // one micro-batch per replica
+  EXPECT_EQ(estimate_text(s, model::estimate(s)).find("reduce-scatters them once per step"), std::string::npos);
 }
 
 TEST(EstimateReport, BubbleShareOfTheStepStaysBelowOneWhereMegatronsRatioDoesNot) {
