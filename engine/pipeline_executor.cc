@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model/job_schedule.h"
+#include "model/scenario.h"
 
 namespace megascale::engine {
 namespace {
@@ -129,14 +130,8 @@ PipelineExecutor::PipelineExecutor(const ExecutorOptions& options, ProcessGroups
                                 std::to_string(g.pp) + ", dp " + std::to_string(g.dp) +
                                 ") do not match the parallel layout");
   }
-  if (p.recompute != model::Recompute::kNone) {
-    throw std::invalid_argument(std::string("parallel.recompute: the engine keeps every activation; "
-                                            "set recompute = \"none\" (got \"") +
-                                model::to_string(p.recompute) + "\")");
-  }
-  if (p.zero_stage > 2) {
-    throw std::invalid_argument("parallel.zero_stage: the engine runs ZeRO 0-2, got " +
-                                std::to_string(p.zero_stage));
+  if (const std::optional<model::EngineLimit> limit = model::engine_limit(p)) {
+    throw std::invalid_argument(limit->key + ": " + limit->reason);
   }
   microbatches_ = p.microbatches();
   // The same op order the simulator replays (model/job_schedule.h).

@@ -788,6 +788,27 @@ Scenario with_layout(const Scenario& s, const ParallelConfig& p) {
 
 Scenario load_scenario(const std::string& path) { return load_scenario(path, {}); }
 
+std::optional<EngineLimit> engine_limit(const ParallelConfig& p) {
+  if (p.recompute != Recompute::kNone) {
+    return EngineLimit{"parallel.recompute", std::string("the engine keeps every activation; set recompute = \"none\" "
+                                                         "to train this scenario (got \"") +
+                                                 to_string(p.recompute) + "\")"};
+  }
+  if (p.zero_stage > 2) {
+    return EngineLimit{"parallel.zero_stage", "the engine runs ZeRO 0-2, got " + std::to_string(p.zero_stage)};
+  }
+  // engine/pipeline_executor.cc p2p_tag: (direction x vpp + chunk) x M + micro-batch.
+  constexpr int64_t kMpiTagUpperBound = 32767;  // the MPI standard's guaranteed MPI_TAG_UB
+  const int64_t tags = 2LL * p.vpp * p.microbatches();
+  if (tags - 1 > kMpiTagUpperBound) {
+    return EngineLimit{"parallel.global_batch",
+                       fmt::format("{} micro-batches per replica x {} chunks x 2 directions need {} p2p tags; MPI "
+                                   "guarantees {}",
+                                   p.microbatches(), p.vpp, tags, kMpiTagUpperBound + 1)};
+  }
+  return std::nullopt;
+}
+
 void check_trainable(const Scenario& s) {
   if (s.train.device == "cpu" && s.hardware.gpu != "cpu") {
     throw ScenarioError(s.source, 0, 0, "hardware.gpu",
@@ -798,6 +819,9 @@ void check_trainable(const Scenario& s) {
     throw ScenarioError(s.source, 0, 0, "hardware.gpu",
                         "train.device = \"cuda\" needs a GPU profile for its MFU (e.g. gpu = \"H200-SXM-141GB\"), got "
                         "\"cpu\"");
+  }
+  if (const std::optional<EngineLimit> limit = engine_limit(s.parallel)) {
+    throw ScenarioError(s.source, 0, 0, limit->key, limit->reason);
   }
   // The engine's bias-dropout-add and attention run with dropout off
   // (engine/README.md); a probability it would not apply is refused, not dropped.

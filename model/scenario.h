@@ -60,9 +60,21 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source,
                         const std::vector<std::string>& overrides);
 
-// Throws ScenarioError (key hardware.gpu) when the engine cannot train the
-// scenario as written: the CPU engine (train.device = "cpu") needs gpu = "cpu"
-// (its MFU is against a core's measured peak), the CUDA one a GPU profile.
+// What the training engine (engine/pipeline_executor.h) cannot run in a layout
+// the simulator accepts, as the key and the reason, or nullopt: recomputation
+// (the engine keeps every activation), ZeRO-3, and more micro-batches x chunks
+// than MPI's guaranteed p2p tags (32767) can number. The executor refuses the
+// same on every rank; check_trainable says it before anything is launched.
+struct EngineLimit {
+  std::string key;
+  std::string reason;
+};
+std::optional<EngineLimit> engine_limit(const ParallelConfig& p);
+
+// Throws ScenarioError when the engine cannot train the scenario as written:
+// the CPU engine (train.device = "cpu") needs gpu = "cpu" (its MFU is against a
+// core's measured peak), the CUDA one a GPU profile (key hardware.gpu); dropout
+// the engine would not apply; and engine_limit's layouts.
 void check_trainable(const Scenario& s);
 
 // The reason a parallel layout is impossible for this model, batch and cluster,

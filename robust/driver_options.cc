@@ -27,6 +27,9 @@ DriverOptions driver_options(const std::string& scenario_path, const std::vector
     throw model::ScenarioError(s.source, 0, 0, "train.device",
                                "`megascale run` drives the CPU engine (train.device = \"cpu\")");
   }
+  // Refused here, before a node is launched: a scenario the engine cannot run
+  // would fail every attempt and be taken for a faulty node each time.
+  model::check_trainable(s);
   o.faults = s.inject;
   for (const std::string& text : injects) o.faults.push_back(parse_inject(text));
   for (const model::InjectSpec& f : o.faults) {

@@ -300,6 +300,42 @@ TEST(ScenarioTest, CheckTrainableMatchesTheDeviceAndTheProfile) {
   EXPECT_THROW(check_trainable(s), ScenarioError);
 }
 
+// What the engine cannot run is refused by check_trainable at its key, before
+// anything is launched (engine_limit; the executor refuses the same on each
+// rank): recomputation, ZeRO-3, and more p2p tags than MPI guarantees.
+TEST(ScenarioTest, CheckTrainableRefusesWhatTheEngineCannotRun) {
+  Scenario s = parse_scenario(kValid, "t.toml");
+  s.train.device = "cuda";
+  EXPECT_FALSE(engine_limit(s.parallel));
+  EXPECT_NO_THROW(check_trainable(s));
+  auto key_of = [](const Scenario& t) {
+    try {
+      check_trainable(t);
+    } catch (const ScenarioError& e) {
+      return e.key() + ": " + e.reason();
+    }
+    return std::string("(accepted)");
+  };
+  Scenario r = s;
+  r.parallel.recompute = Recompute::kSelective;
+  EXPECT_EQ(key_of(r).rfind("parallel.recompute: the engine keeps every activation", 0), 0u) << key_of(r);
+  Scenario z = s;
+  z.parallel.zero_stage = 3;
+  EXPECT_EQ(key_of(z), "parallel.zero_stage: the engine runs ZeRO 0-2, got 3");
+  // Tags (direction x vpp + chunk) x M + micro-batch up to 32767: 2 x vpp x M tags fit.
+  Scenario t = s;
+  t.parallel.vpp = 2;
+  t.parallel.micro_batch = 1;
+  t.parallel.global_batch = t.parallel.dp * 8192;  // M = 8192: 32768 tags, the last 32767
+  ASSERT_EQ(t.parallel.microbatches(), 8192);
+  EXPECT_FALSE(engine_limit(t.parallel)) << engine_limit(t.parallel)->reason;
+  t.parallel.global_batch += t.parallel.dp;  // M = 8193
+  ASSERT_TRUE(engine_limit(t.parallel));
+  EXPECT_EQ(engine_limit(t.parallel)->key, "parallel.global_batch");
+  EXPECT_NE(engine_limit(t.parallel)->reason.find("need 32772 p2p tags"), std::string::npos)
+      << engine_limit(t.parallel)->reason;
+}
+
 // Dropout: unset means Megatron-LM's 0.1; a probability is below 1; the
 // engine, which trains without dropout, refuses one above 0.
 TEST(ScenarioTest, DropoutKeysAreProbabilitiesTheEngineRefuses) {

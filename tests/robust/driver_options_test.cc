@@ -51,6 +51,21 @@ TEST(DriverOptions, ARestartingFaultNeedsACheckpoint) {
   EXPECT_EQ(error_of({"train.checkpoint_every=0"}, {"redis_kill:step=3"}), "");
 }
 
+// A layout the engine cannot run is refused before a node starts: launched, it
+// failed every attempt on every node, the driver took it for a faulty node
+// (evicting a healthy one) until max_restarts, and wrote a recovery profile.
+TEST(DriverOptions, RefusesWhatTheEngineCannotTrainBeforeLaunching) {
+  for (const auto& [override_text, key] :
+       {std::pair{"parallel.recompute=\"full\"", "parallel.recompute"},
+        std::pair{"parallel.recompute=\"selective\"", "parallel.recompute"},
+        std::pair{"parallel.zero_stage=3", "parallel.zero_stage"},
+        std::pair{"model.hidden_dropout=0.1", "model.hidden_dropout"}}) {
+    const std::string e = error_of({override_text}, {});
+    EXPECT_NE(e.find(std::string("scenario: ") + kTiny), std::string::npos) << override_text << ": " << e;
+    EXPECT_NE(e.find(key), std::string::npos) << override_text << ": " << e;
+  }
+}
+
 TEST(DriverOptions, RefusesAFaultOutsideTheJobAndAnotherEngine) {
   EXPECT_NE(error_of({}, {"kill:rank=7:step=3"}).find("invalid: "), std::string::npos);
   EXPECT_NE(error_of({}, {"explode:rank=0:step=3"}).find("invalid: "), std::string::npos);
