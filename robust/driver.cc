@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "base/json.h"
+#include "robust/attempt_dirs.h"
 #include "robust/detector.h"
 #include "robust/diagnosis.h"
 #include "robust/executor.h"
@@ -381,7 +382,7 @@ pid_t Driver::launch() {
     redis_->del(job_key(job_, "node:" + std::to_string(n)));
   }
   publish_layout();
-  const std::string dir = o_.work_dir + "/attempt_" + std::to_string(attempt_);
+  const std::string dir = attempt_dir(o_.work_dir, attempt_);
   std::filesystem::create_directories(dir);
   logs_.clear();
   logs_.emplace_back(dir + "/mpirun.err", -1);
@@ -764,6 +765,10 @@ int Driver::run() {
   int rc = 1;
   try {
     std::filesystem::create_directories(o_.work_dir);
+    // An earlier run's rank logs would be read as this run's (attempt_dirs.h).
+    if (const int stale = remove_attempt_dirs(o_.work_dir); stale > 0) {
+      event(fmt::format("removed {} attempt folder(s) of an earlier run in {}", stale, o_.work_dir));
+    }
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, on_signal);
     make_nodes();
     start_control_plane();

@@ -67,7 +67,12 @@ fi
 
 # A finished job run again (the reference's checkpoint folder): it resumes at
 # its final checkpoint and trains nothing, so no loss line comes. Complete in
-# one attempt with no detection (it once relaunched until max_restarts).
+# one attempt with no detection (it once relaunched until max_restarts). Its
+# work directory holds an earlier run's rank log with an error line: the driver
+# removes old attempt folders first (robust/attempt_dirs.h; it once read that
+# line as this run's fault and evicted a healthy node).
+mkdir -p "$TMP/rerun/run/attempt_1"
+echo "megascale train: rank 0: a stale error line of an earlier run" >"$TMP/rerun/run/attempt_1/rank_0.log"
 "$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/reference/ckpt\"" --set "train.work_dir=\"$TMP/rerun/work\"" \
   --out "$TMP/rerun.json" --work-dir "$TMP/rerun/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/rerun.log" 2>&1 || true
 rline="rerun_finished completed=$(jq -r .completed "$TMP/rerun.json" 2>/dev/null) attempts=$(jq -r .attempts "$TMP/rerun.json" 2>/dev/null) detections=$(jq -r '.faults | length' "$TMP/rerun.json" 2>/dev/null)"
