@@ -53,7 +53,7 @@ MemoryBreakdown memory_per_gpu(const ModelConfig& m, const ParallelConfig& p,
 // no framework pairs the two: DeepSpeed's ZeRO-2/3 reduce after every backward
 // so that each rank keeps only its shard ("gradient reduction is required after
 // every backward because of gradient partitioning", DeepSpeed issue #2252), as
-// PyTorch FSDP does outside no_sync(): M times the DP traffic per step; Megatron-
+// PyTorch FSDP does outside no_sync(): M gradient reduce-scatters per step; Megatron-
 // LM's distributed optimizer reduces once but keeps the whole gradient buffer.
 // Returns what the second reading adds per GPU, bytes: the unsharded gradients
 // less the counted shard, on the fullest stage. 0 where the pairing is exact

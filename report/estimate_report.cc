@@ -208,9 +208,9 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
     fmt::format_to(o,
                    "  note: ZeRO-{} counts 1/{} of the gradients but reduce-scatters them once per step; with {} "
                    "micro-batches per replica\n"
-                   "        DeepSpeed and FSDP reduce after every backward ({}x the DP traffic) and Megatron's "
-                   "distributed optimizer\n"
-                   "        keeps them whole (+{:.1f} GB): the time or the memory is optimistic (scenarios/README.md)\n",
+                   "        DeepSpeed and FSDP reduce after every backward ({}x the gradient reduce-scatters) and "
+                   "Megatron's\n"
+                   "        distributed optimizer keeps them whole (+{:.1f} GB): the time or the memory is optimistic (scenarios/README.md)\n",
                    s.parallel.zero_stage, s.parallel.dp, s.parallel.microbatches(), s.parallel.microbatches(),
                    extra / 1e9);
   }
