@@ -1,7 +1,7 @@
 // cli/train_command.cc: `megascale train FILE [--json] [--set KEY=VALUE]...` —
 // the real trainer.
 //
-// Validates the scenario, then launches the engine as an MPI job:
+// Validates the scenario and its train.data, then launches the engine as an MPI job:
 // `mpirun --oversubscribe -np GPUS megascale-train FILE [--json]` (Open MPI's
 // run-as-root variables set), and returns its exit status. megascale-train
 // (engine/tools/train_rank_main.cc) is a separate executable because the simulator side links
@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "base/mpirun.h"
+#include "engine/train_data_check.h"
 #include "model/scenario.h"
 
 namespace megascale::cli {
@@ -25,6 +26,7 @@ int train(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const std::vector<std::string> overrides = p.all("--set");
   const model::Scenario s = model::load_scenario(p.positional[0], overrides);
   model::check_trainable(s);
+  engine::check_train_data(s);  // a bad train.data fails here, not on every rank
   const std::string engine = base::sibling_program("megascale-train");  // beside this binary
   if (!std::filesystem::exists(engine)) {
     err << "megascale train: " << engine << " is missing (build the megascale-train target)\n";

@@ -88,7 +88,8 @@ NodeDataLoader::NodeDataLoader(Comm& node_comm, const DataLoaderOptions& options
 
   // 1. Local validation, then agreement on the options across the node.
   std::string problem;
-  if (o.seq_len < 1 || o.global_batch < 1 || o.dp < 1) problem = "seq_len, global_batch, dp must be >= 1";
+  if (o.seq_len < 1 || o.vocab < 1 || o.global_batch < 1 || o.dp < 1)
+    problem = "seq_len, vocab, global_batch, dp must be >= 1";
   else if (o.global_batch % o.dp != 0) problem = "global_batch must be a multiple of dp";
   else if (o.dp_rank < 0 || o.dp_rank >= o.dp) problem = "dp_rank outside 0..dp-1";
   else if (o.prefetch_depth < 2 || o.prefetch_depth > kMaxDepth) problem = "prefetch_depth outside 2..8";
@@ -137,10 +138,7 @@ NodeDataLoader::NodeDataLoader(Comm& node_comm, const DataLoaderOptions& options
     try {
       dataset_ = std::make_unique<Dataset>(Dataset::open(o.dataset_path));
       ++dataset_opens_;
-      if (dataset_->size() < static_cast<size_t>(o.seq_len) + 1)
-        throw DatasetError(o.dataset_path, std::to_string(dataset_->size()) +
-                                               " tokens, fewer than seq_len + 1 = " +
-                                               std::to_string(o.seq_len + 1));
+      check_dataset_fits(*dataset_, o.seq_len, o.vocab);
       const int pid = static_cast<int>(getpid() % (1 << 24));
       shm_name_ = "/megascale-" + o.job_name + "-" + host + "-" + std::to_string(pid);
       const int fd = shm_open(shm_name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);

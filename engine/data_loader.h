@@ -52,6 +52,7 @@ struct DataLoaderOptions {
   std::string dataset_path;
   std::string job_name = "job";  // part of the shared-memory name: [A-Za-z0-9_.-]
   int seq_len = 0;
+  int vocab = 0;                 // the model's (model.vocab): the reader refuses a dataset with more (check_dataset_fits)
   int global_batch = 0;          // B: samples per step over all replicas
   int dp = 1;                    // D
   int dp_rank = 0;               // this rank's replica

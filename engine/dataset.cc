@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -157,6 +158,15 @@ Dataset Dataset::open(const std::string& path) {
                                    std::to_string(i) + " >= vocab " + std::to_string(vocab));
   }
   return ds;
+}
+
+void check_dataset_fits(const Dataset& ds, int seq_len, int model_vocab) {
+  if (ds.size() < static_cast<size_t>(seq_len) + 1)
+    throw DatasetError(ds.path(), fmt::format("{} tokens, fewer than seq_len + 1 = {}", ds.size(), seq_len + 1));
+  if (ds.vocab() > static_cast<uint32_t>(std::max(model_vocab, 0)))
+    throw DatasetError(ds.path(), fmt::format("its vocabulary has {} tokens, the model's (model.vocab) {}: tokens "
+                                              "{}..{} would have no embedding row",
+                                              ds.vocab(), model_vocab, model_vocab, ds.vocab() - 1));
 }
 
 std::vector<uint16_t> make_synthetic_corpus(uint32_t vocab, size_t tokens, uint64_t seed) {

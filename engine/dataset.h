@@ -74,6 +74,13 @@ class Dataset {
   std::vector<uint16_t> tokens_;
 };
 
+// Throws DatasetError (naming ds.path()) when the dataset cannot feed a model of
+// `seq_len` tokens per sample and `model_vocab` embedding rows: fewer than
+// seq_len + 1 tokens (one sample and its shifted labels), or a vocabulary
+// larger than the model's (its tokens at or above model_vocab have no
+// embedding row; the engine would stop at the first such token mid-run).
+void check_dataset_fits(const Dataset& ds, int seq_len, int model_vocab);
+
 // A tiny synthetic corpus a small model can learn: a first-order Markov chain
 // over `vocab` tokens where each token has three successors with probabilities
 // 0.7 / 0.2 / 0.1 (chosen by a seeded permutation), so the next-token entropy is

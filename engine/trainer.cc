@@ -188,6 +188,7 @@ struct Trainer::Impl {
     lo.dataset_path = dataset_path();
     lo.job_name = options.job_name;
     lo.seq_len = s.model.seq_len;
+    lo.vocab = s.model.vocab;
     lo.global_batch = s.parallel.global_batch;
     lo.dp = s.parallel.dp;
     lo.dp_rank = groups.dp_rank();

@@ -3,10 +3,12 @@
 #include "engine/data_loader.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
-#include <filesystem>
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -30,6 +32,7 @@ class LoaderTest : public ::testing::Test {
     o.dataset_path = path_;
     o.job_name = "unit";
     o.seq_len = 8;
+    o.vocab = 97;
     o.global_batch = 6;
     o.dp = dp;
     o.dp_rank = dp_rank;
@@ -126,6 +129,36 @@ TEST_F(LoaderTest, MissingDatasetFailsOnEveryRank) {
     }
   }));
   EXPECT_EQ(failures, 2);
+}
+
+// A dataset whose vocabulary exceeds the model's is refused by the reader at
+// start-up, as a DatasetError on every rank, not mid-run at its first token
+// without an embedding row (the engine's check in model_chunk.cc).
+TEST_F(LoaderTest, DatasetWithMoreTokensThanTheModelIsRefusedOnEveryRank) {
+  std::mutex mu;
+  std::vector<std::string> errors;
+  auto o = options(1, 0);
+  o.vocab = 96;  // the dataset's is 97
+  EXPECT_ANY_THROW(run_on_threads(2, [&](Comm& node) {
+    try {
+      NodeDataLoader loader(node, o);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      errors.push_back(e.what());
+      throw;
+    }
+  }));
+  ASSERT_EQ(errors.size(), 2u);
+  const bool reader_named_it = std::any_of(errors.begin(), errors.end(), [&](const std::string& e) {
+    return e.find(path_) != std::string::npos && e.find("has 97 tokens, the model's (model.vocab) 96") != std::string::npos;
+  });
+  EXPECT_TRUE(reader_named_it) << errors[0] << " | " << errors[1];
+}
+
+TEST_F(LoaderTest, ZeroVocabIsAnInvalidOption) {
+  auto o = options(1, 0);
+  o.vocab = 0;
+  EXPECT_THROW(run_on_threads(1, [&](Comm& node) { NodeDataLoader loader(node, o); }), std::invalid_argument);
 }
 
 TEST_F(LoaderTest, DisagreeingOptionsAreRejected) {

@@ -147,6 +147,27 @@ TEST_F(DatasetFile, RefusesUnknownVersion) {
   expect_refused(path("u.msds"), "unsupported version 9");
 }
 
+TEST_F(DatasetFile, FitsAModelOnlyWithEnoughTokensAndNoLargerVocabulary) {
+  write_dataset(path("d.msds"), make_synthetic_corpus(50, 10, 3), 50);
+  const Dataset ds = Dataset::open(path("d.msds"));
+  EXPECT_NO_THROW(check_dataset_fits(ds, 9, 50));   // 10 tokens: one sample of 9 and its labels
+  EXPECT_NO_THROW(check_dataset_fits(ds, 9, 64));   // a model may have more rows than the data uses
+  try {
+    check_dataset_fits(ds, 10, 50);
+    ADD_FAILURE() << "10 tokens cannot make a sample of 10 and its labels";
+  } catch (const DatasetError& e) {
+    EXPECT_EQ(e.file(), path("d.msds"));
+    EXPECT_NE(e.problem().find("10 tokens, fewer than seq_len + 1 = 11"), std::string::npos) << e.what();
+  }
+  try {
+    check_dataset_fits(ds, 9, 49);
+    ADD_FAILURE() << "token 49 has no embedding row in a 49-token model";
+  } catch (const DatasetError& e) {
+    EXPECT_NE(e.problem().find("has 50 tokens, the model's (model.vocab) 49: tokens 49..49"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SyntheticCorpus, DeterministicAndInVocab) {
   const auto a = make_synthetic_corpus(50, 5000, 7);
   const auto b = make_synthetic_corpus(50, 5000, 7);

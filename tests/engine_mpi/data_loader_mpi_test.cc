@@ -33,6 +33,7 @@ DataLoaderOptions options(const std::string& path, int dp, int dp_rank) {
   o.dataset_path = path;
   o.job_name = "mpitest";
   o.seq_len = 16;
+  o.vocab = 211;
   o.global_batch = 8;
   o.dp = dp;
   o.dp_rank = dp_rank;

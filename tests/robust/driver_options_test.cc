@@ -2,9 +2,14 @@
 // with its faults checked against the job before anything starts.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
+#include "engine/dataset.h"
 #include "robust/driver.h"
 
 namespace megascale::robust {
@@ -64,6 +69,26 @@ TEST(DriverOptions, RefusesWhatTheEngineCannotTrainBeforeLaunching) {
     EXPECT_NE(e.find(std::string("scenario: ") + kTiny), std::string::npos) << override_text << ": " << e;
     EXPECT_NE(e.find(key), std::string::npos) << override_text << ": " << e;
   }
+}
+
+// train.data is read before launch: a missing, corrupt or too-large-vocabulary
+// dataset failed on every node, and the driver evicted a healthy one for it.
+TEST(DriverOptions, RefusesTrainingDataEveryRankWouldFailOn) {
+  const std::string dir = ::testing::TempDir() + "driver_options_data_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  engine::write_dataset(dir + "/v200.msds", engine::make_synthetic_corpus(200, 1000, 1), 200);
+  engine::write_dataset(dir + "/v96.msds", engine::make_synthetic_corpus(96, 1000, 1), 96);
+  std::ofstream(dir + "/junk.msds") << "not a dataset, but 32 bytes or more long";
+  for (const auto& [file, why] : {std::pair{"missing.msds", "cannot open: No such file or directory"},
+                                  std::pair{"junk.msds", "not a megascale dataset"},
+                                  std::pair{"v200.msds", "its vocabulary has 200 tokens, the model's (model.vocab) 96"}}) {
+    const std::string e = error_of({"train.data=\"" + dir + "/" + file + "\""}, {});
+    EXPECT_NE(e.find(std::string("scenario: ") + kTiny), std::string::npos) << file << ": " << e;
+    EXPECT_NE(e.find("train.data"), std::string::npos) << file << ": " << e;
+    EXPECT_NE(e.find(why), std::string::npos) << file << ": " << e;
+  }
+  EXPECT_EQ(error_of({"train.data=\"" + dir + "/v96.msds\""}, {}), "");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DriverOptions, RefusesAFaultOutsideTheJobAndAnotherEngine) {
