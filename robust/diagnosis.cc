@@ -119,6 +119,15 @@ int match_detection(const std::vector<FiredFault>& fired, const Detection& d) {
   return match;
 }
 
+std::optional<std::string> engine_error_text(const std::string& line) {
+  static const std::regex engine_re(R"(megascale train: rank \d+: (.*))");
+  const std::optional<LogFinding> f = scan_log_line(line, -1);
+  if (!f || (f->kind != "engine_error" && f->kind != "checkpoint_error")) return std::nullopt;
+  std::smatch m;
+  if (!std::regex_search(f->line, m, engine_re)) return std::nullopt;
+  return f->kind + "|" + m[1].str();
+}
+
 std::optional<LogFinding> scan_log_line(const std::string& line, int rank_of_file) {
   static const std::regex signal_re(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
   static const std::regex checksum_re(R"(step_(\d+)/shard_\d+\.msck \(rank (\d+)\): checksum mismatch)");

@@ -52,6 +52,15 @@ struct LogFinding {
 // `rank_of_file`: the rank whose log this is, -1 for mpirun's own output.
 std::optional<LogFinding> scan_log_line(const std::string& line, int rank_of_file);
 
+// An engine's own error, as the driver compares it across attempts: the kind
+// and the text after "megascale train: rank R: " of an engine_error or
+// checkpoint_error line ("engine_error|/data/x.msds: cannot open: ..."), or
+// nullopt for any other line (a signal, a crash, an MPI error). The same text
+// in two attempts, after the node that reported it was evicted or returned
+// repaired, is the job's error (its input, configuration or code), not a
+// node's: the driver stops instead of evicting node after node.
+std::optional<std::string> engine_error_text(const std::string& line);
+
 // A fault a rank (or the driver) reported firing (keys.h "fired").
 struct FiredFault {
   std::string fault;

@@ -169,6 +169,7 @@ class Driver {
   void start_control_plane();
   void stop_control_plane();
   void publish_layout();
+  void note_engine_error(const std::string& line);
   pid_t launch();
   void kill_attempt();
   std::vector<RankStatus> read_statuses();
@@ -212,6 +213,10 @@ class Driver {
   std::set<std::string> fired_seen_;
   std::vector<model::InjectSpec> pending_faults_;
   std::optional<size_t> pending_record_;  // the fault whose restart is being measured
+  // engine_error_text of every engine/checkpoint error line read, this
+  // attempt and the one before (diagnosis.h: the same error after a recovery
+  // is the job's).
+  std::set<std::string> engine_errors_, engine_errors_before_;
   std::optional<size_t> redis_record_;
   double redis_restarted_at_ = 0;
   double redis_ok_since_ = 0;
@@ -375,8 +380,14 @@ void Driver::publish_layout() {
   redis_->hset(job_key(job_, "layout"), layout);
 }
 
+void Driver::note_engine_error(const std::string& line) {
+  if (std::optional<std::string> e = engine_error_text(line)) engine_errors_.insert(*e);
+}
+
 pid_t Driver::launch() {
   ++attempt_;
+  engine_errors_before_ = std::move(engine_errors_);
+  engine_errors_.clear();
   for (int r = 0; r < ranks_; ++r) redis_->del(job_key(job_, "rank:" + std::to_string(r)));
   for (int n = 0; n < nodes_ + static_cast<int>(spares_.size()) + static_cast<int>(bad_nodes_.size()); ++n) {
     redis_->del(job_key(job_, "node:" + std::to_string(n)));
@@ -562,6 +573,7 @@ std::optional<Detection> Driver::scan_logs(bool* checksum, long long* bad_step) 
     for (const std::string& line : t.read()) {
       const std::optional<LogFinding> f = scan_log_line(line, t.rank());
       if (!f) continue;
+      note_engine_error(line);
       event("log " + std::filesystem::path(t.path()).filename().string() + ": " + f->kind + ": " + line.substr(0, 200));
       if (f->kind == "checksum_mismatch") {
         *checksum = true;
@@ -648,6 +660,7 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
       for (LogTail& t : logs_) {
         for (const std::string& line : t.read()) {
           const std::optional<LogFinding> f = scan_log_line(line, t.rank());
+          if (f) note_engine_error(line);
           if (f && f->kind == "signal") {
             culprit = f->rank;
             why = "mpirun: " + line;
@@ -656,6 +669,39 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
         }
       }
       if (!named) sleep_s(0.05);
+    }
+  }
+  // The job's own error: an engine error the attempt before reported too,
+  // when neither detection is an injected fault's. The node that reported it
+  // was evicted (or returned repaired) in between and it came back: evicting
+  // more nodes would only use up the spares. Stop and say so.
+  if (index < 0 && pending_record_ && profile_.faults[*pending_record_].fault == "none") {
+    // The detection's own error first, then the others this attempt printed.
+    std::vector<std::string> seen;
+    if (std::optional<std::string> own = engine_error_text(d.detail)) seen.push_back(*own);
+    seen.insert(seen.end(), engine_errors_.begin(), engine_errors_.end());
+    for (const std::string& e : seen) {
+      if (!engine_errors_before_.count(e)) continue;
+      const FaultRecord& before = profile_.faults[*pending_record_];
+      const std::string what = e.substr(e.find('|') + 1);
+      const std::string since =
+          before.evicted_node < 0 ? "a restart in place"
+          : before.replacement_node >= 0 && before.replacement_node != before.evicted_node
+              ? fmt::format("node {} was evicted and node {} took its slot", before.evicted_node, before.replacement_node)
+              : fmt::format("node {} was evicted and returned to service", before.evicted_node);
+      rec.diagnosed_rank = -1;
+      rec.diagnosed_node = -1;
+      rec.diagnosis = fmt::format("no rank named: the job's error, not a node's: attempt {} failed as attempt {} did, "
+                                  "after {} ({})",
+                                  attempt_, attempt_ - 1, since, what);
+      rec.diagnosed_at_s = wall_now_s();
+      event("diagnosis: " + rec.diagnosis);
+      profile_.faults.push_back(rec);
+      throw std::runtime_error(fmt::format(
+          "stopped: \"{}\" again in attempt {}, after {}: an error that survives a recovery is the job's (its input, "
+          "configuration or code), not a node's; fix it and rerun (`megascale train` on the scenario shows it "
+          "without recovery)",
+          what, attempt_, since));
     }
   }
   // Self-checks where the detection alone does not settle it (MegaScale

@@ -5,8 +5,10 @@
 # Runs scenarios/cpu/robust-tiny.toml (2 CPU ranks, DP 2, a checkpoint every 2
 # steps) once without a fault, then once more on that run's checkpoints (line
 # rerun_finished: a finished job resumes at its end, trains nothing and must
-# complete in one attempt with no detection), then once per fault, each from an
-# empty checkpoint folder, and prints one line per fault:
+# complete in one attempt with no detection), once with a checkpoint folder
+# that cannot be made (line job_error: the job's own error; the driver must stop
+# after the second attempt), then once per fault, each from an empty
+# checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
 #     self_check=faulty|passed|none [self_check_s=Z] detected_by=KIND [nodes=netns]
 # detected_s: injection -> the driver's detection; resumed_s: injection -> the
@@ -80,6 +82,21 @@ echo "$rline"
 case "$rline" in
   *completed=true\ attempts=1\ detections=0) ;;
   *) echo "    (expected completed=true attempts=1 detections=0; log follows)"; sed 's/^/    /' "$TMP/rerun.log" | tail -20; rerun_failed=1 ;;
+esac
+
+# The job's own error, no fault injected: the checkpoint folder cannot be
+# made (its parent is a file), so every rank fails the same way in every
+# attempt. The driver evicts the reporting node once; when the same error comes
+# back on the spare it stops (robust/diagnosis.h engine_error_text) instead of
+# evicting node after node until [recovery] max_restarts (it once did).
+mkdir -p "$TMP/job_error" && : >"$TMP/job_error/file"
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/job_error/file/ckpt\"" --set "train.work_dir=\"$TMP/job_error/work\"" \
+  --out "$TMP/job_error.json" --work-dir "$TMP/job_error/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/job_error.log" 2>&1 || true
+jline="job_error completed=$(jq -r .completed "$TMP/job_error.json" 2>/dev/null) attempts=$(jq -r .attempts "$TMP/job_error.json" 2>/dev/null) stopped=$(jq -r '.error // "" | test("is the job.s") ' "$TMP/job_error.json" 2>/dev/null)"
+echo "$jline"
+case "$jline" in
+  *completed=false\ attempts=2\ stopped=true) ;;
+  *) echo "    (expected completed=false attempts=2 stopped=true; log follows)"; sed 's/^/    /' "$TMP/job_error.log" | tail -20; rerun_failed=1 ;;
 esac
 
 FAULTS=(

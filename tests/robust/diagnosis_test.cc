@@ -103,6 +103,26 @@ TEST(Diagnosis, LogKeywords) {
   EXPECT_FALSE(scan_log_line("step 3 loss 4.1", 0));
 }
 
+// The text the driver compares across attempts: the rank number left out
+// (another rank may report it next time), the kind kept; no text for lines a
+// faulty node causes (a signal, a crash, an MPI error).
+TEST(Diagnosis, EngineErrorTextLeavesOutTheRankAndKeepsTheKind) {
+  const auto a = engine_error_text("megascale train: rank 0: /d/x.msds: cannot open: No such file or directory");
+  const auto b = engine_error_text("[run 3.6 s] detected (log_error): engine_error: megascale train: rank 3: "
+                                   "/d/x.msds: cannot open: No such file or directory");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, "engine_error|/d/x.msds: cannot open: No such file or directory");
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, engine_error_text("megascale train: rank 0: /d/y.msds: cannot open: No such file or directory"));
+  const auto ck = engine_error_text("megascale train: rank 1: /c (rank 0): in use: world rank 0 could not lock the "
+                                    "checkpoint_dir");
+  ASSERT_TRUE(ck);
+  EXPECT_EQ(ck->rfind("checkpoint_error|", 0), 0u);
+  EXPECT_FALSE(engine_error_text("Segmentation fault (core dumped)"));
+  EXPECT_FALSE(engine_error_text("process rank 1 with PID 77 on node vm exited on signal 9 (Killed)"));
+  EXPECT_FALSE(engine_error_text("step 3 loss 4.1"));
+}
+
 TEST(Detector, SlowRankNeedsConsecutiveSteps) {
   SlowDetector d(1.5, 3, 3);  // times well above the 2 ms noise floor
   // Rank 2 slow at steps 1, 2 (noise resets at 3), then 4, 5, 6.
