@@ -1072,6 +1072,17 @@ int Driver::run() {
       }
       if (++restarts > s_.recovery.max_restarts) {
         kill_attempt();
+        // The detection is recorded (its fault detected, not recovered from),
+        // so the profile does not list the fault as missed.
+        read_fired();
+        const int index = match_detection(fired_, *detection);
+        FaultRecord rec = index >= 0 ? take_fired(fired_[static_cast<size_t>(index)]) : FaultRecord{};
+        rec.detected_by = detection->kind;
+        rec.detection_detail = detection->detail;
+        rec.detected_at_s = detection->at_s;
+        rec.diagnosis = "not diagnosed: no recovery left ([recovery] max_restarts = " +
+                        std::to_string(s_.recovery.max_restarts) + ")";
+        profile_.faults.push_back(rec);
         throw std::runtime_error("gave up after " + std::to_string(s_.recovery.max_restarts) +
                                  " recoveries ([recovery] max_restarts); last: " + detection->detail);
       }

@@ -7,8 +7,9 @@
 # rerun_finished: a finished job resumes at its end, trains nothing and must
 # complete in one attempt with no detection), once with a checkpoint folder
 # that cannot be made (line job_error: the job's own error; the driver must stop
-# after the second attempt), then once per fault, each from an empty
-# checkpoint folder, and prints one line per fault:
+# after the second attempt), once with a kill and no recovery allowed (line
+# gave_up: the detection is still recorded), then once per fault, each from an
+# empty checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
 #     self_check=faulty|passed|none [self_check_s=Z] detected_by=KIND [nodes=netns]
 # detected_s: injection -> the driver's detection; resumed_s: injection -> the
@@ -97,6 +98,19 @@ echo "$jline"
 case "$jline" in
   *completed=false\ attempts=2\ stopped=true) ;;
   *) echo "    (expected completed=false attempts=2 stopped=true; log follows)"; sed 's/^/    /' "$TMP/job_error.log" | tail -20; rerun_failed=1 ;;
+esac
+
+# No recovery allowed ([recovery] max_restarts = 0): the kill is detected,
+# the driver gives up, and the profile records the detection (it once listed
+# the fault as never detected).
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/gave_up/ckpt\"" --set "train.work_dir=\"$TMP/gave_up/work\"" \
+  --set recovery.max_restarts=0 --inject kill:rank=1:step=5 \
+  --out "$TMP/gave_up.json" --work-dir "$TMP/gave_up/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/gave_up.log" 2>&1 || true
+gline="gave_up completed=$(jq -r .completed "$TMP/gave_up.json" 2>/dev/null) attempts=$(jq -r .attempts "$TMP/gave_up.json" 2>/dev/null) detected_by=$(jq -r '[.faults[] | select(.fault == "kill") | .detected_by] | join(",")' "$TMP/gave_up.json" 2>/dev/null)"
+echo "$gline"
+case "$gline" in
+  *completed=false\ attempts=1\ detected_by=process_gone|*completed=false\ attempts=1\ detected_by=log_error) ;;
+  *) echo "    (expected completed=false attempts=1 detected_by=process_gone or log_error; log follows)"; sed 's/^/    /' "$TMP/gave_up.log" | tail -20; rerun_failed=1 ;;
 esac
 
 FAULTS=(
