@@ -14,7 +14,7 @@
 
 #include "cli/commands.h"
 #include "base/mpirun.h"
-#include "engine/train_data_check.h"
+#include "engine/launch_check.h"
 #include "model/scenario.h"
 
 namespace megascale::cli {
@@ -26,7 +26,7 @@ int train(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const std::vector<std::string> overrides = p.all("--set");
   const model::Scenario s = model::load_scenario(p.positional[0], overrides);
   model::check_trainable(s);
-  engine::check_train_data(s);  // a bad train.data fails here, not on every rank
+  engine::check_before_launch(s);  // train.data, the checkpoint to resume from
   const std::string engine = base::sibling_program("megascale-train");  // beside this binary
   if (!std::filesystem::exists(engine)) {
     err << "megascale train: " << engine << " is missing (build the megascale-train target)\n";

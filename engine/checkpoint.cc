@@ -150,10 +150,26 @@ void check_marker(const std::string& root, int64_t step, int rank, const Checkpo
                               " did not finish on all ranks");
   std::stringstream ss;
   ss << in.rdbuf();
-  const std::string want = marker_text(step, expected.world_size);
-  if (ss.str() != want)
+  const std::string text = ss.str();
+  if (text == marker_text(step, expected.world_size)) return;
+  // Which part differs, said plainly (the marker is three lines).
+  long long got_step = -1, got_world = -1;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "megascale checkpoint v1\nstep=%lld\nworld_size=%lld%c", &got_step, &got_world,
+                  &tail) != 3 ||
+      tail != '\n' || text != marker_text(got_step, static_cast<int>(got_world))) {
+    std::string shown = text.substr(0, 80);
+    std::replace(shown.begin(), shown.end(), '\n', '|');
+    throw CheckpointError(path, rank, "malformed marker",
+                          "expected 'megascale checkpoint v1|step=N|world_size=W|', got '" + shown + "'");
+  }
+  if (got_step != step)
     throw CheckpointError(path, rank, "layout mismatch",
-                          "marker says '" + ss.str() + "', expected '" + want + "'");
+                          fmt::format("the marker is step {}'s, in the folder of step {}", got_step, step));
+  throw CheckpointError(path, rank, "layout mismatch",
+                        fmt::format("written by {} ranks (world_size), this run has {}: a checkpoint loads only into "
+                                    "the layout that wrote it",
+                                    got_world, expected.world_size));
 }
 
 // Agreement across ranks after a local phase: returns the ranks that failed.

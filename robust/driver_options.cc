@@ -1,7 +1,7 @@
 // robust/driver_options.cc: `megascale run FILE` -> DriverOptions (robust/driver.h).
 #include <filesystem>
 
-#include "engine/train_data_check.h"
+#include "engine/launch_check.h"
 #include "robust/driver.h"
 #include "robust/fault_injection.h"
 
@@ -31,7 +31,7 @@ DriverOptions driver_options(const std::string& scenario_path, const std::vector
   // Refused here, before a node is launched: a scenario the engine cannot run
   // would fail every attempt and be taken for a faulty node each time.
   model::check_trainable(s);
-  engine::check_train_data(s);
+  engine::check_before_launch(s);
   o.faults = s.inject;
   for (const std::string& text : injects) o.faults.push_back(parse_inject(text));
   for (const model::InjectSpec& f : o.faults) {

@@ -175,9 +175,24 @@ TEST_F(CheckpointDir, DifferentLayoutOrModelIsRefused) {
   err = load_error(2, 5, other, 1, &check);
   EXPECT_EQ(check, "layout mismatch");
   EXPECT_NE(err.find("layers=4"), std::string::npos) << err;
-  // A different world size: the marker already disagrees.
-  load_error(1, 5, layout(1), 0, &check);
+  // A different world size: the marker already disagrees, and says so plainly.
+  err = load_error(1, 5, layout(1), 0, &check);
   EXPECT_EQ(check, "layout mismatch");
+  EXPECT_NE(err.find("written by 2 ranks (world_size), this run has 1"), std::string::npos) << err;
+}
+
+TEST_F(CheckpointDir, MarkerOfAnotherStepOrMalformedIsRefused) {
+  save(2, 5);
+  const std::string marker = marker_path(root_, 5);
+  std::ofstream(marker, std::ios::trunc) << "megascale checkpoint v1\nstep=7\nworld_size=2\n";
+  std::string check;
+  std::string err = load_error(2, 5, layout(2), 0, &check);
+  EXPECT_EQ(check, "layout mismatch");
+  EXPECT_NE(err.find("the marker is step 7's, in the folder of step 5"), std::string::npos) << err;
+  std::ofstream(marker, std::ios::trunc) << "hello\nworld\n";
+  err = load_error(2, 5, layout(2), 0, &check);
+  EXPECT_EQ(check, "malformed marker");
+  EXPECT_NE(err.find("got 'hello|world|'"), std::string::npos) << err;
 }
 
 TEST_F(CheckpointDir, ResavingAStepReplacesIt) {
