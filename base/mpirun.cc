@@ -15,15 +15,19 @@ namespace megascale::base {
 namespace {
 
 volatile sig_atomic_t g_child_group = 0;
+volatile sig_atomic_t g_forwarded = 0;  // a signal was forwarded to the group
 
 extern "C" void forward_signal(int sig) {
   const pid_t group = g_child_group;
-  if (group > 0) ::kill(-group, sig);
+  if (group > 0) {
+    g_forwarded = 1;
+    ::kill(-group, sig);
+  }
 }
 
 }  // namespace
 
-int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const std::string& who) {
+int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const std::string& who, int grace_s) {
   std::vector<std::string> argv_text = {"mpirun"};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -49,6 +53,7 @@ int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const st
   }
   ::setpgid(child, child);  // also from here: no race with a signal before the child runs
   g_child_group = child;
+  g_forwarded = 0;
   struct sigaction forward {}, old_int {}, old_term {}, old_hup {};
   forward.sa_handler = forward_signal;
   sigemptyset(&forward.sa_mask);
@@ -56,12 +61,22 @@ int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const st
   ::sigaction(SIGTERM, &forward, &old_term);
   ::sigaction(SIGHUP, &forward, &old_hup);
 
+  // Polled, not a blocking waitpid: the signal may be handled on any thread,
+  // so this one is not always interrupted when it is.
   int status = 0;
   pid_t done = 0;
-  do {
-    done = ::waitpid(child, &status, 0);
-  } while (done < 0 && errno == EINTR);
-
+  int ticks_since_signal = 0;
+  bool killed = false;
+  constexpr int kPoll_us = 50 * 1000;
+  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 || (done < 0 && errno == EINTR)) {
+    if (g_forwarded && !killed && ++ticks_since_signal > grace_s * (1000 * 1000 / kPoll_us)) {
+      err << who << ": mpirun did not exit within " << grace_s
+          << " s of the signal; killing it and its ranks (SIGKILL)\n";
+      ::kill(-child, SIGKILL);
+      killed = true;
+    }
+    ::usleep(kPoll_us);
+  }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
   ::sigaction(SIGHUP, &old_hup, nullptr);

@@ -50,9 +50,9 @@ asan="halt_on_error=1:detect_leaks=1:strict_init_order=1:check_initialization_or
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export MEGASCALE_FUZZ_SCALE="${MEGASCALE_FUZZ_SCALE:-0.25}"
 cd "$build"
-ASAN_OPTIONS="$asan" ctest --output-on-failure -j "$jobs" -L unit
+ASAN_OPTIONS="$asan" ctest --output-on-failure --timeout 900 -j "$jobs" -L unit  # --timeout: scripts/test.sh
 ASAN_OPTIONS="$asan:fast_unwind_on_malloc=0" \
   LSAN_OPTIONS="suppressions=$root/scripts/sanitizer-suppressions.txt:print_suppressions=0" \
-  ctest --output-on-failure -L mpi
+  ctest --output-on-failure --timeout 900 -L mpi
 done_=$(date +%s)
 echo "sanitize.sh: build $((built - start)) s, tests $((done_ - built)) s"

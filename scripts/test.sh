@@ -10,7 +10,10 @@ build="${BUILD_DIR:-$root/build}"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 cd "$build"
-ctest --output-on-failure -j "${JOBS:-$(nproc)}"
+# --timeout: a test that hangs fails after 15 min instead of holding the run
+# until CI's limit (a stuck mpirun once held one test 15 min; the slowest test
+# here takes ~95 s: ScenarioFuzz, calibrate_micro_quick).
+ctest --output-on-failure --timeout 900 -j "${JOBS:-$(nproc)}"
 if [ "${MEGASCALE_SKIP_SANITIZE:-0}" != "1" ]; then
   "$root/scripts/sanitize.sh"
 fi
