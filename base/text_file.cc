@@ -1,6 +1,7 @@
 // base/text_file.cc: see text_file.h.
 #include "base/text_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -38,6 +39,30 @@ void write_text_or_throw(const std::string& path, const std::string& text) {
   if (write_text_atomically(path, text)) return;
   const int why = errno;
   throw std::runtime_error(path + ": cannot write (" + (why != 0 ? std::strerror(why) : "unknown reason") + ")");
+}
+
+std::string read_text_or_throw(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputFileError(path, std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int why = errno;  // EISDIR for a directory
+      ::close(fd);
+      throw InputFileError(path, std::strerror(why));
+    }
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      throw InputFileError(path, "more than " + std::to_string(max_bytes) + " bytes: not a text input");
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 }  // namespace megascale::base

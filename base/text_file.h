@@ -1,10 +1,16 @@
 // base/text_file.h: writing a whole text file (a report, a profile) so that a
 // reader never sees half of it and nothing at a predictable temporary name is
 // followed: base/temp_file.h's fresh temporary beside `path`, then rename(2).
+// And reading a whole input file (a measurement, a manifest, a profile) so
+// that a directory, an unreadable file or an endless one (/dev/zero) is an
+// error naming the path and the reason, not an empty input.
 //
-// defines: write_text_atomically, write_text_or_throw
+// defines: write_text_atomically, write_text_or_throw, InputFileError,
+//          read_text_or_throw, kMaxInputBytes
 #pragma once
 
+#include <cstddef>
+#include <stdexcept>
 #include <string>
 
 namespace megascale::base {
@@ -16,5 +22,27 @@ bool write_text_atomically(const std::string& path, const std::string& text);
 // write_text_atomically, or std::runtime_error "PATH: cannot write (REASON)"
 // with the system's reason (no such directory, permission denied, disk full).
 void write_text_or_throw(const std::string& path, const std::string& text);
+
+// An input that cannot be read: what() is "PATH: cannot read (REASON)". An
+// invalid_argument, so the CLI reports it as bad input (exit 2).
+class InputFileError : public std::invalid_argument {
+ public:
+  InputFileError(const std::string& path, const std::string& reason)
+      : std::invalid_argument(path + ": cannot read (" + reason + ")"), path_(path), reason_(reason) {}
+  const std::string& path() const { return path_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string path_, reason_;
+};
+
+// Far above any text input of this project (the largest, a simulated trace of
+// a 12,288-GPU step, is tens of MB), and a bound on what /dev/zero costs.
+inline constexpr size_t kMaxInputBytes = size_t{1} << 30;
+
+// The whole file at `path`. Throws InputFileError when it cannot be opened or
+// read (missing, permission, a directory: the system's reason) or holds more
+// than `max_bytes` (a device or a pipe without end).
+std::string read_text_or_throw(const std::string& path, size_t max_bytes = kMaxInputBytes);
 
 }  // namespace megascale::base

@@ -58,8 +58,7 @@ std::string pct(double f) { return fmt::format("{:+.1f}%", 100 * f); }
 }  // namespace
 
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ImportError(path + ":0: cannot open file");
+  std::istringstream in(base::read_text_or_throw(path));
   std::vector<MeasuredRun> runs;
   std::string line;
   int n = 0;

@@ -12,6 +12,7 @@
 
 #include "base/number_text.h"
 #include "calibrate/csv_line.h"
+#include "base/text_file.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -158,11 +159,7 @@ std::vector<GemmSweepRow> parse_gemm_sweep(std::string_view csv, const std::stri
 }
 
 std::vector<GemmSweepRow> read_gemm_sweep_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, 1, "cannot open the file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_gemm_sweep(ss.str(), path);
+  return parse_gemm_sweep(base::read_text_or_throw(path), path);
 }
 
 }  // namespace megascale::calibrate

@@ -10,6 +10,7 @@
 #include "model/breakdown_parts.h"
 #include "model/scenario.h"
 #include "sim/system_comparison.h"
+#include "base/text_file.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -72,11 +73,13 @@ bool GateResult::pass() const {
 }
 
 base::Json read_golden(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw GoldenError(path + ": cannot open the golden file (create it with --update)");
-  std::stringstream text;
-  text << in.rdbuf();
-  base::Json j = base::Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  try {
+    text = base::read_text_or_throw(path);
+  } catch (const base::InputFileError& e) {
+    throw GoldenError(path + ": cannot read the golden file (" + e.reason() + "; create it with --update)");
+  }
+  base::Json j = base::Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw GoldenError(path + ": not JSON (a golden file is written by `megascale check --update`)");
   if (!j.is_object()) throw GoldenError(path + ": the top level must be an object");
   if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())

@@ -14,6 +14,7 @@
 #include "calibrate/nccl_tests.h"
 #include "calibrate/protocol_fit.h"
 #include "model/profile.h"
+#include "base/text_file.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -22,13 +23,7 @@ namespace {
 // profile stays finite (1e9 GB/s moves 1 GB in 1 us).
 constexpr double kFlatBusbwGbs = 1e9;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ImportError(path + ":0: cannot open file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_text(const std::string& path) { return base::read_text_or_throw(path); }
 
 model::ProtocolCurve to_model(const ProtocolCurve& c, const std::string& op, const std::string& scope, int ranks) {
   model::ProtocolCurve m;

@@ -12,6 +12,7 @@
 #include "calibrate/nccl_tests.h"  // ImportError
 #include "model/estimator.h"
 #include "model/scenario.h"
+#include "base/text_file.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -31,8 +32,7 @@ double milliseconds(const std::string& cell, const std::string& column, const st
 }  // namespace
 
 std::vector<PublishedLayer> read_published_layers(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, 0, "cannot open file");
+  std::istringstream in(base::read_text_or_throw(path));
   static const char* kRequired[] = {"name", "scenario", "set", "forward_ms", "backward_ms", "source"};
   std::map<std::string, size_t> col;
   std::vector<PublishedLayer> out;

@@ -14,6 +14,7 @@
 
 #include "base/number_text.h"
 #include "model/profile_tables.h"
+#include "base/text_file.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -674,11 +675,7 @@ NcclTestsRun parse_nccl_tests(std::string_view text, const std::string& source, 
 }
 
 NcclTestsRun read_nccl_tests_file(const std::string& path, std::string op_hint) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, 1, "cannot open the file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_nccl_tests(ss.str(), path, std::move(op_hint));
+  return parse_nccl_tests(base::read_text_or_throw(path), path, std::move(op_hint));
 }
 
 }  // namespace megascale::calibrate

@@ -17,6 +17,7 @@
 #include "network/routing.h"
 #include "network/topology.h"
 #include "sim/fabric_config.h"
+#include "base/text_file.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -53,11 +54,7 @@ std::string NetMachine::nccl_settings() const {
 }
 
 std::vector<NetMachine> read_net_manifest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const toml::table root = model::parse_toml(ss.str(), path);
+  const toml::table root = model::parse_toml(base::read_text_or_throw(path), path);
   const model::Section top(root, "", path);
   static constexpr std::string_view kTop[] = {"run"};
   top.reject_unknown_keys(kTop);

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "model/toml_section.h"
+#include "base/text_file.h"
 
 namespace megascale::model {
 
@@ -558,11 +559,13 @@ GpuProfile load_profile(const std::string& path) {
   if (std::filesystem::is_directory(path, ignored)) {
     throw ScenarioError(path, 0, 0, "", "cannot open profile: is a directory");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ScenarioError(path, 0, 0, "", std::string("cannot open profile: ") + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_profile(text.str(), path);
+  std::string text;
+  try {
+    text = base::read_text_or_throw(path);
+  } catch (const base::InputFileError& e) {
+    throw ScenarioError(path, 0, 0, "", "cannot open profile: " + e.reason());
+  }
+  return parse_profile(text, path);
 }
 
 std::string write_profile(const GpuProfile& p) {

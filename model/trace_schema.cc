@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 #include <fmt/format.h>
+#include "base/text_file.h"
 
 namespace megascale::model {
 namespace {
@@ -172,8 +173,7 @@ void write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& 
 }
 
 std::vector<TraceEvent> read_trace_csv(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open trace CSV");
+  std::istringstream in(base::read_text_or_throw(path));
   std::string line;
   std::vector<std::string> f;
   int lineno = 0;

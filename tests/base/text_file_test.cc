@@ -7,6 +7,7 @@
 #include "base/text_file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -74,6 +75,36 @@ TEST_F(TextFile, AFolderInTheWayKeepsItAndLeavesNoTemporary) {
   EXPECT_TRUE(fs::is_directory(p));
   EXPECT_EQ(read_all(p / "inside"), "kept");
   EXPECT_EQ(entries(), 1u);  // only the folder: the temporary beside it was removed
+}
+
+// A directory, a missing file and an endless one (/dev/zero) are errors naming
+// the path and the reason; before, a directory given as --runs, --gemm-csv,
+// --manifest, --nccl-tests or --recovery-profile read as an empty file ("no
+// runs", "empty GEMM sweep") and /dev/zero was read until memory ran out.
+TEST(ReadText, WholeFileOrAnErrorNamingThePathAndTheReason) {
+  const fs::path dir = fs::temp_directory_path() / ("read_text_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "a.txt").string();
+  std::string big(200000, 'x');
+  big += "\nend\n";
+  std::ofstream(file) << big;
+  EXPECT_EQ(read_text_or_throw(file), big);
+  auto reason = [](const std::string& path, size_t max_bytes) -> std::string {
+    try {
+      read_text_or_throw(path, max_bytes);
+    } catch (const InputFileError& e) {
+      EXPECT_EQ(e.path(), path);
+      EXPECT_EQ(std::string(e.what()), path + ": cannot read (" + e.reason() + ")");
+      return e.reason();
+    }
+    return "read";
+  };
+  EXPECT_EQ(reason(dir.string(), kMaxInputBytes), "Is a directory");
+  EXPECT_EQ(reason((dir / "none").string(), kMaxInputBytes), "No such file or directory");
+  EXPECT_EQ(reason("/dev/zero", 1 << 20), "more than 1048576 bytes: not a text input");
+  EXPECT_EQ(reason(file, big.size()), "read");  // exactly at the bound
+  EXPECT_EQ(reason(file, big.size() - 1), "more than " + std::to_string(big.size() - 1) + " bytes: not a text input");
+  fs::remove_all(dir);
 }
 
 }  // namespace

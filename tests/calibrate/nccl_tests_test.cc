@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/text_file.h"
+
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -365,9 +367,16 @@ TEST(NcclTestsErrors, InconsistentBusbwIsRejectedRoundingIsNot) {
   EXPECT_NO_THROW(parse_nccl_tests(ok, "oke.txt"));
 }
 
-TEST(NcclTestsErrors, MissingFile) {
-  std::string msg = import_error([] { read_nccl_tests_file("/nonexistent/all_reduce_perf.txt"); });
-  EXPECT_EQ(msg, "/nonexistent/all_reduce_perf.txt:1: cannot open the file");
+TEST(NcclTestsErrors, MissingFileOrADirectory) {
+  for (const auto& [path, why] : {std::pair{"/nonexistent/all_reduce_perf.txt", "No such file or directory"},
+                                  std::pair{"/tmp", "Is a directory"}}) {
+    try {
+      read_nccl_tests_file(path);
+      ADD_FAILURE() << path << " was read";
+    } catch (const base::InputFileError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string(path) + ": cannot read (" + why + ")");
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/text_file.h"
 #include "engine/comm.h"
 #include "engine/comm_threads.h"
 
@@ -122,7 +123,7 @@ TEST_F(TraceFiles, CsvErrorsNameFileLineAndColumn) {
   expect_parse_error("0,compute,\"forward,0,0,-1,1,2,0,0\n", 2, "");
   write("hdr.csv", "rank,stream,kind\n");
   EXPECT_THROW(read_trace_csv(path("hdr.csv")), TraceParseError);
-  EXPECT_THROW(read_trace_csv(path("missing.csv")), std::runtime_error);
+  EXPECT_THROW(read_trace_csv(path("missing.csv")), base::InputFileError);  // "<path>: cannot read (...)"
 }
 
 TEST_F(TraceFiles, ChromeJsonHasCompleteEventsPerRankAndStream) {
