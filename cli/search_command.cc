@@ -77,8 +77,14 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
     if (p.has(name)) rep.files.push_back(p.text(name));
   out << (p.on("--json") ? report::report_json(report::search_json(rep)) + "\n" : report::search_text(rep));
   if (r.top.empty()) {
-    err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x " << s.hardware.gpu
-        << "\n";
+    const std::optional<std::string> why =
+        r.valid == 0 ? model::unmet_constraints_reason(s, o.gpus, o.fixed) : std::nullopt;
+    if (why) {
+      err << "megascale search: no layout meets --fix " << p.text("--fix", "") << ": " << *why << "\n";
+    } else {
+      err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x " << s.hardware.gpu
+          << "\n";
+    }
     return 1;
   }
   return 0;

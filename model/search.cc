@@ -6,10 +6,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/accuracy.h"
 #include "model/hardware.h"
@@ -319,6 +321,7 @@ RankingSpread ranking_spread(const SearchResult& r, const std::vector<Estimate>&
 
 LayoutConstraints parse_layout_constraints(const std::string& text) {
   LayoutConstraints f;
+  std::set<std::string> seen;
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {
@@ -337,12 +340,42 @@ LayoutConstraints parse_layout_constraints(const std::string& text) {
     if (slot == nullptr) {
       throw std::invalid_argument("unknown dimension '" + key + "' (tp, cp, pp, vpp, dp, micro_batch, zero_stage)");
     }
+    if (!seen.insert(key).second) throw std::invalid_argument(key + " is given twice");
     if (value < (key == "zero_stage" ? 0 : 1) || (key == "zero_stage" && value > 3)) {
       throw std::invalid_argument(key + "=" + std::to_string(value) + " is out of range");
     }
     *slot = value;
   }
   return f;
+}
+
+std::optional<std::string> unmet_constraints_reason(const Scenario& s, int gpus, const LayoutConstraints& fixed) {
+  const std::vector<ParallelConfig> layouts = enumerate_layouts(s, gpus);
+  const std::pair<const char*, int> dims[] = {{"tp", fixed.tp},   {"cp", fixed.cp}, {"pp", fixed.pp},
+                                              {"vpp", fixed.vpp}, {"dp", fixed.dp}, {"micro_batch", fixed.micro_batch},
+                                              {"zero_stage", fixed.zero_stage}};
+  auto value_of = [](const ParallelConfig& p, const std::string& key) {
+    return key == "tp" ? p.tp : key == "cp" ? p.cp : key == "pp" ? p.pp : key == "vpp" ? p.vpp
+         : key == "dp" ? p.replicas() : key == "micro_batch" ? p.micro_batch : p.zero_stage;
+  };
+  for (const auto& [key, want] : dims) {
+    if (want < (std::string(key) == "zero_stage" ? 0 : 1)) continue;  // not fixed
+    std::set<int> values;
+    for (const ParallelConfig& p : layouts) values.insert(value_of(p, key));
+    if (values.count(want)) continue;
+    return fmt::format("{}={}: the layouts enumerated for {} on {} GPUs have {} {}", key, want, s.model.name, gpus, key,
+                       fmt::join(values, ", "));
+  }
+  for (const ParallelConfig& p : layouts)
+    if (fixed.admits(p)) return std::nullopt;
+  if (fixed.tp > 0 && fixed.pp > 0 && fixed.dp > 0) {
+    const int product = fixed.tp * fixed.pp * fixed.dp * std::max(fixed.cp, 1);
+    if (fixed.cp > 0 ? product != gpus : gpus % product != 0) {
+      return fmt::format("tp x {}pp x dp = {}, which {} the {} GPUs", fixed.cp > 0 ? "cp x " : "", product,
+                         fixed.cp > 0 ? "is not" : "does not divide", gpus);
+    }
+  }
+  return std::string("each fixed value occurs in some enumerated layout, but no layout has them all");
 }
 
 }  // namespace megascale::model

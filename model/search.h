@@ -45,6 +45,12 @@ struct LayoutConstraints {
 // naming the item that is not one of them.
 LayoutConstraints parse_layout_constraints(const std::string& text);
 
+// Why no layout the search enumerates for `s` on `gpus` GPUs meets `fixed`, or
+// nullopt when some does: the first fixed dimension whose value no enumerated
+// layout has ("tp=3: the layouts enumerated for this model and cluster have tp
+// 1, 2, 4, 8"), else that the values do not combine.
+std::optional<std::string> unmet_constraints_reason(const Scenario& s, int gpus, const LayoutConstraints& fixed);
+
 struct SearchOptions {
   int gpus = 0;       // 0: the scenario's cluster.gpus
   int top_k = 10;

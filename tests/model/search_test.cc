@@ -177,6 +177,27 @@ TEST(Search, OffersTrimmedEndStagesWherePpDoesNotDivideTheLayers) {
   EXPECT_LE(r.top[0].estimate.iteration_time_s, estimate(with_layout(s, split)).iteration_time_s);
 }
 
+// --fix that no enumerated layout meets is said plainly: the dimension whose
+// value never occurs (with the values that do), or a product that cannot be
+// the GPU count; a dimension given twice is an error, not the last one winning.
+TEST(Search, ExplainsFixedDimensionsNoLayoutMeets) {
+  const Scenario s = small_job();  // 16 heads, 24 layers, 16 GPUs
+  EXPECT_EQ(unmet_constraints_reason(s, 16, parse_layout_constraints("tp=3")),
+            "tp=3: the layouts enumerated for " + s.model.name + " on 16 GPUs have tp 1, 2, 4, 8");
+  EXPECT_EQ(unmet_constraints_reason(s, 16, parse_layout_constraints("tp=8,pp=4,dp=4")),
+            "tp x pp x dp = 128, which does not divide the 16 GPUs");
+  EXPECT_EQ(unmet_constraints_reason(s, 16, parse_layout_constraints("tp=2,pp=2,dp=4")), std::nullopt);
+  SearchOptions o;
+  o.fixed = parse_layout_constraints("tp=3");
+  EXPECT_EQ(search(s, o).valid, 0);
+  try {
+    parse_layout_constraints("tp=8,pp=2,tp=4");
+    ADD_FAILURE() << "tp given twice was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "tp is given twice");
+  }
+}
+
 // Llama 3 70B on 64 H100 at PP 8 x VPP 5 (the Megatron-Bridge job): the output
 // head weighs about a layer, and the search, offered its ranked layouts with
 // the heads balanced (model/head_balance.h), ranks the recipe's hand-made
