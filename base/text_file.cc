@@ -38,7 +38,7 @@ void write_text_or_throw(const std::string& path, const std::string& text) {
   errno = 0;
   if (write_text_atomically(path, text)) return;
   const int why = errno;
-  throw std::runtime_error(path + ": cannot write (" + (why != 0 ? std::strerror(why) : "unknown reason") + ")");
+  throw OutputFileError(path, why != 0 ? std::strerror(why) : "unknown reason");
 }
 
 std::string read_text_or_throw(const std::string& path, size_t max_bytes) {

@@ -19,8 +19,21 @@ namespace megascale::base {
 // untouched) when it cannot be written.
 bool write_text_atomically(const std::string& path, const std::string& text);
 
-// write_text_atomically, or std::runtime_error "PATH: cannot write (REASON)"
+// An output that cannot be written: what() is "PATH: cannot write (REASON)"
 // with the system's reason (no such directory, permission denied, disk full).
+// An invalid_argument: the CLI reports it as a bad option value (exit 2).
+class OutputFileError : public std::invalid_argument {
+ public:
+  OutputFileError(const std::string& path, const std::string& reason)
+      : std::invalid_argument(path + ": cannot write (" + reason + ")"), path_(path), reason_(reason) {}
+  const std::string& path() const { return path_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string path_, reason_;
+};
+
+// write_text_atomically, or OutputFileError.
 void write_text_or_throw(const std::string& path, const std::string& text);
 
 // An input that cannot be read: what() is "PATH: cannot read (REASON)". An

@@ -143,7 +143,7 @@ std::string today() {
   return buf;
 }
 
-int calibrate_import(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
+int calibrate_import(const ParsedArgs& p, std::ostream& out, std::ostream& /*err*/) {
   if (!p.positional.empty()) throw UsageError("calibrate import takes files with --nccl-tests / --gemm-csv, not '" + p.positional[0] + "'");
   if (!p.has("--out")) throw UsageError("calibrate import needs --out FILE (the profile to write)");
   calibrate::ImportOptions o;
@@ -155,10 +155,7 @@ int calibrate_import(const ParsedArgs& p, std::ostream& out, std::ostream& err) 
   o.date = today();
   const calibrate::ImportReport r = calibrate::import_measurements(o);
   const std::string path = p.text("--out");
-  if (!base::write_text_atomically(path, model::write_profile(r.profile))) {
-    err << "megascale calibrate import: cannot write " << path << "\n";
-    return 1;
-  }
+  base::write_text_or_throw(path, model::write_profile(r.profile));
   out << (p.on("--json") ? report::report_json(report::import_json(r, path)) + "\n" : report::import_text(r, path));
   return 0;
 }
@@ -218,7 +215,7 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
 
 // ---- net-check (calibrate/net_check.h) ----------------------------------------
 
-int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
+int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*err*/) {
   calibrate::NetRestriction only;  // NCCL_ALGO / NCCL_PROTO: what a forced choice would give
   only.algorithm = read_option("--algo", [&] { return network::algorithm_choice(p.text("--algo", "auto")); });
   if (only.algorithm == network::CollectiveAlgorithm::kHierarchical)
@@ -254,10 +251,7 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& er
   const std::string md = report::net_check_markdown(results, classes, command_line("net-check", p), p.on("--points"));
   if (p.has("--write")) {
     const std::string path = p.text("--write");
-    if (!base::write_text_atomically(path, md)) {
-      err << "megascale calibrate net-check: cannot write " << path << "\n";
-      return 2;
-    }
+    base::write_text_or_throw(path, md);
   }
   out << (p.on("--json") ? report::report_json(report::net_check_json(results, classes)) + "\n" : md);
   return calibrate::all_pass(classes) ? 0 : 1;
@@ -265,7 +259,7 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& er
 
 // ---- runs-check (calibrate/runs_check.h) --------------------------------------
 
-int calibrate_runs_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
+int calibrate_runs_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*err*/) {
   if (!p.positional.empty()) throw UsageError("runs-check takes --runs FILE.csv, not '" + p.positional[0] + "'");
   if (!p.has("--runs")) throw UsageError("runs-check needs --runs FILE.csv (e.g. calibrate/runs/published.csv)");
   calibrate::RunsCheck check = calibrate::check_published_runs(calibrate::read_measured_runs(p.text("--runs")));
@@ -275,10 +269,7 @@ int calibrate_runs_check(const ParsedArgs& p, std::ostream& out, std::ostream& e
   const std::string md = report::runs_check_markdown(check, command_line("runs-check", p));
   if (p.has("--write")) {
     const std::string path = p.text("--write");
-    if (!base::write_text_atomically(path, md)) {
-      err << "megascale calibrate runs-check: cannot write " << path << "\n";
-      return 2;
-    }
+    base::write_text_or_throw(path, md);
   }
   out << (p.on("--json") ? report::report_json(report::runs_check_json(check)) + "\n" : md);
   return check.pass ? 0 : 1;

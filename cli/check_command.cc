@@ -58,8 +58,7 @@ int check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
 
   if (p.on("--update")) {
     const base::Json updated = calibrate::updated_golden(golden, now, fidelity, exists);
-    if (!base::write_text_atomically(golden_path, updated.dump(2) + "\n"))
-      throw std::invalid_argument(golden_path + ": cannot write the golden file");
+    base::write_text_or_throw(golden_path, updated.dump(2) + "\n");
     err << "check: stored " << now.size() << " scenario(s) at " << fidelity << " fidelity in " << golden_path
         << " (" << updated["scenarios"].size() << " in all)\n";
     if (p.on("--json")) out << report::report_json({{"updated", true}, {"golden", golden_path}, {"stored", now.size()}}) << "\n";

@@ -50,9 +50,8 @@ int compare(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
     const std::string title = c.megatron.model.name + " on " + std::to_string(c.megatron.parallel.gpus()) + " x " +
                               c.megatron.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
     const model::Estimate &eb = c.megatron_estimate, &ef = c.megascale_estimate;
-    if (!base::write_text_atomically(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
-                                                                  {"MegaScale", ef.breakdown, ef.iteration_time_s}})))
-      throw std::invalid_argument("--chart: cannot write " + path);
+    base::write_text_or_throw(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
+                                                                 {"MegaScale", ef.breakdown, ef.iteration_time_s}}));
     err << "wrote " << path << "\n";
   }
   if (p.on("--json")) {

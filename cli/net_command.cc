@@ -117,9 +117,7 @@ int net_incast(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const network::IncastReport r = network::incast_report(o);
   if (p.has("--plot")) {
     const std::string& path = p.text("--plot");
-    if (!base::write_text_atomically(path, network::incast_svg(r))) {
-      throw std::invalid_argument("--plot: cannot write '" + path + "'");
-    }
+    base::write_text_or_throw(path, network::incast_svg(r));
     if (!p.on("--json")) err << "wrote " << path << "\n";
   }
   if (p.on("--json")) {

@@ -62,9 +62,9 @@ int plan(const ParsedArgs& p, std::ostream& out, std::ostream&) {
     return reliability::IterationTime{sim::estimate_at(x, fidelity).iteration_time_s, fidelity};
   });
   if (measured) reliability::mark_measured(*measured, &study.assumptions);
-  if (p.has("--plot") &&
-      !base::write_text_atomically(p.text("--plot"), reliability::ettr_sweep_svg(report::plan_plot(s, request, study))))
-    throw UsageError("--plot: cannot write " + p.text("--plot"));
+  if (p.has("--plot")) {
+    base::write_text_or_throw(p.text("--plot"), reliability::ettr_sweep_svg(report::plan_plot(s, request, study)));
+  }
   if (p.on("--json")) {
     const std::vector<std::string> files = p.has("--plot") ? std::vector<std::string>{p.text("--plot")}
                                                            : std::vector<std::string>{};

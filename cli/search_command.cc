@@ -66,12 +66,10 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
       });
   rep.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const model::SearchResult& r = rep.result;
-  if (p.has("--csv") && !base::write_text_atomically(p.text("--csv"), model::search_csv(r, rep.refined)))
-    throw std::invalid_argument("--csv: cannot write " + p.text("--csv"));
+  if (p.has("--csv")) base::write_text_or_throw(p.text("--csv"), model::search_csv(r, rep.refined));
   if (p.has("--plot")) {
     const std::string title = s.model.name + " on " + std::to_string(o.gpus) + " x " + s.hardware.gpu;
-    if (!base::write_text_atomically(p.text("--plot"), model::search_scatter_svg(title, r, o.memory_headroom)))
-      throw std::invalid_argument("--plot: cannot write " + p.text("--plot"));
+    base::write_text_or_throw(p.text("--plot"), model::search_scatter_svg(title, r, o.memory_headroom));
   }
   for (const char* name : {"--csv", "--plot"})
     if (p.has(name)) rep.files.push_back(p.text(name));

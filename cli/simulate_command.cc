@@ -108,9 +108,8 @@ int simulate_event(const model::Scenario& s, const sim::RunRequest& r, const Par
   }
   if (!chart.empty()) {
     const model::Estimate& e = res.estimate;
-    if (!base::write_text_atomically(chart, model::breakdown_svg(s.name + " (event-level)",
-                                                                 {{"event-level", e.breakdown, e.iteration_time_s}})))
-      throw std::invalid_argument("--chart: cannot write " + chart);
+    base::write_text_or_throw(
+        chart, model::breakdown_svg(s.name + " (event-level)", {{"event-level", e.breakdown, e.iteration_time_s}}));
     files.push_back(chart);
   }
   std::optional<sim::NetworkCrossCheck> check;
@@ -199,9 +198,8 @@ int simulate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (p.has("--chart")) {
     const std::string& path = p.text("--chart");
-    if (!base::write_text_atomically(path, model::breakdown_svg(s.name + " (analytical)",
-                                                                {{"analytical", e.breakdown, e.iteration_time_s}})))
-      throw std::invalid_argument("--chart: cannot write " + path);
+    base::write_text_or_throw(
+        path, model::breakdown_svg(s.name + " (analytical)", {{"analytical", e.breakdown, e.iteration_time_s}}));
     err << "wrote " << path << "\n";
   }
   const auto sens =

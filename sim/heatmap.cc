@@ -215,7 +215,7 @@ std::string heatmap_svg(const HeatmapInput& in) {
 void write_heatmap_svg(const std::string& path, const JobResult& r) {
   const std::string svg = heatmap_svg(heatmap_input(r));
   // Whole or not at all, and no link at a predictable name followed (base/text_file.h).
-  if (!base::write_text_atomically(path, svg)) throw std::runtime_error(path + ": cannot write");
+  base::write_text_or_throw(path, svg);
 }
 
 }  // namespace megascale::sim

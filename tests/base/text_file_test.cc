@@ -30,7 +30,8 @@ std::string read_all(const fs::path& p) {
 std::string error_of(const std::string& path, const std::string& text) {
   try {
     write_text_or_throw(path, text);
-  } catch (const std::runtime_error& e) {
+  } catch (const OutputFileError& e) {
+    EXPECT_EQ(e.path(), path);
     return e.what();
   }
   return "(no error)";

@@ -168,12 +168,12 @@ TEST(CalibrateCli, FitOnPublishedLayerTimesReproducesTheShippedValue) {
   const std::string missing = (dir / "no-such-folder" / "fitted.toml").string();
   r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", missing, "--layers",
                      "calibrate/runs/published-layers.csv", "--params", "tp_gather_scatter"});
-  EXPECT_EQ(r.exit_code, 1) << dump(r);
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find(missing + ": cannot write (No such file or directory)"), std::string::npos) << dump(r);
   const std::string report = (dir / "no-such-folder" / "fit.md").string();
   r = run_megascale({"calibrate", "fit", "--profile", "A100-SXM4-80GB", "--out", out, "--report", report,
                      "--layers", "calibrate/runs/published-layers.csv", "--params", "tp_gather_scatter"});
-  EXPECT_EQ(r.exit_code, 1) << dump(r);
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find(report + ": cannot write"), std::string::npos) << dump(r);
   fs::remove(out);
   // On iteration times it is not a parameter.
