@@ -5,8 +5,8 @@
 // that a directory, an unreadable file or an endless one (/dev/zero) is an
 // error naming the path and the reason, not an empty input.
 //
-// defines: write_text_atomically, write_text_or_throw, InputFileError,
-//          read_text_or_throw, kMaxInputBytes
+// defines: write_text_atomically, write_text_or_throw, FileError,
+//          OutputFileError, InputFileError, read_text_or_throw, kMaxInputBytes
 #pragma once
 
 #include <cstddef>
@@ -19,13 +19,14 @@ namespace megascale::base {
 // untouched) when it cannot be written.
 bool write_text_atomically(const std::string& path, const std::string& text);
 
-// An output that cannot be written: what() is "PATH: cannot write (REASON)"
-// with the system's reason (no such directory, permission denied, disk full).
-// An invalid_argument: the CLI reports it as a bad option value (exit 2).
-class OutputFileError : public std::invalid_argument {
+// A file that cannot be read or written: what() is "PATH: cannot ACTION
+// (REASON)" with the system's reason (no such directory, permission denied,
+// a directory, disk full). An invalid_argument: the CLI reports it as a bad
+// option value or input (exit 2).
+class FileError : public std::invalid_argument {
  public:
-  OutputFileError(const std::string& path, const std::string& reason)
-      : std::invalid_argument(path + ": cannot write (" + reason + ")"), path_(path), reason_(reason) {}
+  FileError(const std::string& path, const std::string& action, const std::string& reason)
+      : std::invalid_argument(path + ": cannot " + action + " (" + reason + ")"), path_(path), reason_(reason) {}
   const std::string& path() const { return path_; }
   const std::string& reason() const { return reason_; }
 
@@ -33,20 +34,19 @@ class OutputFileError : public std::invalid_argument {
   std::string path_, reason_;
 };
 
+// An output that cannot be written: "PATH: cannot write (REASON)".
+class OutputFileError : public FileError {
+ public:
+  OutputFileError(const std::string& path, const std::string& reason) : FileError(path, "write", reason) {}
+};
+
 // write_text_atomically, or OutputFileError.
 void write_text_or_throw(const std::string& path, const std::string& text);
 
-// An input that cannot be read: what() is "PATH: cannot read (REASON)". An
-// invalid_argument, so the CLI reports it as bad input (exit 2).
-class InputFileError : public std::invalid_argument {
+// An input that cannot be read: "PATH: cannot read (REASON)".
+class InputFileError : public FileError {
  public:
-  InputFileError(const std::string& path, const std::string& reason)
-      : std::invalid_argument(path + ": cannot read (" + reason + ")"), path_(path), reason_(reason) {}
-  const std::string& path() const { return path_; }
-  const std::string& reason() const { return reason_; }
-
- private:
-  std::string path_, reason_;
+  InputFileError(const std::string& path, const std::string& reason) : FileError(path, "read", reason) {}
 };
 
 // Far above any text input of this project (the largest, a simulated trace of
