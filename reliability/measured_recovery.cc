@@ -43,6 +43,16 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
   if (!j["ranks"].is_number_integer() || j["ranks"].get<int>() < 1) fail("ranks", "expected an integer >= 1");
   MeasuredRecovery m;
   m.path = path;
+  if (j.contains("completed")) {
+    if (!j["completed"].is_boolean()) fail("completed", "expected true or false, got " + j["completed"].dump());
+    if (!j["completed"].get<bool>()) {
+      std::string error = j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : "no error recorded";
+      // One label line: the error's first line, shortened.
+      error = error.substr(0, error.find('\n'));
+      if (error.size() > 160) error = error.substr(0, 157) + "...";
+      m.run_outcome = "did not finish: " + error;
+    }
+  }
   // A time: absent or null = not measured; otherwise a finite number >= 0.
   auto time_at = [&](const char* table, const char* key, double* out) {
     const base::Json& t = j[table];
@@ -123,7 +133,9 @@ std::vector<std::string> mark_measured(const MeasuredRecovery& m, std::vector<As
     for (Assumption& a : *assumptions) {
       if (a.key != a_key) continue;
       const std::string what = key + " = " + sig4(value.first) + " from " + value.second;
-      a.source = a.source.rfind("measured", 0) == 0 ? a.source + "; " + what : "measured (" + m.path + ": " + what;
+      const std::string from =
+          m.run_outcome.empty() ? m.path : fmt::format("{} [the run {}]", m.path, m.run_outcome);
+      a.source = a.source.rfind("measured", 0) == 0 ? a.source + "; " + what : "measured (" + from + ": " + what;
       marked.push_back(a.key);
     }
   }

@@ -24,6 +24,10 @@
 // that run had no such fault) keeps its assumption. The figures are those of
 // the machine and the (small) model that ran: a CPU run's checkpoint
 // bandwidths are a local disk's, its restart a few processes'.
+// A profile whose run did not finish ("completed": false: it gave up at
+// max_restarts or stopped on the job's own error) still holds real
+// measurements; they are used, and every label they replace says so, with
+// the run's error.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -39,6 +43,9 @@ namespace megascale::reliability {
 
 struct MeasuredRecovery {
   std::string path;
+  // Empty when the run that wrote the profile finished (or the profile does
+  // not say); else "did not finish: ERROR" (ERROR shortened to 160 characters).
+  std::string run_outcome;
   // [recovery] key -> (value, what it came from, e.g. "stages_s.restart 0.41 s").
   std::map<std::string, std::pair<double, std::string>> values;
 };

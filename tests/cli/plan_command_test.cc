@@ -202,4 +202,24 @@ TEST(PlanCommandTest, TextLabelsTheAssumptions) {
   }
 }
 
+// A measured profile (`megascale run`) below 1 s shows its figures, not "0 s";
+// one from a run that gave up says so next to each figure it replaced.
+TEST(PlanCommandTest, MeasuredRecoveryShowsFiguresAndTheRunsOutcome) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("megascale-plan-profile-" + std::to_string(::getpid()) + ".json")).string();
+  std::ofstream(path) << R"J({"schema_version": 1, "ranks": 2, "completed": false,
+    "error": "gave up after 0 recoveries ([recovery] max_restarts); last: executor 1: rank 1 is gone",
+    "stages_s": {"restart": 0.25, "checkpoint_load": 0.004},
+    "detection_by_fault_s": {"kill": 0.144}, "checkpoint_bytes_per_rank": 1000000})J";
+  const RunResult r = run_megascale({"plan", kMegaScale, "--runs", "20", "--recovery-profile", path});
+  std::filesystem::remove(path);
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("error_report_s          0.144 s: measured (" + path +
+                       " [the run did not finish: gave up after 0 recoveries"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("process_start_s         0.25 s: measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("storage_read_gbs        0.5 GB/s: measured"), std::string::npos) << r.out;
+}
+
 }  // namespace

@@ -99,6 +99,34 @@ TEST(MeasuredRecovery, AssumptionsSayWhatWasMeasured) {
   }
 }
 
+// A run that gave up still measured what it measured; the labels say the
+// run did not finish, and why.
+TEST(MeasuredRecovery, ARunThatDidNotFinishIsNamedInTheLabels) {
+  std::string text = kProfile;
+  text.insert(text.rfind('}'), R"J(, "completed": false,
+    "error": "gave up after 0 recoveries ([recovery] max_restarts); last: rank 1 exited (signal 9)")J");
+  const MeasuredRecovery m = load_recovery_profile(write("gaveup", text));
+  EXPECT_EQ(m.run_outcome,
+            "did not finish: gave up after 0 recoveries ([recovery] max_restarts); last: rank 1 exited (signal 9)");
+  model::Scenario s = model::load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/example-small.toml");
+  std::vector<Assumption> a = recovery_assumptions(s);
+  mark_measured(m, &a);
+  bool seen = false;
+  for (const Assumption& x : a) {
+    if (x.key != "error_report_s") continue;
+    seen = true;
+    EXPECT_NE(x.source.find("[the run did not finish: gave up after 0 recoveries"), std::string::npos) << x.source;
+    EXPECT_NE(x.source.find("detection_by_fault_s.kill"), std::string::npos) << x.source;
+  }
+  EXPECT_TRUE(seen);
+  std::string done = kProfile;
+  done.insert(done.rfind('}'), R"(, "completed": true)");
+  EXPECT_EQ(load_recovery_profile(write("done", done)).run_outcome, "");
+  std::string bad = kProfile;
+  bad.insert(bad.rfind('}'), R"(, "completed": "no")");
+  EXPECT_NE(error_of(bad).find("completed: expected true or false, got \"no\""), std::string::npos) << error_of(bad);
+}
+
 TEST(MeasuredRecovery, BadProfilesNameFileKeyAndReason) {
   EXPECT_NE(error_of("not json").find("not a JSON object"), std::string::npos);
   EXPECT_NE(error_of(R"({"schema_version": 1})").find("stages_s: missing"), std::string::npos);
