@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <sstream>
@@ -146,6 +147,8 @@ std::vector<int> int_list(const std::string& name, const std::string& text) {
     const std::optional<int64_t> v = whole_integer(item);
     if (!v || *v < 0 || *v > kMaxInt)
       throw UsageError(name + " expects comma-separated GPU ranks (integers >= 0), got '" + text + "'");
+    if (std::find(out.begin(), out.end(), *v) != out.end())
+      throw UsageError(name + ": GPU rank " + item + " is given twice in '" + text + "'");
     out.push_back(static_cast<int>(*v));
   }
   if (out.empty()) throw UsageError(name + " expects at least one GPU rank");

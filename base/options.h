@@ -109,7 +109,8 @@ auto read_option(const std::string& name, F read) {
   }
 }
 
-// "3,17,250" -> {3, 17, 250}: integers >= 0; a UsageError naming `name` otherwise.
+// "3,17,250" -> {3, 17, 250}: distinct integers >= 0; a UsageError naming
+// `name` otherwise (a rank given twice would be slowed once, silently).
 std::vector<int> int_list(const std::string& name, const std::string& text);
 // "a,,b" -> {"a", "b"}.
 std::vector<std::string> split_list(const std::string& text);

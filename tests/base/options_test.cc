@@ -75,6 +75,22 @@ TEST(ParseArgsTest, ErrorsNameTheOption) {
   EXPECT_EQ(usage_error({"--help"}), "unknown option '--help'");  // run_cli prints usage before parsing
 }
 
+// GPU rank lists (--straggler-gpus): ranks >= 0, each once.
+TEST(IntListTest, RanksAreWholeNonNegativeAndDistinct) {
+  EXPECT_EQ(int_list("--straggler-gpus", "3,17,,250"), (std::vector<int>{3, 17, 250}));
+  auto error = [](const std::string& text) {
+    try {
+      int_list("--straggler-gpus", text);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error("3,17,3"), "--straggler-gpus: GPU rank 3 is given twice in '3,17,3'");
+  EXPECT_EQ(error("1,-2"), "--straggler-gpus expects comma-separated GPU ranks (integers >= 0), got '1,-2'");
+  EXPECT_EQ(error(","), "--straggler-gpus expects at least one GPU rank");
+}
+
 TEST(ParseArgsTest, UsageListsEveryOption) {
   const std::string usage = usage_text(kCommand);
   EXPECT_EQ(usage.rfind("usage: megascale test FILE [options]\n    a test command\n", 0), 0u) << usage;
