@@ -65,7 +65,8 @@ struct StepLines {
 };
 
 StepLines read_step_lines(const std::string& path) {
-  std::ifstream in(path);
+  // An unreadable file is an InputFileError naming it, not "no step reports".
+  std::istringstream in(base::read_text_or_throw(path));
   StepLines out;
   int line_no = 0;
   for (std::string line; std::getline(in, line);) {

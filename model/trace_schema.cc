@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -35,15 +37,20 @@ std::string csv_field(const std::string& s) {
 
 
 
+// A trace streams out (a 12,288-GPU step is tens of MB); a path that cannot
+// be opened or written is an OutputFileError with the system's reason, as
+// every other output (base/text_file.h).
 std::ofstream open_out(const std::string& path) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot open for writing");
+  if (!out) throw base::OutputFileError(path, errno != 0 ? std::strerror(errno) : "cannot open");
   return out;
 }
 
 void finish(std::ofstream& out, const std::string& path) {
+  errno = 0;
   out.flush();
-  if (!out) throw std::runtime_error(path + ": write failed");
+  if (!out) throw base::OutputFileError(path, errno != 0 ? std::strerror(errno) : "write failed");
 }
 
 // Splits one CSV line into fields (RFC 4180 quoting). Returns false on an

@@ -645,6 +645,13 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   EXPECT_NE(r.err.find("--trace expects a file prefix"), std::string::npos) << dump(r);
   EXPECT_FALSE(fs::exists(dir / ".json"));
   fs::remove_all(dir);
+  // A trace that cannot be written: the path and the system's reason, exit 2
+  // (was "cannot open for writing", without the reason).
+  r = run_megascale({"simulate", small, "--trace", (dir / "absent" / "t").string()});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find((dir / "absent" / "t").string() + ".json: cannot write (No such file or directory)"),
+            std::string::npos)
+      << dump(r);
   // validate --write regenerates the reference report only from the paper's scenarios.
   r = run_megascale({"validate", "--write", "--dir", kSourceDir + "/scenarios/paper"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
