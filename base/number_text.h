@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 namespace megascale::base {
 
 // `s` without leading and trailing white space.
@@ -57,7 +59,8 @@ inline std::optional<double> fraction_or_percent(std::string s) {
 // A size in bytes: a number with an optional unit. K, M, G, T and KiB, MiB, GiB,
 // TiB are powers of 1024 (nccl-tests' -b/-e convention: 1G = 2^30); KB, MB, GB,
 // TB powers of 1000; B or nothing, bytes. Units are case-insensitive. Throws
-// std::invalid_argument with the reason (`net collective --bytes 1G`).
+// std::invalid_argument with the reason (`net collective --bytes 1G`), also
+// for a size that is not a whole number of bytes (1.5, 0.1K).
 inline double size_bytes(const std::string& text) {
   size_t used = 0;
   double v = 0;
@@ -84,6 +87,10 @@ inline double size_bytes(const std::string& text) {
   const double bytes = v * it->second;
   if (!(bytes > 0) || !std::isfinite(bytes) || bytes > 0x1p60) {
     throw std::invalid_argument("'" + text + "' must be a positive size of at most 1 EiB");
+  }
+  // A fraction of a byte was rounded before (1.5 ran as 2 B, 1e-3G as 1073742).
+  if (bytes != std::floor(bytes)) {
+    throw std::invalid_argument(fmt::format("'{}' is {} bytes: a size is a whole number of bytes", text, bytes));
   }
   return bytes;
 }

@@ -241,6 +241,8 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
       {{"net", "collective", "--op", "allreduce", "--gpus", "1", "--bytes", "1G"}, "--gpus expects an integer", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "12XB"}, "unknown unit 'XB'", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "-5"}, "positive size", true},
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1.5"},
+       "'1.5' is 1.5 bytes: a size is a whole number of bytes", true},
       {{"net", "collective", "--op", "allgather", "--gpus", "8", "--bytes", "1G", "--algo", "tree"},
        "allreduce only", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--algo", "bogus"},
