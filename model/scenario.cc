@@ -193,8 +193,19 @@ HardwareConfig read_hardware(const Section& s) {
   hw.gpu = gpu.value_or(hw.gpu);
   read_profile_key(s, &hw, gpu.has_value());
   hw.gpus_per_node = s.integer("gpus_per_node", 1).value_or(hw.gpus_per_node);
-  hw.nics_per_node = s.integer("nics_per_node", 1).value_or(hw.nics_per_node);
+  // Unset: one NIC per GPU up to the 8-GPU server's 8 (a 1- or 4-GPU node
+  // had 8 NICs, which the fabric refused).
+  hw.nics_per_node = s.integer("nics_per_node", 1).value_or(std::min(hw.gpus_per_node, hw.nics_per_node));
   hw.nic_gbps = s.positive_number("nic_gbps").value_or(hw.nic_gbps);
+  // Every NIC serves the same number of GPUs (network/topology.h builds one
+  // NIC per gpus_per_node / nics_per_node GPUs; the event level refused the
+  // rest with "cannot build the fabric", the closed form ran them).
+  if (hw.gpus_per_node % hw.nics_per_node != 0) {
+    s.fail(s.node("nics_per_node") || !s.node("gpus_per_node") ? "nics_per_node" : "gpus_per_node",
+           fmt::format("nics_per_node ({}) must divide gpus_per_node ({}): each NIC serves the same number of GPUs "
+                       "(a node with more NICs than GPUs, e.g. 16 x 100G for 8 GPUs, is written as 8 NICs of 200G)",
+                       hw.nics_per_node, hw.gpus_per_node));
+  }
   // The GPU-fleet spread (config.h) is not a CPU's: on "cpu" none unless given.
   hw.gpu_speed_sigma = s.non_negative_number("gpu_speed_sigma").value_or(hw.gpu == "cpu" ? 0.0 : hw.gpu_speed_sigma);
   if (hw.gpu_speed_sigma > 0.5) {

@@ -1,6 +1,9 @@
 // sim/fabric_config.cc: see fabric_config.h.
 #include "sim/fabric_config.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace megascale::sim {
 namespace {
 
@@ -12,6 +15,12 @@ double nvlink_gbps_of(const model::GpuProfile& gpu) { return gpu.nvlink_gbs / 2.
 
 network::FabricSpec fabric_spec(const model::NetworkConfig& net, const model::HardwareConfig& hw,
                                 const model::GpuProfile& gpu, int gpus) {
+  // Whole servers: a job on part of a node (4 of 8 GPUs), or whose last node
+  // is part-used, runs on the first `gpus` GPUs of a fabric of whole servers,
+  // as the closed form counts its servers (model/fabric_tiers.h); the fabric
+  // builder refuses a GPU count that is not a multiple of the server's.
+  const int per_server = std::max(hw.gpus_per_node, 1);
+  gpus = static_cast<int>((static_cast<int64_t>(gpus) + per_server - 1) / per_server * per_server);
   network::FabricSpec s = network::fabric_preset(net.preset, gpus);
   s.gpus_per_server = hw.gpus_per_node;
   s.nics_per_server = hw.nics_per_node;

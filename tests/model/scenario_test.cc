@@ -825,6 +825,20 @@ layers = -1
                "hardware.gpu_speed_sigma", "must be at most 0.5");
 }
 
+// Every NIC serves the same number of GPUs (the fabric builder's rule): the
+// error names the key the file gives, nics_per_node when it gives both.
+TEST(ScenarioErrorTest, NicsMustDivideTheNodesGpus) {
+  expect_error(std::string(kValid) + "[hardware]\ngpus_per_node = 8\nnics_per_node = 3\n", 15,
+               "hardware.nics_per_node", "nics_per_node (3) must divide gpus_per_node (8)");
+  expect_error(std::string(kValid) + "[hardware]\ngpus_per_node = 12\n", 14, "hardware.gpus_per_node",
+               "nics_per_node (8) must divide gpus_per_node (12)");
+  // Unset, one NIC per GPU up to 8.
+  EXPECT_EQ(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 4\n", "t.toml").hardware.nics_per_node, 4);
+  EXPECT_EQ(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 16\n", "t.toml").hardware.nics_per_node,
+            8);
+  EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 8\nnics_per_node = 4\n", "t.toml"));
+}
+
 TEST(ScenarioErrorTest, InvalidTomlSyntaxNamesFileAndLine) {
   const ScenarioError e = error_of("[model]\nlayers = = 24\n");
   EXPECT_EQ(e.file(), "t.toml");

@@ -16,6 +16,7 @@
 #include "model/scenario.h"
 #include "network/topology.h"
 #include "sim/comm_costs.h"
+#include "sim/event_run.h"
 #include "sim/fabric_config.h"
 #include "tests/sim/scenarios.h"
 
@@ -54,6 +55,24 @@ TEST(FabricTiersCrosscheck, ModelAndNetworkSizeTheSameFabric) {
       }
     }
   }
+}
+
+// A job on part of a node, or whose last node is part-used, runs on a fabric
+// of whole servers (the event level refused it with "cannot build the fabric",
+// while the closed form ran it): the same server count as model/'s, and the
+// event level times it close to the closed form.
+TEST(FabricTiersCrosscheck, PartNodesRunOnWholeServers) {
+  model::Scenario s = model::load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/example-small.toml",
+                                           {"cluster.gpus=4", "parallel.dp=1", "parallel.global_batch=32"});
+  for (const int gpus : {4, 20}) {
+    SCOPED_TRACE(std::to_string(gpus) + " GPUs");
+    const network::FabricShape n =
+        network::plan_fabric(fabric_spec(s.network, s.hardware, model::hardware_profile(s), gpus));
+    EXPECT_EQ(n.servers, model::fabric_tiers(s.network, s.hardware, gpus).tiers->servers);
+  }
+  const double closed_s = model::estimate(s).iteration_time_s;
+  const double event_s = event_estimate(s).iteration_time_s;
+  EXPECT_NEAR(event_s / closed_s, 1.0, 0.05) << event_s << " s vs " << closed_s << " s";
 }
 
 // The closed form's pipeline transfer (one message, its boundary's slowest
