@@ -121,10 +121,11 @@ int match_detection(const std::vector<FiredFault>& fired, const Detection& d) {
 
 std::optional<std::string> engine_error_text(const std::string& line) {
   static const std::regex engine_re(R"(megascale train: rank \d+: (.*))");
+  static const std::regex diverged_re(R"(megascale train: (step \d+: .*))");
   const std::optional<LogFinding> f = scan_log_line(line, -1);
-  if (!f || (f->kind != "engine_error" && f->kind != "checkpoint_error")) return std::nullopt;
+  if (!f || (f->kind != "engine_error" && f->kind != "checkpoint_error" && f->kind != "diverged")) return std::nullopt;
   std::smatch m;
-  if (!std::regex_search(f->line, m, engine_re)) return std::nullopt;
+  if (!std::regex_search(f->line, m, f->kind == "diverged" ? diverged_re : engine_re)) return std::nullopt;
   return f->kind + "|" + m[1].str();
 }
 
@@ -132,12 +133,16 @@ std::optional<LogFinding> scan_log_line(const std::string& line, int rank_of_fil
   static const std::regex signal_re(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+))");
   static const std::regex checksum_re(R"(step_(\d+)/shard_\d+\.msck \(rank (\d+)\): checksum mismatch)");
   static const std::regex engine_re(R"(megascale train: rank (\d+): (.*))");
+  static const std::regex diverged_re(R"(megascale train: step (\d+): .*the training diverged)");
   std::smatch m;
   if (std::regex_search(line, m, signal_re)) {
     return LogFinding{"signal", std::stoi(m[1]), -1, line};
   }
   if (std::regex_search(line, m, checksum_re)) {
     return LogFinding{"checksum_mismatch", std::stoi(m[2]), std::stoll(m[1]), line};
+  }
+  if (std::regex_search(line, m, diverged_re)) {
+    return LogFinding{"diverged", -1, std::stoll(m[1]), line};
   }
   if (std::regex_search(line, m, engine_re)) {
     const std::string what = m[2];

@@ -43,9 +43,12 @@ struct HangDiagnosis {
 HangDiagnosis diagnose_hang(const std::vector<RankStatus>& ranks);
 
 struct LogFinding {
-  std::string kind;   // signal | checksum_mismatch | checkpoint_error | engine_error | crash | mpi_error
+  // diverged: the engine's TrainingDiverged line (engine/trainer.h: every
+  // rank stops at the same step, rank 0 prints "megascale train: step N: ...
+  // the training diverged ..."), which names no rank.
+  std::string kind;   // signal | checksum_mismatch | checkpoint_error | engine_error | diverged | crash | mpi_error
   int rank = -1;      // the rank the line names (-1: none)
-  long long step = -1;  // checksum_mismatch: the checkpoint's step
+  long long step = -1;  // checksum_mismatch: the checkpoint's step; diverged: the step that diverged
   std::string line;
 };
 
@@ -55,7 +58,8 @@ std::optional<LogFinding> scan_log_line(const std::string& line, int rank_of_fil
 // An engine's own error, as the driver compares it across attempts: the kind
 // and the text after "megascale train: rank R: " of an engine_error or
 // checkpoint_error line ("engine_error|/data/x.msds: cannot open: ..."), or
-// nullopt for any other line (a signal, a crash, an MPI error). The same text
+// after "megascale train: " of a diverged line ("diverged|step 2: the loss is
+// NaN ..."), or nullopt for any other line (a signal, a crash, an MPI error). The same text
 // in two attempts, after the node that reported it was evicted or returned
 // repaired, is the job's error (its input, configuration or code), not a
 // node's: the driver stops instead of evicting node after node.

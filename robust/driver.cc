@@ -651,6 +651,7 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
       why = "wait-for chain ends at " + std::to_string(h.culprits.size()) + " ranks";
     }
   } else if (d.kind != "slow" && !(d.kind == "heartbeat_missed" && node_unreachable_) &&
+             d.detail.rfind("diverged:", 0) != 0 &&
              (d.kind != "log_error" || culprit < 0 || d.detail.rfind("signal", 0) != 0)) {
     // A rank died (or the job exited): mpirun names the rank that died on a
     // signal; wait briefly for that report.
@@ -671,15 +672,34 @@ bool Driver::handle_fault(const Detection& d, bool checksum, long long bad_step,
       if (!named) sleep_s(0.05);
     }
   }
+  // The detection's own engine error first, then the others this attempt printed.
+  std::vector<std::string> seen;
+  if (std::optional<std::string> own = engine_error_text(d.detail)) seen.push_back(*own);
+  seen.insert(seen.end(), engine_errors_.begin(), engine_errors_.end());
+  // A diverged training (engine/trainer.h TrainingDiverged) is the job's from
+  // the first time: every rank stopped at the same step, so no node is more
+  // suspect than another, and the engine is deterministic, so a relaunch
+  // from the last finite checkpoint diverges again. Stop, nothing evicted
+  // (it evicted node after node until max_restarts).
+  for (const std::string& e : seen) {
+    if (e.rfind("diverged|", 0) != 0) continue;
+    const std::string what = e.substr(e.find('|') + 1);
+    rec.diagnosed_rank = -1;
+    rec.diagnosed_node = -1;
+    rec.diagnosis = "no rank named: the training diverged, the job's error, not a node's (" + what + ")";
+    rec.diagnosed_at_s = wall_now_s();
+    event("diagnosis: " + rec.diagnosis);
+    profile_.faults.push_back(rec);
+    throw std::runtime_error(fmt::format(
+        "stopped: \"{}\" in attempt {}: a diverged training is the job's (its learning rate, data or numerics), not "
+        "a node's: nothing evicted and no relaunch, which would diverge again from the same checkpoint",
+        what, attempt_));
+  }
   // The job's own error: an engine error the attempt before reported too,
   // when neither detection is an injected fault's. The node that reported it
   // was evicted (or returned repaired) in between and it came back: evicting
   // more nodes would only use up the spares. Stop and say so.
   if (index < 0 && pending_record_ && profile_.faults[*pending_record_].fault == "none") {
-    // The detection's own error first, then the others this attempt printed.
-    std::vector<std::string> seen;
-    if (std::optional<std::string> own = engine_error_text(d.detail)) seen.push_back(*own);
-    seen.insert(seen.end(), engine_errors_.begin(), engine_errors_.end());
     for (const std::string& e : seen) {
       if (!engine_errors_before_.count(e)) continue;
       const FaultRecord& before = profile_.faults[*pending_record_];

@@ -8,7 +8,9 @@
 # complete in one attempt with no detection), once with a checkpoint folder
 # that cannot be made (line job_error: the job's own error; the driver must stop
 # after the second attempt), once with a kill and no recovery allowed (line
-# gave_up: the detection is still recorded), then once per fault, each from an
+# gave_up: the detection is still recorded), once with a learning rate that
+# diverges (line diverged: stopped in the first attempt, nothing evicted),
+# then once per fault, each from an
 # empty checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
 #     self_check=faulty|passed|none [self_check_s=Z] detected_by=KIND [nodes=netns]
@@ -111,6 +113,21 @@ echo "$gline"
 case "$gline" in
   *completed=false\ attempts=1\ detected_by=process_gone|*completed=false\ attempts=1\ detected_by=log_error) ;;
   *) echo "    (expected completed=false attempts=1 detected_by=process_gone or log_error; log follows)"; sed 's/^/    /' "$TMP/gave_up.log" | tail -20; rerun_failed=1 ;;
+esac
+
+# A diverged training, no fault injected (learning_rate 1e9: the loss is NaN
+# at step 2, every rank stops there, rank 0 says why): the job's error from
+# the first time, so the driver stops in attempt 1 and evicts nothing. It once
+# read the ranks' exits as node faults and evicted node after node until
+# max_restarts.
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/diverged/ckpt\"" --set "train.work_dir=\"$TMP/diverged/work\"" \
+  --set train.learning_rate=1e9 \
+  --out "$TMP/diverged.json" --work-dir "$TMP/diverged/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/diverged.log" 2>&1 || true
+dline="diverged completed=$(jq -r .completed "$TMP/diverged.json" 2>/dev/null) attempts=$(jq -r .attempts "$TMP/diverged.json" 2>/dev/null) evicted=$(jq -r '[.faults[] | select(.evicted_node >= 0)] | length' "$TMP/diverged.json" 2>/dev/null) stopped=$(jq -r '.error // "" | test("diverged training is the job.s")' "$TMP/diverged.json" 2>/dev/null)"
+echo "$dline"
+case "$dline" in
+  *completed=false\ attempts=1\ evicted=0\ stopped=true) ;;
+  *) echo "    (expected completed=false attempts=1 evicted=0 stopped=true; log follows)"; sed 's/^/    /' "$TMP/diverged.log" | tail -20; rerun_failed=1 ;;
 esac
 
 FAULTS=(

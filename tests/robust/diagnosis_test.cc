@@ -123,6 +123,34 @@ TEST(Diagnosis, EngineErrorTextLeavesOutTheRankAndKeepsTheKind) {
   EXPECT_FALSE(engine_error_text("step 3 loss 4.1"));
 }
 
+// The engine's divergence line (rank 0 speaks for every rank, engine/trainer.h
+// TrainingDiverged): a finding that names no rank, with its step, and an error
+// text of its own kind, which the driver stops on at once.
+TEST(Diagnosis, DivergedTrainingNamesNoRank) {
+  const std::string line =
+      "megascale train: step 2: the loss is NaN (learning_rate 1e+09): the training diverged; stopped before "
+      "checkpointing this state";
+  const auto f = scan_log_line(line, 0);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->kind, "diverged");
+  EXPECT_EQ(f->rank, -1);
+  EXPECT_EQ(f->step, 2);
+  const auto after_update = scan_log_line(
+      "megascale train: step 7: the parameters or optimizer state are not finite after the update: the training "
+      "diverged; this state was not checkpointed",
+      -1);
+  ASSERT_TRUE(after_update);
+  EXPECT_EQ(after_update->kind, "diverged");
+  EXPECT_EQ(after_update->step, 7);
+  EXPECT_EQ(engine_error_text("[run 1.9 s] detected (log_error): diverged: " + line),
+            "diverged|step 2: the loss is NaN (learning_rate 1e+09): the training diverged; stopped before "
+            "checkpointing this state");
+  // A rank's own error that mentions a step is not a divergence.
+  const auto other = scan_log_line("megascale train: rank 1: step 3: tokens id 117 outside the vocabulary", 1);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->kind, "engine_error");
+}
+
 TEST(Detector, SlowRankNeedsConsecutiveSteps) {
   SlowDetector d(1.5, 3, 3);  // times well above the 2 ms noise floor
   // Rank 2 slow at steps 1, 2 (noise resets at 3), then 4, 5, 6.
