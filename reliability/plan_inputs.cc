@@ -146,8 +146,16 @@ Sweep parse_sweep(const std::string& spec) {
       out.values.push_back(static_cast<double>(n));
     } else {
       const std::optional<double> v = model::parse_duration_s(item);
-      if (!v || *v <= 0) throw std::invalid_argument("checkpoint_interval: bad duration '" + item + "'");
+      if (!v) {
+        throw std::invalid_argument("checkpoint_interval: bad duration '" + item + "' (a number with s, m, h or d)");
+      }
+      if (*v <= 0) throw std::invalid_argument("checkpoint_interval: '" + item + "' must be longer than 0 s");
       out.values.push_back(*v);
+    }
+    // A value given twice (5m,300s) ran twice, one more row of the same figures.
+    if (std::find(out.values.begin(), out.values.end() - 1, out.values.back()) != out.values.end() - 1) {
+      throw std::invalid_argument(out.quantity + ": '" + item + "' is given twice (the same " +
+                                  (out.quantity == "gpus" ? "GPU count" : "interval") + " as an earlier value)");
     }
   }
   if (out.values.empty()) throw std::invalid_argument("no values");

@@ -179,6 +179,20 @@ TEST(PlanCommandTest, GpuSweepKeepsContextParallelGroups) {
   EXPECT_TRUE(found) << r.out;
 }
 
+// A sweep value given twice (one more row of the same figures) or an interval
+// of 0 is refused, naming the value.
+TEST(PlanCommandTest, SweepValuesAreDistinctAndPositive) {
+  RunResult r = run_megascale({"plan", kMegaScale, "--runs", "5", "--sweep", "checkpoint_interval=5m,300s"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("checkpoint_interval: '300s' is given twice"), std::string::npos) << r.err;
+  r = run_megascale({"plan", kMegaScale, "--runs", "5", "--sweep", "gpus=1536,3072,1536"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("gpus: '1536' is given twice"), std::string::npos) << r.err;
+  r = run_megascale({"plan", kMegaScale, "--runs", "5", "--sweep", "checkpoint_interval=0m"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("checkpoint_interval: '0m' must be longer than 0 s"), std::string::npos) << r.err;
+}
+
 TEST(PlanCommandTest, GpuSweepRejectsCountsThatDoNotDivide) {
   const RunResult r = run_megascale({"plan", kMegaScale, "--sweep", "gpus=1536,1000"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
