@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "base/temp_file.h"
@@ -39,6 +40,24 @@ void write_text_or_throw(const std::string& path, const std::string& text) {
   if (write_text_atomically(path, text)) return;
   const int why = errno;
   throw OutputFileError(path, why != 0 ? std::strerror(why) : "unknown reason");
+}
+
+void check_output_path(const std::string& path, bool create_folders) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw OutputFileError(path, std::strerror(EISDIR));
+  fs::path folder = fs::path(path).parent_path();
+  if (create_folders) {
+    // The nearest folder that exists: the writer makes the ones below it (a
+    // relative path's top folder is made in the working folder).
+    while (!folder.empty() && !fs::exists(folder, ec) && folder.parent_path() != folder) {
+      folder = folder.parent_path();
+    }
+  }
+  if (folder.empty()) folder = ".";
+  if (!fs::exists(folder, ec)) throw OutputFileError(path, std::strerror(ENOENT));
+  if (!fs::is_directory(folder, ec)) throw OutputFileError(path, std::strerror(ENOTDIR));
+  if (::access(folder.c_str(), W_OK) != 0) throw OutputFileError(path, std::strerror(errno));
 }
 
 std::string read_text_or_throw(const std::string& path, size_t max_bytes) {

@@ -6,7 +6,8 @@
 // error naming the path and the reason, not an empty input.
 //
 // defines: write_text_atomically, write_text_or_throw, FileError,
-//          OutputFileError, InputFileError, read_text_or_throw, kMaxInputBytes
+//          OutputFileError, check_output_path, InputFileError,
+//          read_text_or_throw, kMaxInputBytes
 #pragma once
 
 #include <cstddef>
@@ -42,6 +43,15 @@ class OutputFileError : public FileError {
 
 // write_text_atomically, or OutputFileError.
 void write_text_or_throw(const std::string& path, const std::string& text);
+
+// Before a long job whose result goes to `path` (a benchmark of minutes, a
+// training run): throws the OutputFileError its write would meet, so the
+// work is not lost at the end. Refused: `path` is a directory; its folder is
+// missing ("No such file or directory"; with `create_folders`, the nearest
+// existing folder above it is checked instead, as the writer makes the rest),
+// not a folder ("Not a directory") or not writable (the system's reason).
+// What it cannot foresee (a full disk) is still the writer's error.
+void check_output_path(const std::string& path, bool create_folders = false);
 
 // An input that cannot be read: "PATH: cannot read (REASON)".
 class InputFileError : public FileError {

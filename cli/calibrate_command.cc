@@ -58,6 +58,11 @@ int calibrate_micro(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   std::vector<std::string> mpi_args = {"--oversubscribe", "-np", std::to_string(ranks), micro};
   if (cuda) mpi_args.insert(mpi_args.end(), {"--device", "cuda"});
   const std::string gemm_csv = p.text("--gemm-csv", "");
+  // The outputs are written after minutes of timing: checked first, so that
+  // work is not lost to a missing folder.
+  for (const char* option : {"--out", "--gemm-csv", "--engine-profile"}) {
+    if (p.has(option) && p.text(option) != "-") base::check_output_path(p.text(option));
+  }
   if (!gemm_csv.empty()) {
     if (!cuda) throw UsageError("--gemm-csv needs --device cuda");
     mpi_args.insert(mpi_args.end(), {"--gemm-csv", gemm_csv});

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text_file.h"
 #include "cli/commands.h"
 #include "robust/driver.h"
 #include "robust/executor.h"
@@ -35,6 +36,10 @@ int run(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
                                                    std::filesystem::read_symlink("/proc/self/exe").string());
   o.profile_path = p.text("--out", o.profile_path);
   o.work_dir = p.text("--work-dir", o.work_dir);
+  // The profile is written when the run ends (robust/recovery_profile.h
+  // write_profile makes its folders): a path it cannot write is refused now,
+  // not after the training.
+  base::check_output_path(o.profile_path, /*create_folders=*/true);
   if (!robust::redis_server_available() && o.scenario.recovery.redis.empty()) {
     err << "megascale run: redis-server is not on PATH (install redis-server: scripts/setup.sh) and [recovery] redis "
            "names no server\n";

@@ -78,6 +78,37 @@ TEST_F(TextFile, AFolderInTheWayKeepsItAndLeavesNoTemporary) {
   EXPECT_EQ(entries(), 1u);  // only the folder: the temporary beside it was removed
 }
 
+// The check before a long job meets the errors its final write would: the
+// path a folder, its folder missing or a file; with create_folders the
+// nearest existing folder decides. Nothing is created.
+TEST_F(TextFile, OutputPathIsCheckedBeforeTheWork) {
+  auto error = [](const std::string& path, bool create) {
+    try {
+      check_output_path(path, create);
+    } catch (const OutputFileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string ok = (dir_ / "profile.toml").string();
+  EXPECT_EQ(error(ok, false), "(no error)");
+  EXPECT_FALSE(fs::exists(ok));
+  EXPECT_EQ(error(dir_.string(), false), dir_.string() + ": cannot write (Is a directory)");
+  const std::string deep = (dir_ / "a" / "b" / "p.json").string();
+  EXPECT_EQ(error(deep, false), deep + ": cannot write (No such file or directory)");
+  EXPECT_EQ(error(deep, true), "(no error)");
+  EXPECT_FALSE(fs::exists(dir_ / "a"));
+  std::ofstream(dir_ / "file") << "x";
+  const std::string under_file = (dir_ / "file" / "p.json").string();
+  EXPECT_EQ(error(under_file, false), under_file + ": cannot write (Not a directory)");
+  EXPECT_EQ(error(under_file, true), under_file + ": cannot write (Not a directory)");
+  EXPECT_EQ(error("relative-name.toml", false), "(no error)");  // the working folder
+  // A relative path whose top folder is missing: made in the working folder.
+  EXPECT_EQ(error("megascale-no-such-top/results/p.json", true), "(no error)");
+  EXPECT_EQ(error("megascale-no-such-top/results/p.json", false),
+            "megascale-no-such-top/results/p.json: cannot write (No such file or directory)");
+}
+
 // A directory, a missing file and an endless one (/dev/zero) are errors naming
 // the path and the reason; before, a directory given as --runs, --gemm-csv,
 // --manifest, --nccl-tests or --recovery-profile read as an empty file ("no
