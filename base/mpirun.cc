@@ -86,7 +86,12 @@ int run_mpirun(const std::vector<std::string>& args, std::ostream& err, const st
     return 1;
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  if (WIFSIGNALED(status)) {
+    // Said, not only returned as 128 + N (mpirun itself can die: Open MPI's
+    // mpirun was seen to end on SIGSEGV when its output pipe closed).
+    if (!g_forwarded) err << who << ": mpirun ended on signal " << WTERMSIG(status) << " (" << ::strsignal(WTERMSIG(status)) << ")\n";
+    return 128 + WTERMSIG(status);
+  }
   return 1;
 }
 
