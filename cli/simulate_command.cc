@@ -228,7 +228,9 @@ CommandEntry simulate_command() {
       {"--sensitivity", Kind::kNumber, "PCT",
        "also time the job once per hardware input, each changed\nby PCT% on its own: which inputs (and which of them\n"
        "assumed) the prediction hangs on (model/sensitivity.h)",
-       0, model::kMaxSensitivityStep * 100, "a percentage in (0, 50]"},
+       // 0 is refused here, as the range says (model/sensitivity.h refused it
+       // in its own words).
+       kAboveZero, model::kMaxSensitivityStep * 100, "a percentage in (0, 50]"},
       set_option()};
   options.insert(options.end(), event_options().begin(), event_options().end());
   return {{"simulate", "FILE [options]",

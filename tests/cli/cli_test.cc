@@ -166,6 +166,9 @@ TEST_F(CliTest, SimulateSensitivity) {
     EXPECT_EQ(r.exit_code, 2) << dump(r);
     EXPECT_NE(r.err.find("sensitivity"), std::string::npos) << dump(r);
   }
+  // 0 is refused by the option's own range, in the option's words.
+  const RunResult zero = run_megascale({"simulate", kSmall, "--sensitivity", "0"});
+  EXPECT_NE(zero.err.find("--sensitivity expects a percentage in (0, 50], got '0'"), std::string::npos) << dump(zero);
 }
 
 TEST_F(CliTest, SimulateTextPrintsMfu) {
