@@ -108,6 +108,17 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!fs::is_regular_file(r.scenario_file)) {
       throw ImportError(path + ":" + std::to_string(n) + ": column 'scenario': no such file " + r.scenario_file);
     }
+    // A run scored twice would weigh twice in a fit and in the accuracy
+    // figures (it was, silently). An unscored row of the same scenario (a
+    // measurement listed for reference) is kept.
+    for (const MeasuredRun& earlier : runs) {
+      if (earlier.scenario_file == r.scenario_file && earlier.unscored.empty() && r.unscored.empty()) {
+        throw ImportError(fmt::format("{}:{}: column 'scenario': {} is already the scored run of line {} (one "
+                                      "scored row per run: a run scored twice weighs twice in the fit and the error "
+                                      "figures; mark one \"no: reason\" in column 'scored')",
+                                      path, n, cells[col_scenario], earlier.line));
+      }
+    }
     runs.push_back(r);
   }
   if (runs.empty()) throw ImportError(path + ":1: no runs");

@@ -121,6 +121,7 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
     std::ofstream(dir / "bad_time.csv") << "scenario,iteration_time_s\n" << scenario << ",fast\n";
     std::ofstream(dir / "no_header.csv") << "file,time\n";
     std::ofstream(dir / "missing.csv") << "scenario,iteration_time_s\nnot/there.toml,1\n";
+    std::ofstream(dir / "twice.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\n" << scenario << ",33.0\n";
   }
   const std::vector<MeasuredRun> ok = read_measured_runs((dir / "ok.csv").string());
   ASSERT_EQ(ok.size(), 1u);
@@ -137,6 +138,10 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
   EXPECT_NE(error_of("bad_time.csv").find("bad_time.csv:2: column 'iteration_time_s'"), std::string::npos);
   EXPECT_NE(error_of("no_header.csv").find("no_header.csv:1:"), std::string::npos);
   EXPECT_NE(error_of("missing.csv").find("missing.csv:2: column 'scenario': no such file"), std::string::npos);
+  EXPECT_NE(error_of("twice.csv").find("twice.csv:3: column 'scenario': " + scenario +
+                                      " is already the scored run of line 2"),
+            std::string::npos)
+      << error_of("twice.csv");
   fs::remove_all(dir);
 }
 
