@@ -161,6 +161,15 @@ sim::RunRequest event_request(const ParsedArgs& p) {
   r.straggler_fraction = p.number("--stragglers", 0.0);
   r.straggler_factor = p.number("--straggler-factor", r.straggler_factor);
   r.straggler_per_step = p.on("--straggler-per-step");
+  // Options that only shape stragglers did nothing, silently, without them.
+  if (r.straggler_per_step && !(r.straggler_fraction > 0)) {
+    throw UsageError("--straggler-per-step draws the slow machines again every step: it needs --stragglers FRACTION "
+                     "(--straggler-gpus are the same GPUs every step)");
+  }
+  if (p.has("--straggler-factor") && !(r.straggler_fraction > 0) && r.straggler_gpus.empty()) {
+    throw UsageError("--straggler-factor is the slow machines' compute multiplier: give --stragglers FRACTION or "
+                     "--straggler-gpus LIST");
+  }
   r.comm = p.text("--comm", r.comm);
   r.max_replicas = static_cast<int>(p.integer("--max-replicas", r.max_replicas));
   r.simgrid_check = p.on("--simgrid-check");

@@ -677,6 +677,15 @@ TEST(CliHardening, RefineAndStragglerFractionSayWhatTheyDo) {
   r = run_megascale({"simulate", kSourceDir + "/scenarios/paper/table2-megascale-256.toml", "--stragglers", "0.005"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
   EXPECT_NE(r.out.find("rounds to no machine: no straggler simulated"), std::string::npos) << r.out;
+  // Straggler options without stragglers did nothing, silently.
+  r = run_megascale({"simulate", small, "--steps", "2", "--straggler-per-step"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--straggler-per-step draws the slow machines again every step: it needs --stragglers"),
+            std::string::npos)
+      << dump(r);
+  r = run_megascale({"simulate", small, "--straggler-factor", "1.5"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("--straggler-factor is the slow machines' compute multiplier"), std::string::npos) << dump(r);
 }
 
 // search --fix keeps the named dimensions; bad items are usage errors.
