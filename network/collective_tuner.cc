@@ -23,6 +23,11 @@ TunedCollective tune_collective(CollectiveSimulator& simulator, const Collective
   const int nodes = static_cast<int>(servers.size());
   const int ranks_per_node = static_cast<int>(request.groups.front().size()) / nodes;
 
+  if (request.op == CollectiveOp::kSendRecv && algorithm && *algorithm != CollectiveAlgorithm::kRing) {
+    throw std::invalid_argument(std::string("sendrecv is point-to-point: NCCL runs it with no collective algorithm ("
+                                            "NCCL_ALGO does not apply; --algo auto or ring), not ") +
+                                to_string(*algorithm));
+  }
   static constexpr CollectiveAlgorithm kAlgorithms[] = {CollectiveAlgorithm::kTree, CollectiveAlgorithm::kRing,
                                                         CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree};
   static constexpr NcclProtocol kProtocols[] = {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple};

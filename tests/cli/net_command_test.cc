@@ -245,6 +245,8 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
        "'1.5' is 1.5 bytes: a size is a whole number of bytes", true},
       {{"net", "collective", "--op", "allgather", "--gpus", "8", "--bytes", "1G", "--algo", "tree"},
        "allreduce only", true},
+      {{"net", "collective", "--op", "sendrecv", "--gpus", "8", "--bytes", "1G", "--algo", "nvls"},
+       "sendrecv is point-to-point: NCCL runs it with no collective algorithm", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--algo", "bogus"},
        "--algo: must be", true},
       {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--ranks-per-server", "3"},
