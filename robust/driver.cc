@@ -526,6 +526,7 @@ std::vector<RankStatus> Driver::read_statuses() {
 }
 
 void Driver::read_fired() {
+  if (!redis_) return;  // the run failed before its control plane started (a bad --work-dir)
   bool ok = false;
   for (const std::string& e : redis_->lrange(job_key(job_, "fired"), &ok)) {
     if (!fired_seen_.insert(e).second) continue;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -96,6 +97,24 @@ TEST(DriverOptions, RefusesAFaultOutsideTheJobAndAnotherEngine) {
   EXPECT_NE(error_of({}, {"explode:rank=0:step=3"}).find("invalid: "), std::string::npos);
   const std::string cuda = error_of({"train.device=\"cuda\""}, {});
   EXPECT_NE(cuda.find("train.device"), std::string::npos) << cuda;
+}
+
+// A run that fails before its control plane starts (its work folder cannot
+// be made) ends with the reason and a profile; it crashed reading the fired
+// faults from the Redis it never started.
+TEST(DriverOptions, AFailureBeforeTheControlPlaneIsReportedNotACrash) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("megascale-driver-early-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "file") << "x";
+  DriverOptions o = driver_options(kTiny, {}, {}, "/opt/megascale/bin/megascale");
+  o.work_dir = (dir / "file" / "run").string();
+  o.profile_path = (dir / "profile.json").string();
+  std::ostringstream out, err;
+  EXPECT_EQ(run_driver(o, out, err), 1);
+  EXPECT_NE(err.str().find("Not a directory"), std::string::npos) << err.str();
+  EXPECT_TRUE(std::filesystem::exists(o.profile_path));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
