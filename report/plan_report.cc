@@ -109,8 +109,8 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
   const reliability::RunModel& m = study.model;
   std::string out;
   auto o = std::back_inserter(out);
-  fmt::format_to(o, "plan: {} ({} GPUs, {} days, {} runs, seed {})\n", s.name, s.parallel.gpus(),
-                 fixed(m.horizon_s / 86400, 1), request.runs, request.seed);
+  fmt::format_to(o, "plan: {} ({} GPUs, {} days, {} run{}, seed {})\n", s.name, s.parallel.gpus(),
+                 fixed(m.horizon_s / 86400, 1), request.runs, request.runs == 1 ? "" : "s", request.seed);
   fmt::format_to(o, "  iteration time      {} s ({}: {})\n", fixed(study.iteration.s, 2), study.iteration.source,
                  source_words(study.iteration.source));
   fmt::format_to(o, "  ETTR                {}% (p5 {}%, p95 {}%)\n", fixed(100 * r.ettr_mean, 1),

@@ -43,6 +43,9 @@ TEST(PlanReport, TextGivesTheFiguresAndOnlyTheSweepsAsked) {
   request.seed = 7;
   const std::string text = plan_text(s, request, study(), false);
   EXPECT_NE(text.find("100 runs, seed 7)"), std::string::npos) << text;
+  request.runs = 1;
+  EXPECT_NE(plan_text(s, request, study(), false).find("1 run, seed 7)"), std::string::npos);
+  request.runs = 100;
   EXPECT_NE(text.find("  iteration time      12.50 s (analytical: analytical estimator"), std::string::npos) << text;
   EXPECT_NE(text.find("  ETTR                90.0% (p5 85.0%, p95 95.0%)\n"), std::string::npos) << text;
   EXPECT_NE(text.find("    gpu         10.0\n    network     2.5\n"), std::string::npos) << text;
