@@ -6,9 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "calibrate/gemm_sweep.h"
 #include "calibrate/nccl_tests.h"
@@ -57,6 +60,15 @@ double leave_one_point_out(const NcclTestsRun& run) {
   return sum / usable.size();
 }
 
+// The GPU model a device or profile name names ("NVIDIA H100 80GB HBM3",
+// "H100-SXM5-80GB" -> "H100"; "A100", "H200", "B200", "V100"), or "" when it
+// names none (a CPU profile, an unnamed device).
+std::string gpu_model(const std::string& name) {
+  static const std::regex model_re(R"((^|[^A-Za-z0-9])([ABHLV]\d{2,3})([^0-9]|$))");
+  std::smatch m;
+  return std::regex_search(name, m, model_re) ? m[2].str() : std::string();
+}
+
 }  // namespace
 
 ImportReport import_measurements(const ImportOptions& o) {
@@ -66,9 +78,20 @@ ImportReport import_measurements(const ImportOptions& o) {
   if (!o.scope.empty() && o.scope != "intra" && o.scope != "inter") {
     throw std::invalid_argument("--scope must be intra or inter, got '" + o.scope + "'");
   }
+  // A file given twice would add its points twice (they were, silently).
+  for (const std::vector<std::string>* files : {&o.nccl_tests, &o.gemm_csv}) {
+    for (size_t i = 0; i < files->size(); ++i) {
+      if (std::find(files->begin(), files->begin() + static_cast<std::ptrdiff_t>(i), (*files)[i]) !=
+          files->begin() + static_cast<std::ptrdiff_t>(i)) {
+        throw std::invalid_argument((files == &o.nccl_tests ? "--nccl-tests " : "--gemm-csv ") + (*files)[i] +
+                                    " is given twice");
+      }
+    }
+  }
   ImportReport r;
   model::GpuProfile& p = r.profile;
   p = std::filesystem::is_regular_file(o.base) ? model::load_profile(o.base) : model::builtin_profile(o.base);
+  const std::string base_name = p.name;
   p.name = o.name.empty() ? p.name + "-imported" : o.name;
   p.description = (p.description.empty() ? "" : p.description + "; ") + "with imported measurements";
   auto tables = std::make_shared<model::ProfileTables>(p.tables ? *p.tables : model::ProfileTables{});
@@ -96,6 +119,14 @@ ImportReport import_measurements(const ImportOptions& o) {
       }
       if (run.ranks < 2 && run.op != "sendrecv") {
         throw ImportError(path + ":" + std::to_string(run.first_line) + ": a collective over one rank measures nothing");
+      }
+      // Measurements of one GPU added to another's profile would time the
+      // wrong machine (an H100's nccl-tests went into the default A100 base).
+      const std::string measured_gpu = gpu_model(run.device), base_gpu = gpu_model(base_name);
+      if (!measured_gpu.empty() && !base_gpu.empty() && measured_gpu != base_gpu) {
+        throw ImportError(fmt::format("{}:{}: measured on {} ({}), but the base profile {} is an {}: give --profile "
+                                      "the profile of the GPU that ran it",
+                                      path, run.first_line, run.device, measured_gpu, base_name, base_gpu));
       }
       ImportedRun ir;
       ir.file = path;

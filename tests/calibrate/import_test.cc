@@ -41,6 +41,19 @@ TEST(Import, EveryFixtureBecomesAProfileThatReproducesItsCurve) {
     o.date = "2026-12-01";
     // Two fixtures print no Rank lines (their READMEs say 2 and 4 nodes).
     o.scope = f.find("1node") != std::string::npos ? "intra" : "inter";
+    if (f.find("b200") != std::string::npos) {
+      // No B200 profile ships: its measurements are refused on another GPU's.
+      try {
+        import_measurements(o);
+        ADD_FAILURE() << "a B200's nccl-tests went into an H100 profile";
+      } catch (const ImportError& e) {
+        EXPECT_NE(std::string(e.what()).find("measured on NVIDIA B200 (B200), but the base profile H100-SXM5-80GB is "
+                                             "an H100"),
+                  std::string::npos)
+            << e.what();
+      }
+      continue;
+    }
     const ImportReport r = import_measurements(o);
     ASSERT_EQ(r.runs.size(), 1u);
     const NcclTestsRun run = read_nccl_tests_file(f);
@@ -117,6 +130,26 @@ TEST(Import, BadInputIsNamedAndNothingIsWritten) {
   gemm.gemm_csv = {std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/gemm_sweep.csv"};
   const ImportReport g = import_measurements(gemm);  // its bf16 rows
   EXPECT_GT(g.gemm_points, 0);
+  // A file given twice would add its points twice.
+  ImportOptions twice = gemm;
+  twice.gemm_csv.push_back(twice.gemm_csv.front());
+  try {
+    import_measurements(twice);
+    ADD_FAILURE() << "the same GEMM sweep imported twice";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--gemm-csv " + twice.gemm_csv.front() + " is given twice"), std::string::npos)
+        << e.what();
+  }
+  // An H100's nccl-tests into the default A100 base: refused, naming both.
+  ImportOptions other_gpu;
+  other_gpu.nccl_tests = {fixture_dir() + "/all_reduce_perf_h100_8gpu_1node.txt"};
+  try {
+    import_measurements(other_gpu);
+    ADD_FAILURE() << "an H100's measurements went into an A100 profile";
+  } catch (const ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find("(H100), but the base profile A100-SXM4-80GB is an A100"), std::string::npos)
+        << e.what();
+  }
   // The profile's GEMMs now come from the sweep.
   EXPECT_FALSE(g.profile.measured()->gemm.empty());
 }
