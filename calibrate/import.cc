@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -58,15 +57,6 @@ double leave_one_point_out(const NcclTestsRun& run) {
     sum += std::abs(model_us / undisturbed_time_us(run.points[i]) - 1.0);
   }
   return sum / usable.size();
-}
-
-// The GPU model a device or profile name names ("NVIDIA H100 80GB HBM3",
-// "H100-SXM5-80GB" -> "H100"; "A100", "H200", "B200", "V100"), or "" when it
-// names none (a CPU profile, an unnamed device).
-std::string gpu_model(const std::string& name) {
-  static const std::regex model_re(R"((^|[^A-Za-z0-9])([ABHLV]\d{2,3})([^0-9]|$))");
-  std::smatch m;
-  return std::regex_search(name, m, model_re) ? m[2].str() : std::string();
 }
 
 }  // namespace

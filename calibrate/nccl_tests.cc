@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -624,6 +625,12 @@ bool out_of_place_disturbed(const NcclTestsPoint& p) {
 
 double undisturbed_time_us(const NcclTestsPoint& p) {
   return out_of_place_disturbed(p) ? p.inplace_time_us : p.time_us;
+}
+
+std::string gpu_model(const std::string& name) {
+  static const std::regex model_re(R"((^|[^A-Za-z0-9])([ABHLV]\d{2,3})([^0-9]|$))");
+  std::smatch m;
+  return std::regex_search(name, m, model_re) ? m[2].str() : std::string();
 }
 
 std::string canonical_nccl_op(std::string_view name) {

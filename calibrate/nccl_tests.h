@@ -48,8 +48,8 @@
 // Units: bytes, time_us (microseconds), *_gbs (GB/s = 1e9 B/s, nccl-tests').
 //
 // defines: ImportError, NcclTestsPoint, NcclTestsRun, canonical_nccl_op,
-//          nccl_busbw_factor, parse_nccl_tests, parse_nccl_tests_runs,
-//          read_nccl_tests_file
+//          gpu_model, nccl_busbw_factor, parse_nccl_tests,
+//          parse_nccl_tests_runs, read_nccl_tests_file
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -125,6 +125,12 @@ double undisturbed_time_us(const NcclTestsPoint& p);
 // "all_reduce_perf", "allreduce", "AllReduce", "all_reduce_perf_mpi" -> "all_reduce";
 // "" for anything else.
 std::string canonical_nccl_op(std::string_view name);
+
+// The GPU model a Rank line's device or a profile's name names ("NVIDIA H100
+// 80GB HBM3", "H100-SXM5-80GB" -> "H100"; also A100, H200, B200, V100, L40),
+// or "" when it names none (a CPU profile, an unnamed device): measurements of
+// one model compared with or added to another's profile are refused.
+std::string gpu_model(const std::string& name);
 
 // nccl-tests' busbw / algbw (src/<op>.cu, doc/PERFORMANCE.md): all_reduce
 // 2(n-1)/n; all_gather, reduce_scatter, alltoall (n-1)/n; sendrecv, broadcast,

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "calibrate/nccl_tests.h"
 #include "model/hardware.h"
 #include "model/profile.h"
@@ -125,6 +127,14 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
     return r;
   }
   const model::GpuProfile gpu = profile_of(m);
+  // Predicting another GPU model than the one that ran it compares two
+  // machines (an H100's file checked with --gpu A100-SXM4-80GB was "108% off").
+  if (const std::string measured = gpu_model(run.device), predicted = gpu_model(gpu.name);
+      !measured.empty() && !predicted.empty() && measured != predicted) {
+    throw ImportError(fmt::format("{}:{}: measured on {} ({}), but it would be predicted for {} ({}): give the GPU "
+                                  "that ran it",
+                                  m.file, run.first_line, run.device, measured, gpu.name, predicted));
+  }
   const int per_node = r.ranks / r.nodes;
   const int gpus_per_server = 8;
   if (gpus_per_server % per_node != 0) {

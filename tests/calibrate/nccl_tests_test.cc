@@ -85,6 +85,17 @@ TEST(NcclBusbwFactor, MatchesNcclTestsPerformanceMd) {
   EXPECT_THROW(nccl_busbw_factor("all_reduce", 0), std::invalid_argument);
 }
 
+TEST(GpuModel, DeviceAndProfileNames) {
+  EXPECT_EQ(gpu_model("NVIDIA H100 80GB HBM3"), "H100");
+  EXPECT_EQ(gpu_model("H100-SXM5-80GB"), "H100");
+  EXPECT_EQ(gpu_model("NVIDIA A100-SXM4-40GB"), "A100");
+  EXPECT_EQ(gpu_model("H200-SXM-141GB"), "H200");
+  EXPECT_EQ(gpu_model("NVIDIA B200"), "B200");
+  EXPECT_EQ(gpu_model("cpu"), "");
+  EXPECT_EQ(gpu_model(""), "");
+  EXPECT_EQ(gpu_model("my-profile-2024"), "");
+}
+
 TEST(CanonicalNcclOp, Spellings) {
   EXPECT_EQ(canonical_nccl_op("all_reduce_perf"), "all_reduce");
   EXPECT_EQ(canonical_nccl_op("all_gather_perf_mpi"), "all_gather");

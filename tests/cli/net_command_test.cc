@@ -389,6 +389,14 @@ TEST(NetCheck, PublishedFixturesAndBadManifest) {
   EXPECT_TRUE(one.exit_code == 0 || one.exit_code == 1) << dump(one);
   EXPECT_NE(one.out.find("| 16 GiB |"), std::string::npos) << one.out;
   EXPECT_NE(one.out.find("nvls/Simple"), std::string::npos) << one.out;
+  // Predicted for another GPU model than the one that ran it: refused.
+  const RunResult other = run_megascale({"calibrate", "net-check",
+                                         kSourceDir + "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt",
+                                         "--gpu", "A100-SXM4-80GB"});
+  EXPECT_EQ(other.exit_code, 2) << dump(other);
+  EXPECT_NE(other.err.find("measured on NVIDIA H100 80GB HBM3 (H100), but it would be predicted for A100-SXM4-80GB (A100)"),
+            std::string::npos)
+      << dump(other);
   fs::remove_all(dir);
 }
 
