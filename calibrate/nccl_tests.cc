@@ -9,7 +9,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -628,9 +627,18 @@ double undisturbed_time_us(const NcclTestsPoint& p) {
 }
 
 std::string gpu_model(const std::string& name) {
-  static const std::regex model_re(R"((^|[^A-Za-z0-9])([ABHLV]\d{2,3})([^0-9]|$))");
-  std::smatch m;
-  return std::regex_search(name, m, model_re) ? m[2].str() : std::string();
+  // A word that starts with A, B, H, L or V and 2-3 digits, no digit after
+  // them (a plain scan: std::regex drew GCC 12's -Wmaybe-uninitialized false
+  // positive from <regex> in this file).
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (std::string_view("ABHLV").find(name[i]) == std::string_view::npos || (i > 0 && alnum(name[i - 1]))) continue;
+    size_t j = i + 1;
+    while (j < name.size() && digit(name[j])) ++j;
+    if (j - i - 1 >= 2 && j - i - 1 <= 3) return name.substr(i, j - i);
+  }
+  return "";
 }
 
 std::string canonical_nccl_op(std::string_view name) {
