@@ -69,13 +69,10 @@ ImportReport import_measurements(const ImportOptions& o) {
     throw std::invalid_argument("--scope must be intra or inter, got '" + o.scope + "'");
   }
   // A file given twice would add its points twice (they were, silently).
-  for (const std::vector<std::string>* files : {&o.nccl_tests, &o.gemm_csv}) {
-    for (size_t i = 0; i < files->size(); ++i) {
-      if (std::find(files->begin(), files->begin() + static_cast<std::ptrdiff_t>(i), (*files)[i]) !=
-          files->begin() + static_cast<std::ptrdiff_t>(i)) {
-        throw std::invalid_argument((files == &o.nccl_tests ? "--nccl-tests " : "--gemm-csv ") + (*files)[i] +
-                                    " is given twice");
-      }
+  for (const auto& [option, files] : {std::pair{"--nccl-tests", &o.nccl_tests}, std::pair{"--gemm-csv", &o.gemm_csv}}) {
+    std::set<std::string> seen;
+    for (const std::string& f : *files) {
+      if (!seen.insert(f).second) throw std::invalid_argument(std::string(option) + " " + f + " is given twice");
     }
   }
   ImportReport r;
