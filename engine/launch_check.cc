@@ -4,12 +4,34 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include "engine/checkpoint.h"
 #include "engine/dataset.h"
 
 namespace megascale::engine {
 
+namespace {
+
+// Makes the folder `key` names, as the engine would at its start; a path that
+// cannot be one (a file in the way, no permission, a read-only or virtual file
+// system) is the scenario's error, named once here.
+void make_folder(const model::Scenario& s, const std::string& key, const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (!ec && std::filesystem::is_directory(path, ec)) return;
+  throw model::ScenarioError(s.source, 0, 0, key,
+                             fmt::format("{}: cannot make this folder ({})", path,
+                                         ec ? ec.message() : std::string("a file is in the way")));
+}
+
+}  // namespace
+
 void check_before_launch(const model::Scenario& s) {
+  // The synthetic corpus is written to train.work_dir when train.data is empty.
+  if (s.train.data.empty() && !s.train.work_dir.empty()) make_folder(s, "train.work_dir", s.train.work_dir);
+  if (!s.train.checkpoint_dir.empty()) make_folder(s, "train.checkpoint_dir", s.train.checkpoint_dir);
   if (!s.train.data.empty()) {
     try {
       check_dataset_fits(Dataset::open(s.train.data), s.model.seq_len, s.model.vocab);

@@ -10,6 +10,12 @@
 //                         fits the model (check_dataset_fits: seq_len + 1
 //                         tokens, vocabulary <= model.vocab). Without it the
 //                         engine makes its synthetic corpus, which always fits.
+//   train.work_dir        (the synthetic corpus's folder, train.data empty) and
+//   train.checkpoint_dir  are made here, as the engine would make them: a
+//                         path that cannot be a folder (a file in the way, no
+//                         permission, /proc) is refused with the reason. Rank
+//                         0 alone made them, and the other ranks only saw
+//                         that it failed, a node fault to `megascale run`.
 //   train.checkpoint_dir  the newest complete checkpoint, which the engine
 //                         resumes from, was written by this layout (world
 //                         size, tp, pp, dp, vpp, the model, rank order): the
@@ -20,7 +26,8 @@
 //                         to the engine: `megascale run` recovers from it by
 //                         moving it aside (robust/README.md).
 //
-// Thread-safety: a pure function of the scenario and the files.
+// Thread-safety: reads the files and makes the two folders; call it once
+// per launch.
 #pragma once
 
 #include "model/scenario.h"

@@ -270,7 +270,9 @@ struct Trainer::Impl {
   void lock_checkpoint_dir() {
     on_every_rank(world, [&] {
       if (world.rank() != 0) return;
-      std::filesystem::create_directories(options.checkpoint_dir);
+      std::error_code ec;
+      std::filesystem::create_directories(options.checkpoint_dir, ec);
+      if (ec) throw CheckpointError(options.checkpoint_dir, 0, "lock", "cannot make this folder: " + ec.message());
       const std::string path = (std::filesystem::path(options.checkpoint_dir) / "LOCK").string();
       lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
       if (lock_fd < 0) throw CheckpointError(path, 0, "lock", std::string("cannot open: ") + std::strerror(errno));
@@ -287,7 +289,8 @@ struct Trainer::Impl {
       (void)!::ftruncate(lock_fd, 0);
       (void)!::pwrite(lock_fd, pid.data(), pid.size(), 0);
     }, [&](int rank) {
-      throw CheckpointError(options.checkpoint_dir, rank, "in use", "world rank 0 could not lock the checkpoint_dir");
+      throw CheckpointError(options.checkpoint_dir, rank, "lock",
+                            "world rank 0 could not make or lock the checkpoint_dir: see its error");
     });
   }
 

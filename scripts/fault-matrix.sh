@@ -6,7 +6,7 @@
 # steps) once without a fault, then once more on that run's checkpoints (line
 # rerun_finished: a finished job resumes at its end, trains nothing and must
 # complete in one attempt with no detection), once with a checkpoint folder
-# that cannot be made (line job_error: the job's own error; the driver must stop
+# whose lock cannot be taken (line job_error: the job's own error; the driver must stop
 # after the second attempt), once with a kill and no recovery allowed (line
 # gave_up: the detection is still recorded), once with a learning rate that
 # diverges (line diverged: stopped in the first attempt, nothing evicted),
@@ -87,13 +87,15 @@ case "$rline" in
   *) echo "    (expected completed=true attempts=1 detections=0; log follows)"; sed 's/^/    /' "$TMP/rerun.log" | tail -20; rerun_failed=1 ;;
 esac
 
-# The job's own error, no fault injected: the checkpoint folder cannot be
-# made (its parent is a file), so every rank fails the same way in every
-# attempt. The driver evicts the reporting node once; when the same error comes
-# back on the spare it stops (robust/diagnosis.h engine_error_text) instead of
-# evicting node after node until [recovery] max_restarts (it once did).
-mkdir -p "$TMP/job_error" && : >"$TMP/job_error/file"
-"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/job_error/file/ckpt\"" --set "train.work_dir=\"$TMP/job_error/work\"" \
+# The job's own error, no fault injected: the checkpoint folder's LOCK is a
+# folder, so rank 0 cannot take the lock (engine/trainer.cc) in any attempt.
+# (A checkpoint folder that cannot be made at all is refused before launch,
+# engine/launch_check.h.) The driver evicts the reporting node once; when the
+# same error comes back on the spare it stops (robust/diagnosis.h
+# engine_error_text) instead of evicting node after node until [recovery]
+# max_restarts (it once did).
+mkdir -p "$TMP/job_error/ckpt/LOCK"
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/job_error/ckpt\"" --set "train.work_dir=\"$TMP/job_error/work\"" \
   --out "$TMP/job_error.json" --work-dir "$TMP/job_error/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/job_error.log" 2>&1 || true
 jline="job_error completed=$(jq -r .completed "$TMP/job_error.json" 2>/dev/null) attempts=$(jq -r .attempts "$TMP/job_error.json" 2>/dev/null) stopped=$(jq -r '.error // "" | test("is the job.s") ' "$TMP/job_error.json" 2>/dev/null)"
 echo "$jline"

@@ -1,6 +1,6 @@
 // tests/engine/launch_check_test.cc: engine::check_before_launch refuses a
-// checkpoint to resume from that another layout or model wrote, and leaves a
-// corrupt one to the engine's recovery.
+// checkpoint to resume from that another layout or model wrote, and a folder
+// it could not make, and leaves a corrupt checkpoint to the engine's recovery.
 #include "engine/launch_check.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +94,30 @@ TEST_F(LaunchCheck, AnotherWorldSizeOrModelIsRefusedNamingTheKey) {
   EXPECT_EQ(key, "train.checkpoint_dir");
   EXPECT_NE(e.find("hidden=64"), std::string::npos) << e;
   EXPECT_NE(e.find("hidden=128"), std::string::npos) << e;
+}
+
+// A folder the engine could not make is refused once, naming the key: rank 0
+// alone used to meet it, and `megascale run` evicted its node for it.
+TEST_F(LaunchCheck, AFolderThatCannotBeMadeIsRefusedNamingTheKey) {
+  std::ofstream(root_ + "/a-file") << "x";
+  std::string key;
+  std::string e = error_of({"train.checkpoint_dir=\"" + root_ + "/a-file/ckpt\""}, &key);
+  EXPECT_EQ(key, "train.checkpoint_dir");
+  EXPECT_NE(e.find("launch-check.toml"), std::string::npos) << e;
+  EXPECT_NE(e.find(root_ + "/a-file/ckpt: cannot make this folder (Not a directory)"), std::string::npos) << e;
+  e = error_of({"train.checkpoint_dir=\"" + root_ + "/a-file\""}, &key);
+  EXPECT_EQ(key, "train.checkpoint_dir");
+  EXPECT_NE(e.find("cannot make this folder"), std::string::npos) << e;
+  e = error_of({"train.checkpoint_dir=\"/proc/megascale-launch-check\""}, &key);  // even as root
+  EXPECT_EQ(key, "train.checkpoint_dir");
+  EXPECT_NE(e.find("/proc/megascale-launch-check: cannot make this folder ("), std::string::npos) << e;
+  // The synthetic corpus's folder, when train.data is empty.
+  e = error_of({"train.work_dir=\"" + root_ + "/a-file/work\""}, &key);
+  EXPECT_EQ(key, "train.work_dir");
+  EXPECT_NE(e.find("cannot make this folder (Not a directory)"), std::string::npos) << e;
+  // A folder that can be made is made, as the engine would.
+  EXPECT_EQ(error_of({"train.work_dir=\"" + root_ + "/work/deeper\""}), "");
+  EXPECT_TRUE(fs::is_directory(root_ + "/work/deeper"));
 }
 
 // A corrupt newest checkpoint is not refused here: the engine's CRC check

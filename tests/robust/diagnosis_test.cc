@@ -114,8 +114,8 @@ TEST(Diagnosis, EngineErrorTextLeavesOutTheRankAndKeepsTheKind) {
   EXPECT_EQ(*a, "engine_error|/d/x.msds: cannot open: No such file or directory");
   EXPECT_EQ(a, b);
   EXPECT_NE(a, engine_error_text("megascale train: rank 0: /d/y.msds: cannot open: No such file or directory"));
-  const auto ck = engine_error_text("megascale train: rank 1: /c (rank 0): in use: world rank 0 could not lock the "
-                                    "checkpoint_dir");
+  const auto ck = engine_error_text("megascale train: rank 1: /c (rank 0): lock: world rank 0 could not make or lock "
+                                    "the checkpoint_dir: see its error");
   ASSERT_TRUE(ck);
   EXPECT_EQ(ck->rfind("checkpoint_error|", 0), 0u);
   EXPECT_FALSE(engine_error_text("Segmentation fault (core dumped)"));
