@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "model/breakdown_parts.h"
@@ -180,6 +181,14 @@ base::Json updated_golden(const base::Json& old, const std::map<std::string, bas
 std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
+  // A file named twice (twice given, or given and inside a given DIR) runs once,
+  // where it first appears: it is one scenario of the golden file either way.
+  std::set<fs::path> seen;
+  const auto add = [&](const fs::path& f) {
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(f, ec);
+    if (seen.insert(ec ? f : canonical).second) files.push_back(f.string());
+  };
   for (const std::string& in : inputs) {
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
@@ -190,9 +199,9 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) 
       if (ec) throw std::invalid_argument(in + ": cannot list the directory: " + ec.message());
       if (found.empty()) throw std::invalid_argument(in + ": no *.toml scenario in this directory");
       std::sort(found.begin(), found.end());
-      for (const fs::path& f : found) files.push_back(f.string());
+      for (const fs::path& f : found) add(f);
     } else if (fs::is_regular_file(in, ec)) {
-      files.emplace_back(in);
+      add(in);
     } else {
       throw std::invalid_argument(in + ": no such scenario file or directory");
     }

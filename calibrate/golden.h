@@ -50,7 +50,8 @@ class GoldenError : public std::runtime_error {
 base::Json estimate_metrics(const model::Estimate& e);
 
 // The scenarios `megascale check DIR|FILE...` runs: every *.toml under each DIR
-// (recursively, sorted), and each FILE as given. Throws std::invalid_argument for
+// (recursively, sorted), and each FILE as given; a file named twice (the same
+// file by its canonical path) appears once, where it first does. Throws std::invalid_argument for
 // an input that is neither, or a DIR without a scenario.
 std::vector<std::string> scenario_files(const std::vector<std::string>& inputs);
 

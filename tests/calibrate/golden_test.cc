@@ -1,8 +1,14 @@
 // tests/calibrate/golden_test.cc: calibrate/golden.h's comparison rules.
 #include "calibrate/golden.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +69,22 @@ TEST(Golden, UpdateKeepsStoredScenariosWhoseFilesRemain) {
   const base::Json dropped =
       updated_golden(g, {{"b.toml", g["scenarios"]["a.toml"]}}, "event", [](const std::string&) { return false; });
   EXPECT_FALSE(dropped["scenarios"].contains("a.toml"));
+}
+
+// `megascale check` ran a file named twice twice (and reported it once).
+TEST(Golden, AFileNamedTwiceIsRunOnce) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("golden_files_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  for (const char* name : {"b.toml", "sub/a.toml", "notes.txt"}) std::ofstream(dir / name) << "x";
+  const std::string b = (dir / "b.toml").string(), a = (dir / "sub" / "a.toml").string();
+  EXPECT_EQ(scenario_files({b, b}), std::vector<std::string>({b}));
+  EXPECT_EQ(scenario_files({b, (dir / "sub" / ".." / "b.toml").string()}), std::vector<std::string>({b}));
+  EXPECT_EQ(scenario_files({a, dir.string()}), std::vector<std::string>({a, b}));
+  EXPECT_EQ(scenario_files({dir.string(), dir.string()}), std::vector<std::string>({b, a}));
+  EXPECT_THROW(scenario_files({(dir / "missing.toml").string()}), std::invalid_argument);
+  fs::remove_all(dir);
 }
 
 }  // namespace
