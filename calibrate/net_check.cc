@@ -78,6 +78,13 @@ std::vector<NetMachine> read_net_manifest(const std::string& path) {
     if (!file) s.fail_missing("file");
     m.file = (dir / *file).string();
     if (!fs::is_regular_file(m.file)) s.fail("file", "no such file: " + m.file);
+    // One measurement scored twice would weigh twice in the summary.
+    for (size_t j = 0; j < out.size(); ++j) {
+      std::error_code ec;
+      if (fs::equivalent(out[j].file, m.file, ec)) {
+        s.fail("file", "run[" + std::to_string(j) + "] scores this file already: a file listed twice weighs twice");
+      }
+    }
     const std::optional<std::string> gpu = s.string("gpu");
     if (!gpu) s.fail_missing("gpu");
     m.gpu = *gpu;

@@ -11,6 +11,8 @@
 #include <iostream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
 #include "calibrate/fit_inputs.h"
@@ -109,6 +111,22 @@ int calibrate_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   }
   if (!o.work_dir.empty() && p.positional.size() != 1) {
     throw UsageError("--run-dir DIR records one run: give exactly one SCENARIO");
+  }
+  // Each scenario's report is DIR/<file stem>.md, .svg, .json: a scenario given
+  // twice would run twice, and two files of one stem would overwrite the first
+  // one's report. Both are refused before anything runs.
+  for (size_t i = 0; i < p.positional.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      const std::string& f = p.positional[i];
+      const std::string& before = p.positional[j];
+      std::error_code ec;
+      if (fs::equivalent(before, f, ec)) throw UsageError(f + " is given twice (as " + before + ")");
+      if (fs::path(before).stem() == fs::path(f).stem()) {
+        throw UsageError(fmt::format("{} and {} would both write their report to {}.md, .svg and .json: check them "
+                                     "in two runs with different --dir",
+                                     before, f, (fs::path(o.out_dir) / fs::path(f).stem()).string()));
+      }
+    }
   }
   o.engine_binary = base::sibling_program("megascale-train");
   if (o.from_run.empty() && !fs::exists(o.engine_binary)) {
@@ -237,6 +255,12 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*
     base.nics_per_node = static_cast<int>(p.integer("--nics-per-node", base.nics_per_node));
     base.nic_gbps = p.number("--nic-gbps", base.nic_gbps);
     for (const std::string& f : p.positional) {
+      for (const calibrate::NetMachine& before : machines) {
+        std::error_code ec;
+        if (fs::equivalent(before.file, f, ec)) {
+          throw UsageError(f + " is given twice (as " + before.file + "): a file scored twice weighs twice");
+        }
+      }
       calibrate::NetMachine m = base;
       m.file = f;
       machines.push_back(m);

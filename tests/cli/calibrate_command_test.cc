@@ -90,6 +90,21 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   EXPECT_NE(r.err.find("train.device = \"cuda\""), std::string::npos) << dump(r);
   r = run_megascale({"calibrate", "check", "scenarios/cpu/check-single.toml", "--tolerance", "-1"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
+  // A scenario given twice ran twice; two of one file stem overwrote one report.
+  r = run_megascale({"calibrate", "check", "scenarios/cpu/check-single.toml", "scenarios/cpu/../cpu/check-single.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("scenarios/cpu/../cpu/check-single.toml is given twice (as scenarios/cpu/check-single.toml)"),
+            std::string::npos)
+      << dump(r);
+  const fs::path twin = fs::temp_directory_path() / ("megascale-cli-twin-" + std::to_string(getpid()));
+  fs::create_directories(twin);
+  fs::copy_file(kSourceDir + "/scenarios/cpu/check-single.toml", twin / "check-single.toml",
+                fs::copy_options::overwrite_existing);
+  r = run_megascale({"calibrate", "check", "scenarios/cpu/check-single.toml", (twin / "check-single.toml").string(),
+                     "--dir", "/tmp/reports"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("would both write their report to /tmp/reports/check-single.md"), std::string::npos) << dump(r);
+  fs::remove_all(twin);
   r = run_megascale({"calibrate", "import", "--out", "/tmp/x.toml", "--nccl-tests",
                      kSourceDir + "/tests/calibrate/fixtures/nccl-tests/README.md"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);

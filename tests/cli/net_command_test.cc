@@ -382,6 +382,23 @@ TEST(NetCheck, PublishedFixturesAndBadManifest) {
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
   EXPECT_NE(bad.err.find("m.toml:4"), std::string::npos) << dump(bad);
   EXPECT_NE(bad.err.find("run[0].nics_per_node"), std::string::npos) << dump(bad);
+  // A file listed twice would weigh twice: refused at the second entry's key.
+  {
+    const std::string run = "[[run]]\nfile = \"" + kSourceDir +
+                            "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt\"\n"
+                            "gpu = \"H100-SXM5-80GB\"\nnics_per_node = 8\nnic_gbps = 400\n";
+    std::ofstream(dir / "twice.toml") << run << run;
+  }
+  const RunResult twice = run_megascale({"calibrate", "net-check", "--manifest", (dir / "twice.toml").string()});
+  EXPECT_EQ(twice.exit_code, 2) << dump(twice);
+  EXPECT_NE(twice.err.find("twice.toml:7"), std::string::npos) << dump(twice);
+  EXPECT_NE(twice.err.find("run[1].file: run[0] scores this file already"), std::string::npos) << dump(twice);
+  const std::string h100 = kSourceDir + "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt";
+  const RunResult twice_cli =
+      run_megascale({"calibrate", "net-check", h100, kSourceDir + "/tests/../tests/calibrate/fixtures/nccl-tests/"
+                                                     "all_reduce_perf_h100_8gpu_1node.txt", "--gpu", "H100-SXM5-80GB"});
+  EXPECT_EQ(twice_cli.exit_code, 2) << dump(twice_cli);
+  EXPECT_NE(twice_cli.err.find("is given twice (as " + h100 + ")"), std::string::npos) << dump(twice_cli);
   // One file with the machine on the command line.
   const RunResult one = run_megascale({"calibrate", "net-check",
                                        kSourceDir + "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt",
