@@ -35,6 +35,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A file named twice among `files` (the same file, however spelled): it would
+// run, or be scored, twice.
+void refuse_twice(const std::vector<std::string>& files, const std::string& why) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (fs::equivalent(files[j], files[i], ec)) {
+        throw UsageError(files[i] + " is given twice (as " + files[j] + "): " + why);
+      }
+    }
+  }
+}
+
 // "megascale calibrate fit --runs ..." as typed: the reports say how they were made.
 std::string command_line(const std::string& sub, const ParsedArgs& p) {
   std::string line = "megascale calibrate " + sub;
@@ -115,12 +128,11 @@ int calibrate_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   // Each scenario's report is DIR/<file stem>.md, .svg, .json: a scenario given
   // twice would run twice, and two files of one stem would overwrite the first
   // one's report. Both are refused before anything runs.
+  refuse_twice(p.positional, "it would run twice");
   for (size_t i = 0; i < p.positional.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       const std::string& f = p.positional[i];
       const std::string& before = p.positional[j];
-      std::error_code ec;
-      if (fs::equivalent(before, f, ec)) throw UsageError(f + " is given twice (as " + before + ")");
       if (fs::path(before).stem() == fs::path(f).stem()) {
         throw UsageError(fmt::format("{} and {} would both write their report to {}.md, .svg and .json: check them "
                                      "in two runs with different --dir",
@@ -215,6 +227,7 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.has("--runs") && !p.positional.empty())
     throw UsageError("with --runs, the runs come from the file; select held-out ones with --hold-out");
   if (p.on("--engine") && p.positional.empty()) throw UsageError("calibrate fit --engine expects the SCENARIOs to run");
+  refuse_twice(p.positional, "its run would weigh twice in the fit");
   calibrate::FitRequest request;  // calibrate/fit_inputs.h
   request.profile = p.text("--profile");
   request.runs_csv = p.text("--runs", "");
@@ -254,13 +267,8 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*
     calibrate::NetMachine base = calibrate::profile_machine(p.text("--gpu"));
     base.nics_per_node = static_cast<int>(p.integer("--nics-per-node", base.nics_per_node));
     base.nic_gbps = p.number("--nic-gbps", base.nic_gbps);
+    refuse_twice(p.positional, "a file scored twice weighs twice");
     for (const std::string& f : p.positional) {
-      for (const calibrate::NetMachine& before : machines) {
-        std::error_code ec;
-        if (fs::equivalent(before.file, f, ec)) {
-          throw UsageError(f + " is given twice (as " + before.file + "): a file scored twice weighs twice");
-        }
-      }
       calibrate::NetMachine m = base;
       m.file = f;
       machines.push_back(m);

@@ -96,6 +96,13 @@ TEST(CalibrateCli, UsageAndBadInputExitTwoNamingTheCulprit) {
   EXPECT_NE(r.err.find("scenarios/cpu/../cpu/check-single.toml is given twice (as scenarios/cpu/check-single.toml)"),
             std::string::npos)
       << dump(r);
+  r = run_megascale({"calibrate", "fit", "--profile", "cpu", "--out", "/tmp/megascale-cli-fit.toml", "--engine",
+                     "scenarios/cpu/check-single.toml", "./scenarios/cpu/check-single.toml"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find("./scenarios/cpu/check-single.toml is given twice (as scenarios/cpu/check-single.toml): its run "
+                       "would weigh twice in the fit"),
+            std::string::npos)
+      << dump(r);
   const fs::path twin = fs::temp_directory_path() / ("megascale-cli-twin-" + std::to_string(getpid()));
   fs::create_directories(twin);
   fs::copy_file(kSourceDir + "/scenarios/cpu/check-single.toml", twin / "check-single.toml",
