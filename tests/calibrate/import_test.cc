@@ -131,13 +131,13 @@ TEST(Import, BadInputIsNamedAndNothingIsWritten) {
   const ImportReport g = import_measurements(gemm);  // its bf16 rows
   EXPECT_GT(g.gemm_points, 0);
   // A file given twice would add its points twice.
-  ImportOptions twice = gemm;
-  twice.gemm_csv.push_back(twice.gemm_csv.front());
+  ImportOptions twice = gemm;  // however spelled
+  twice.gemm_csv.push_back(std::string(MEGASCALE_SOURCE_DIR) + "/tests/../tests/calibrate/fixtures/gemm_sweep.csv");
   try {
     import_measurements(twice);
     ADD_FAILURE() << "the same GEMM sweep imported twice";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--gemm-csv " + twice.gemm_csv.front() + " is given twice"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--gemm-csv " + twice.gemm_csv.back() + " is given twice"), std::string::npos)
         << e.what();
   }
   // An H100's nccl-tests into the default A100 base: refused, naming both.
