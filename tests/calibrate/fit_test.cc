@@ -121,7 +121,10 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
     std::ofstream(dir / "bad_time.csv") << "scenario,iteration_time_s\n" << scenario << ",fast\n";
     std::ofstream(dir / "no_header.csv") << "file,time\n";
     std::ofstream(dir / "missing.csv") << "scenario,iteration_time_s\nnot/there.toml,1\n";
-    std::ofstream(dir / "twice.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\n" << scenario << ",33.0\n";
+    // The same file, spelled another way the second time.
+    std::ofstream(dir / "twice.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\n"
+                                     << std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/../scenarios/paper/table2-megascale-256.toml"
+                                     << ",33.0\n";
   }
   const std::vector<MeasuredRun> ok = read_measured_runs((dir / "ok.csv").string());
   ASSERT_EQ(ok.size(), 1u);
@@ -138,8 +141,9 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
   EXPECT_NE(error_of("bad_time.csv").find("bad_time.csv:2: column 'iteration_time_s'"), std::string::npos);
   EXPECT_NE(error_of("no_header.csv").find("no_header.csv:1:"), std::string::npos);
   EXPECT_NE(error_of("missing.csv").find("missing.csv:2: column 'scenario': no such file"), std::string::npos);
-  EXPECT_NE(error_of("twice.csv").find("twice.csv:3: column 'scenario': " + scenario +
-                                      " is already the scored run of line 2"),
+  EXPECT_NE(error_of("twice.csv").find("twice.csv:3: column 'scenario': " + std::string(MEGASCALE_SOURCE_DIR) +
+                                      "/scenarios/../scenarios/paper/table2-megascale-256.toml is already the scored "
+                                      "run of line 2"),
             std::string::npos)
       << error_of("twice.csv");
   fs::remove_all(dir);
