@@ -717,6 +717,15 @@ std::optional<Violation> check_tensor_split(const ModelConfig& m, const Parallel
   if (m.kv_heads % p.tp != 0) {
     return Violation{"parallel.tp", divisibility("kv_heads", m.kv_heads, "tp", p.tp)};
   }
+  // Megatron-LM's ColumnParallelLinear splits the MLP's first GEMM into equal
+  // parts (core/utils.py divide() asserts it), and sequence parallelism splits
+  // the sequence into tp equal parts (arguments.py: seq_length % tp == 0).
+  if (m.ffn_hidden % p.tp != 0) {
+    return Violation{"parallel.tp", divisibility("ffn_hidden", m.ffn_hidden, "tp", p.tp)};
+  }
+  if (p.sequence_parallel && p.tp > 1 && m.seq_len % p.tp != 0) {
+    return Violation{"parallel.tp", divisibility("seq_len", m.seq_len, "tp", p.tp) + " (sequence parallelism)"};
+  }
   return std::nullopt;
 }
 
@@ -833,6 +842,16 @@ void check_trainable(const Scenario& s) {
   }
   if (const std::optional<EngineLimit> limit = engine_limit(s.parallel)) {
     throw ScenarioError(s.source, 0, 0, limit->key, limit->reason);
+  }
+  // The engine's output layer holds vocab / tp rows per TP rank and does not
+  // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as
+  // the padded size its cost counts); every rank used to stop on it at start
+  // (engine/layers.cc).
+  if (s.model.vocab % s.parallel.tp != 0) {
+    throw ScenarioError(s.source, 0, 0, "model.vocab",
+                        fmt::format("vocab {} not divisible by tp {}: the engine does not pad the vocabulary; pad it "
+                                    "to a multiple of tp, as Megatron-LM does",
+                                    s.model.vocab, s.parallel.tp));
   }
   // The engine's bias-dropout-add and attention run with dropout off
   // (engine/README.md); a probability it would not apply is refused, not dropped.

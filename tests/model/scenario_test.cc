@@ -322,6 +322,12 @@ TEST(ScenarioTest, CheckTrainableRefusesWhatTheEngineCannotRun) {
   Scenario z = s;
   z.parallel.zero_stage = 3;
   EXPECT_EQ(key_of(z), "parallel.zero_stage: the engine runs ZeRO 0-2, got 3");
+  // The engine does not pad the vocabulary.
+  Scenario v = s;
+  v.parallel.tp = 2;
+  v.model.vocab = 50257;
+  EXPECT_EQ(key_of(v).rfind("model.vocab: vocab 50257 not divisible by tp 2: the engine does not pad", 0), 0u)
+      << key_of(v);
   // Tags (direction x vpp + chunk) x M + micro-batch up to 32767: 2 x vpp x M tags fit.
   Scenario t = s;
   t.parallel.vpp = 2;
@@ -546,6 +552,44 @@ global_batch = 8
 gpus = 8
 )",
                10, "parallel.tp", "kv_heads (4) not divisible by tp (8)");
+}
+
+// Megatron-LM's own rules: the MLP's first GEMM and (with sequence
+// parallelism) the sequence split into tp equal parts.
+TEST(ScenarioErrorTest, FfnHiddenAndSequenceParallelSeqLenNotDivisibleByTp) {
+  expect_error(R"([model]
+layers = 32
+hidden = 4096
+heads = 32
+ffn_hidden = 11007
+seq_len = 4096
+vocab = 32000
+[parallel]
+pp = 1
+tp = 2
+global_batch = 8
+[cluster]
+gpus = 2
+)",
+               10, "parallel.tp", "ffn_hidden (11007) not divisible by tp (2)");
+  const std::string sp = R"([model]
+layers = 32
+hidden = 4096
+heads = 32
+seq_len = 4098
+vocab = 32000
+[parallel]
+pp = 1
+tp = 4
+sequence_parallel = true
+global_batch = 8
+[cluster]
+gpus = 4
+)";
+  expect_error(sp, 9, "parallel.tp", "seq_len (4098) not divisible by tp (4) (sequence parallelism)");
+  std::string no_sp = sp;
+  no_sp.replace(no_sp.find("sequence_parallel = true"), 24, "sequence_parallel = false");
+  EXPECT_NO_THROW(parse_scenario(no_sp, "t.toml"));  // each TP rank holds the whole sequence
 }
 
 TEST(ScenarioErrorTest, HiddenNotDivisibleByHeads) {
