@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "base/text_file.h"
 #include "engine/checkpoint.h"
 #include "engine/dataset.h"
 
@@ -32,6 +33,17 @@ void check_before_launch(const model::Scenario& s) {
   // The synthetic corpus is written to train.work_dir when train.data is empty.
   if (s.train.data.empty() && !s.train.work_dir.empty()) make_folder(s, "train.work_dir", s.train.work_dir);
   if (!s.train.checkpoint_dir.empty()) make_folder(s, "train.checkpoint_dir", s.train.checkpoint_dir);
+  // The trace is written when the training ends (engine/trace.h merge_traces:
+  // PREFIX.rankN.csv, PREFIX.csv, PREFIX.json): a folder it cannot write into
+  // lost it after the whole run.
+  if (!s.train.trace.empty()) {
+    try {
+      base::check_output_path(s.train.trace + ".csv");
+      base::check_output_path(s.train.trace + ".json");
+    } catch (const base::OutputFileError& e) {
+      throw model::ScenarioError(s.source, 0, 0, "train.trace", e.what());
+    }
+  }
   if (!s.train.data.empty()) {
     try {
       check_dataset_fits(Dataset::open(s.train.data), s.model.seq_len, s.model.vocab);

@@ -16,6 +16,9 @@
 //                         permission, /proc) is refused with the reason. Rank
 //                         0 alone made them, and the other ranks only saw
 //                         that it failed, a node fault to `megascale run`.
+//   train.trace           its files (PREFIX.csv, .json, .rankN.csv), written
+//                         when the training ends, can be written: the folder
+//                         exists and takes files (base::check_output_path).
 //   train.checkpoint_dir  the newest complete checkpoint, which the engine
 //                         resumes from, was written by this layout (world
 //                         size, tp, pp, dp, vpp, the model, rank order): the

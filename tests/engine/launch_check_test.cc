@@ -115,6 +115,18 @@ TEST_F(LaunchCheck, AFolderThatCannotBeMadeIsRefusedNamingTheKey) {
   e = error_of({"train.work_dir=\"" + root_ + "/a-file/work\""}, &key);
   EXPECT_EQ(key, "train.work_dir");
   EXPECT_NE(e.find("cannot make this folder (Not a directory)"), std::string::npos) << e;
+  // The trace, written when the training ends: its folder must take files.
+  e = error_of({"train.trace=\"" + root_ + "/a-file/trace\""}, &key);
+  EXPECT_EQ(key, "train.trace");
+  EXPECT_NE(e.find(root_ + "/a-file/trace.csv: cannot write (Not a directory)"), std::string::npos) << e;
+  e = error_of({"train.trace=\"" + root_ + "/no-folder/trace\""}, &key);
+  EXPECT_EQ(key, "train.trace");
+  EXPECT_NE(e.find("cannot write (No such file or directory)"), std::string::npos) << e;
+  fs::create_directories(root_ + "/trace.json");  // a folder in the file's way
+  e = error_of({"train.trace=\"" + root_ + "/trace\""}, &key);
+  EXPECT_EQ(key, "train.trace");
+  EXPECT_NE(e.find(root_ + "/trace.json: cannot write (Is a directory)"), std::string::npos) << e;
+  EXPECT_EQ(error_of({"train.trace=\"" + root_ + "/ok-trace\""}), "");
   // A folder that can be made is made, as the engine would.
   EXPECT_EQ(error_of({"train.work_dir=\"" + root_ + "/work/deeper\""}), "");
   EXPECT_TRUE(fs::is_directory(root_ + "/work/deeper"));
