@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <fmt/format.h>
 
@@ -97,6 +98,12 @@ void write_dataset(const std::string& path, const std::vector<uint16_t>& tokens,
 }
 
 Dataset Dataset::open(const std::string& path) {
+  // A folder opens and then fails to read ("read error"); a device such as
+  // /dev/zero would be read without end. Only a regular file is a dataset.
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_directory(st)) throw DatasetError(path, "is a folder, not a dataset file");
+  if (!ec && !std::filesystem::is_regular_file(st)) throw DatasetError(path, "not a regular file (a device or a pipe)");
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw DatasetError(path, "cannot open: " + errno_text());
   std::vector<unsigned char> bytes;
@@ -104,8 +111,9 @@ Dataset Dataset::open(const std::string& path) {
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
   const bool read_error = std::ferror(f);
+  const std::string why = read_error ? errno_text() : std::string();
   std::fclose(f);
-  if (read_error) throw DatasetError(path, "read error");
+  if (read_error) throw DatasetError(path, "read error: " + why);
 
   if (bytes.size() < kDatasetHeaderBytes)
     throw DatasetError(path, "truncated: " + std::to_string(bytes.size()) +

@@ -101,6 +101,12 @@ TEST_F(DatasetFile, WriterRefusesTokenOutsideVocab) {
 
 TEST_F(DatasetFile, RefusesMissingFile) { expect_refused(path("none.msds"), "cannot open"); }
 
+// A folder used to fail as "read error"; /dev/zero was read without end.
+TEST_F(DatasetFile, RefusesAFolderOrADevice) {
+  expect_refused(dir_.string(), "is a folder, not a dataset file");
+  expect_refused("/dev/zero", "not a regular file");
+}
+
 TEST_F(DatasetFile, RefusesBadMagic) {
   write_dataset(path("m.msds"), {1, 2, 3}, 10);
   auto b = slurp(path("m.msds"));
