@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/number_text.h"
+#include "base/text_file.h"
 
 namespace megascale::base {
 
@@ -72,6 +73,15 @@ void check_value(const Option& o, const std::string& value, ParsedArgs& p) {
       list += (i == 0 ? "" : in.peek() == EOF ? " or " : ", ") + word;
     }
     if (!found) throw UsageError(o.name + " must be " + list + ", got '" + value + "'");
+    return;
+  }
+  if (o.kind == Kind::kOutFile) {
+    if (value == "-") return;
+    try {
+      check_output_path(value);
+    } catch (const OutputFileError& e) {
+      throw OutputOptionError(o.name + " " + e.what());
+    }
     return;
   }
   if (o.kind != Kind::kInt && o.kind != Kind::kNumber && o.kind != Kind::kFraction) return;

@@ -8,7 +8,7 @@
 // the last counts, and a kRepeated one keeps every value: `--set a=1 --set b=2`);
 // anything else starting with `-` is a UsageError naming it (a negative number
 // such as `--fail-at -1` is a value). Then every value is checked against its
-// row: numbers are read by our own strict readers (CLI11's would read "010" as
+// row: a kOutFile path must be writable; numbers are read by our own strict readers (CLI11's would read "010" as
 // octal), whole-string, finite, in range; a rejected one is the UsageError
 // "NAME expects WHAT, got 'VALUE'" (WHAT the row's `expects`, or made from its
 // kind and range). The caller turns a UsageError into exit status 2 and the
@@ -30,9 +30,22 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A kOutFile option whose path cannot be written: "--write /x/r.md: cannot write
+// (No such file or directory)". The command line is right, the path is not:
+// the CLI says it without the usage (exit 2, as every bad input).
+class OutputOptionError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 enum class Kind {
   kFlag,      // --json: given or not
-  kText,      // --out FILE: a string
+  kText,      // --scenario FILE: a string
+  kOutFile,   // --write FILE: a file the command writes; checked before the command
+              // runs (base::check_output_path: its folder exists and takes files, it
+              // is not a folder; OutputOptionError), so that a bad path does not lose
+              // the work done before the write. "-" (stdout, where a command takes
+              // it) is not checked.
   kRepeated,  // --set KEY=VALUE: every value given, in order
   kChoice,    // --fidelity event|analytical: one of the words of `value`
   kInt,       // --gpus N: a decimal integer in [min, max]

@@ -73,11 +73,8 @@ int calibrate_micro(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   std::vector<std::string> mpi_args = {"--oversubscribe", "-np", std::to_string(ranks), micro};
   if (cuda) mpi_args.insert(mpi_args.end(), {"--device", "cuda"});
   const std::string gemm_csv = p.text("--gemm-csv", "");
-  // The outputs are written after minutes of timing: checked first, so that
-  // work is not lost to a missing folder.
-  for (const char* option : {"--out", "--gemm-csv", "--engine-profile"}) {
-    if (p.has(option) && p.text(option) != "-") base::check_output_path(p.text(option));
-  }
+  // --out, --gemm-csv and --engine-profile are written after minutes of
+  // timing: parse_args checked them first (Kind::kOutFile).
   if (!gemm_csv.empty()) {
     if (!cuda) throw UsageError("--gemm-csv needs --device cuda");
     mpi_args.insert(mpi_args.end(), {"--gemm-csv", gemm_csv});
@@ -299,10 +296,14 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*
 int calibrate_runs_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*err*/) {
   if (!p.positional.empty()) throw UsageError("runs-check takes --runs FILE.csv, not '" + p.positional[0] + "'");
   if (!p.has("--runs")) throw UsageError("runs-check needs --runs FILE.csv (e.g. calibrate/runs/published.csv)");
-  calibrate::RunsCheck check = calibrate::check_published_runs(calibrate::read_measured_runs(p.text("--runs")));
-  if (p.has("--layers")) {
-    check.layers = calibrate::check_published_layers(calibrate::read_published_layers(p.text("--layers")));
-  }
+  // Every input read before the runs are simulated (a minute for the
+  // published set): a bad --layers file used to be found only after it (and
+  // --write is checked by parse_args, Kind::kOutFile).
+  const std::vector<calibrate::MeasuredRun> runs = calibrate::read_measured_runs(p.text("--runs"));
+  std::vector<calibrate::PublishedLayer> layers;
+  if (p.has("--layers")) layers = calibrate::read_published_layers(p.text("--layers"));
+  calibrate::RunsCheck check = calibrate::check_published_runs(runs);
+  if (p.has("--layers")) check.layers = calibrate::check_published_layers(layers);
   const std::string md = report::runs_check_markdown(check, command_line("runs-check", p));
   if (p.has("--write")) {
     const std::string path = p.text("--write");
@@ -316,7 +317,7 @@ int calibrate_runs_check(const ParsedArgs& p, std::ostream& out, std::ostream& /
 
 std::vector<CommandEntry> calibrate_commands() {
   const Option json = json_flag();
-  const Option write = {"--write", Kind::kText, "FILE.md", "also write the report there"};
+  const Option write = {"--write", Kind::kOutFile, "FILE.md", "also write the report there"};
   const Option algo = {"--algo", Kind::kText, "auto|ring|tree|nvls|nvls-tree", "what NCCL_ALGO would give"};
   const Option proto = {"--proto", Kind::kText, "auto|LL|LL128|Simple", "what NCCL_PROTO would give"};
   CommandEntry micro = {
@@ -326,17 +327,17 @@ std::vector<CommandEntry> calibrate_commands() {
        {{"--device", Kind::kChoice, "cpu|cuda", "cuda: the CUDA device's kernels on one GPU, timed with\n"
                                                 "CUDA events (engine/microbench_cuda.h); exit 2 without a GPU"},
         {"--ranks", Kind::kInt, "N", "MPI ranks (default: the cores, at most 8)", 1, 64},
-        {"--out", Kind::kText, "FILE", "the profile (default cpu-profile.toml, cuda-micro.toml;\n- for stdout)"},
+        {"--out", Kind::kOutFile, "FILE", "the profile (default cpu-profile.toml, cuda-micro.toml;\n- for stdout)"},
         {"--quick", Kind::kFlag, "", "a coarser sweep"},
         {"--single", Kind::kFlag, "", "every rank alone only"},
-        {"--gemm-csv", Kind::kText, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"},
-        {"--engine-profile", Kind::kText, "FILE", "cuda: the engine's own calls for the SCENARIOs, measured,\n"
+        {"--gemm-csv", Kind::kOutFile, "FILE", "cuda: the GEMM points also as a GEMM sweep CSV\n(for calibrate import --gemm-csv)"},
+        {"--engine-profile", Kind::kOutFile, "FILE", "cuda: the engine's own calls for the SCENARIOs, measured,\n"
                                                   "as a GPU profile (engine_calls = 1) for calibrate check"}}},
       calibrate_micro};
   CommandEntry import = {
       {"calibrate import", "--out FILE [options]",
        "a profile from measurements users already have: nccl-tests output and GEMM sweep CSVs",
-       {{"--out", Kind::kText, "FILE", "the profile to write"},
+       {{"--out", Kind::kOutFile, "FILE", "the profile to write"},
         {"--profile", Kind::kText, "BASE", "the profile they are added to (a file or a shipped name)"},
         {"--nccl-tests", Kind::kRepeated, "FILE", "nccl-tests output (repeatable)"},
         {"--gemm-csv", Kind::kRepeated, "FILE", "a GEMM sweep (repeatable)"},
@@ -364,7 +365,7 @@ std::vector<CommandEntry> calibrate_commands() {
        "element) on measured iteration times;\n"
        "prints the leave-one-out and the held-out error and writes the fitted profile",
        {{"--profile", Kind::kText, "NAME|FILE", "the profile to start from"},
-        {"--out", Kind::kText, "FILE", "the fitted profile"},
+        {"--out", Kind::kOutFile, "FILE", "the fitted profile"},
         {"--runs", Kind::kText, "RUNS.csv", "measured iteration times"},
         {"--engine", Kind::kFlag, "", "run the SCENARIOs on the engine instead"},
         {"--hold-out", Kind::kText, "NAME,...", "runs the fit does not use"},
@@ -374,7 +375,7 @@ std::vector<CommandEntry> calibrate_commands() {
          "published per-layer times instead (calibrate/runs/published-layers.csv): fits tp_gather_scatter"},
         {"--params", Kind::kText, "step_overhead,compute_scale,element_overhead,tp_gather_scatter",
          "what is fitted (default step_overhead,compute_scale)"},
-        {"--report", Kind::kText, "FILE.md", "also write the report there"}}},
+        {"--report", Kind::kOutFile, "FILE.md", "also write the report there"}}},
       calibrate_fit};
   CommandEntry net_check = {
       {"calibrate net-check",

@@ -90,7 +90,7 @@ CommandEntry compare_command() {
            "Megatron-LM vs MegaScale on the same job, side by side (default: the built-in\n"
            "175B on 12,288 A100s; the file's own switches are replaced)",
            {json_flag(), fidelity_option("event (SimGrid, the default) or analytical (closed form)"),
-            {"--chart", Kind::kText, "FILE.svg", "both breakdowns as stacked bars on one axis from 0 s"},
+            {"--chart", Kind::kOutFile, "FILE.svg", "both breakdowns as stacked bars on one axis from 0 s"},
             set_option()}},
           compare};
 }

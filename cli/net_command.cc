@@ -171,7 +171,7 @@ std::vector<CommandEntry> net_commands() {
        "N senders into one switch port: queue, throughput and PFC pauses over time.",
        {{"--senders", Kind::kInt, "N", "senders", 1, 4096},
         {"--cc", Kind::kText, "dcqcn|swift|hybrid|none", "congestion control"},
-        {"--plot", Kind::kText, "FILE.svg", "queue, throughput and pauses as an SVG"},
+        {"--plot", Kind::kOutFile, "FILE.svg", "queue, throughput and pauses as an SVG"},
         {"--duration-us", Kind::kNumber, "D", "simulated time", kAboveZero, 1e6,
          "a positive number of microseconds, at most 1000000 (1 s of simulated time)"},
         {"--capacity-gbps", Kind::kNumber, "C", "the port's line rate", kAboveZero, 3200,

@@ -88,7 +88,7 @@ CommandEntry plan_command() {
             fidelity_option("of the iteration time: event (the default) or analytical"),
             {"--sweep", Kind::kText, "checkpoint_interval=5m,15m,60m | gpus=1536,3072,...",
              "ETTR at each checkpoint interval, or at each GPU count\n(TP and PP kept, DP derived)"},
-            {"--plot", Kind::kText, "FILE.svg", "the sweep as a chart"},
+            {"--plot", Kind::kOutFile, "FILE.svg", "the sweep as a chart"},
             {"--recovery-profile", Kind::kText, "FILE.json",
              "recovery times measured by `megascale run`, in place\nof the assumptions"},
             set_option()}},

@@ -3,7 +3,6 @@
 // (sim/search_refine.h), printed by report/search_report.h.
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <stdexcept>
 
 #include "base/text_file.h"
@@ -33,13 +32,8 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   // --min-headroom 10% (issue 13's spelling) or --headroom 0.1: one option.
   if (p.has("--headroom") && p.has("--min-headroom")) throw UsageError("give one of --headroom and --min-headroom");
   o.memory_headroom = p.number("--headroom", p.number("--min-headroom", 0));
-  // Files written after the search: a missing directory is reported before it.
-  for (const std::string name : {"--csv", "--plot"}) {
-    const std::filesystem::path parent = std::filesystem::path(p.text(name, "")).parent_path();
-    std::error_code ec;
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-      throw UsageError(name + ": no directory '" + parent.string() + "' to write " + p.text(name) + " in");
-  }
+  // --csv and --plot, written after the search, were checked by parse_args
+  // (Kind::kOutFile).
   o.keep_points = p.has("--csv") || p.has("--plot");
   const int refine = static_cast<int>(p.integer("--refine", 0));
   // --refine re-times the best N of the ranking, so the ranking keeps at least
@@ -103,8 +97,8 @@ CommandEntry search_command() {
             {"--fix", Kind::kText, "tp=8,pp=4,...", "keep dimensions (tp, cp, pp, vpp, dp, micro_batch, zero_stage)"},
             {"--min-headroom", Kind::kFraction, "10%", "memory each GPU keeps free (default 0)", 0, 0.9, headroom},
             {"--headroom", Kind::kFraction, "0.1", "the same as --min-headroom", 0, 0.9, headroom},
-            {"--csv", Kind::kText, "FILE", "the ranking, then every valid layout"},
-            {"--plot", Kind::kText, "FILE.svg", "MFU against memory per GPU for every valid layout"},
+            {"--csv", Kind::kOutFile, "FILE", "the ranking, then every valid layout"},
+            {"--plot", Kind::kOutFile, "FILE.svg", "MFU against memory per GPU for every valid layout"},
             set_option()}},
           search};
 }

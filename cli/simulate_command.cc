@@ -43,7 +43,7 @@ const std::vector<Option>& event_options() {
   static const std::vector<Option> options = {
       {"--trace", Kind::kText, "FILE", "Chrome trace FILE(.json) + FILE.csv of one step"},
       {"--trace-layers", Kind::kFlag, "", "add each chunk's layers to the trace: operators\n(compute) and TP collectives (tp_comm)"},
-      {"--heatmap", Kind::kText, "FILE.svg", "TP group (stage, DP replica) x step forward /\nbackward time heat-map, step times from 0 s"},
+      {"--heatmap", Kind::kOutFile, "FILE.svg", "TP group (stage, DP replica) x step forward /\nbackward time heat-map, step times from 0 s"},
       {"--steps", Kind::kInt, "N", "simulate N iterations (default 1)", 1, kMaxSimulatedSteps},
       {"--jitter", Kind::kNumber, "SIGMA", "lognormal per-step compute jitter per machine\n(default 0 for one step, 0.01 with --steps > 1)",
        0, kMaxJitterSigma, "a sigma in 0..0.25 (per-step log-normal noise; default 0.01)"},
@@ -233,7 +233,7 @@ int simulate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
 CommandEntry simulate_command() {
   std::vector<Option> options = {
       json_flag(), fidelity_option("event (SimGrid, the default) or analytical (closed form)"),
-      {"--chart", Kind::kText, "FILE.svg", "where the iteration time goes, one stacked bar on an\naxis from 0 s"},
+      {"--chart", Kind::kOutFile, "FILE.svg", "where the iteration time goes, one stacked bar on an\naxis from 0 s"},
       {"--sensitivity", Kind::kNumber, "PCT",
        "also time the job once per hardware input, each changed\nby PCT% on its own: which inputs (and which of them\n"
        "assumed) the prediction hangs on (model/sensitivity.h)",

@@ -19,7 +19,8 @@ const Command kCommand = {"test", "FILE [options]", "a test command",
                            {"--paths", Kind::kInt, "N", "paths", 1, 256},
                            {"--jitter", Kind::kNumber, "SIGMA", "noise", 0, 0.25, "a sigma in 0..0.25"},
                            {"--headroom", Kind::kFraction, "10%", "memory kept free", 0, 0.9},
-                           {"--fidelity", Kind::kChoice, "event|analytical", "which model"}}};
+                           {"--fidelity", Kind::kChoice, "event|analytical", "which model"},
+                           {"--write", Kind::kOutFile, "FILE", "the report"}}};
 
 std::string usage_error(const std::vector<std::string>& args) {
   try {
@@ -73,6 +74,25 @@ TEST(ParseArgsTest, ErrorsNameTheOption) {
   EXPECT_EQ(usage_error({"--set", "a=1", "--gpus"}), "--gpus needs a value");
   EXPECT_EQ(usage_error({"--json=1"}), "--json takes no value");
   EXPECT_EQ(usage_error({"--help"}), "unknown option '--help'");  // run_cli prints usage before parsing
+}
+
+// A file the command writes is checked before the command runs, not after its
+// work (a chart after a simulation, a profile after minutes of timing).
+TEST(ParseArgsTest, AnOutputFileMustBeWritable) {
+  EXPECT_EQ(parse_args(kCommand, {"--write", "/tmp/megascale-options-test.md"}).text("--write"),
+            "/tmp/megascale-options-test.md");
+  EXPECT_EQ(parse_args(kCommand, {"--write", "-"}).text("--write"), "-");  // stdout, where a command takes it
+  const auto path_error = [](const std::string& path) {
+    try {
+      parse_args(kCommand, {"--write", path});
+    } catch (const OutputOptionError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(path_error("/tmp"), "--write /tmp: cannot write (Is a directory)");
+  EXPECT_EQ(path_error("/no-such-folder/r.md"), "--write /no-such-folder/r.md: cannot write (No such file or directory)");
+  EXPECT_EQ(path_error("/etc/hostname/r.md"), "--write /etc/hostname/r.md: cannot write (Not a directory)");
 }
 
 // GPU rank lists (--straggler-gpus): ranks >= 0, each once.
