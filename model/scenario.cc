@@ -602,6 +602,23 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   Scenario sc;
   sc.source = source;
   sc.name = top.string("name").value_or(std::filesystem::path(source).stem().string());
+  // The name is a file name too: `megascale run` writes
+  // results/recovery/<name>.json and <work_dir>/run-<name>/. A '/' or a
+  // leading '.' would put them elsewhere ("../../x"), a control character
+  // would garble the reports; 200 characters leave room for the longest
+  // suffix under the usual 255-byte file-name limit.
+  if (const std::optional<std::string> given = top.string("name")) {
+    const std::string& n = *given;
+    const bool control = std::any_of(n.begin(), n.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (n.empty() || n.size() > 200 || n.find('/') != std::string::npos || n.find('\\') != std::string::npos ||
+        n[0] == '.' || control) {
+      top.fail("name", fmt::format("must be 1-200 characters without '/', '\\', control characters or a leading '.' "
+                                   "(it names files: results/recovery/<name>.json), got {:?}",
+                                   n));
+    }
+  }
   sc.model = read_model(top.required_subsection("model"));
   if (std::optional<Section> s = top.subsection("hardware")) sc.hardware = read_hardware(*s);
   const Section cluster = top.required_subsection("cluster");

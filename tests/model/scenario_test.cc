@@ -592,6 +592,17 @@ gpus = 4
   EXPECT_NO_THROW(parse_scenario(no_sp, "t.toml"));  // each TP rank holds the whole sequence
 }
 
+// The name names files (`megascale run`: results/recovery/<name>.json): one
+// that would put them elsewhere, or garble a report, is refused at its line.
+TEST(ScenarioErrorTest, ANameThatIsNotAFileNameIsRefused) {
+  for (const char* bad : {R"("../../tmp/x")", R"("a/b")", R"("")", R"(".hidden")", R"("two\nlines")"}) {
+    expect_error(std::string("name = ") + bad + "\n" + kValid, 1, "name", "must be 1-200 characters without '/'");
+  }
+  expect_error("name = \"" + std::string(201, 'x') + "\"\n" + kValid, 1, "name", "must be 1-200 characters");
+  EXPECT_EQ(parse_scenario(std::string("name = \"my run 2 (v1.5)\"\n") + kValid, "t.toml").name, "my run 2 (v1.5)");
+  EXPECT_EQ(parse_scenario(kValid, "dir/job-7.toml").name, "job-7");  // the file's stem when not given
+}
+
 TEST(ScenarioErrorTest, HiddenNotDivisibleByHeads) {
   expect_error(R"([model]
 layers = 24
