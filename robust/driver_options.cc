@@ -34,8 +34,17 @@ DriverOptions driver_options(const std::string& scenario_path, const std::vector
   engine::check_before_launch(s);
   o.faults = s.inject;
   for (const std::string& text : injects) o.faults.push_back(parse_inject(text));
-  for (const model::InjectSpec& f : o.faults) {
+  for (size_t i = 0; i < o.faults.size(); ++i) {
+    const model::InjectSpec& f = o.faults[i];
     check_inject(f, s.cluster.gpus, s.train.steps);
+    // The same fault twice (on the command line, or there and in the
+    // scenario's [[inject]]) fired once: the profile showed one fault where two
+    // were asked for.
+    for (size_t j = 0; j < i; ++j) {
+      if (format_inject(o.faults[j]) == format_inject(f)) {
+        throw std::invalid_argument("fault " + format_inject(f) + " is given twice: it fires once");
+      }
+    }
     if (restarts_job(f, s) && (s.train.checkpoint_dir.empty() || s.train.checkpoint_every <= 0)) {
       throw model::ScenarioError(s.source, 0, 0, "train.checkpoint_every",
                                  "fault " + format_inject(f) +

@@ -95,6 +95,10 @@ TEST(DriverOptions, RefusesTrainingDataEveryRankWouldFailOn) {
 TEST(DriverOptions, RefusesAFaultOutsideTheJobAndAnotherEngine) {
   EXPECT_NE(error_of({}, {"kill:rank=7:step=3"}).find("invalid: "), std::string::npos);
   EXPECT_NE(error_of({}, {"explode:rank=0:step=3"}).find("invalid: "), std::string::npos);
+  // The same fault twice fired once, silently.
+  EXPECT_EQ(error_of({}, {"kill:rank=0:step=3", "kill:rank=0:step=3"}),
+            "invalid: fault kill:rank=0:step=3 is given twice: it fires once");
+  EXPECT_EQ(error_of({}, {"kill:rank=0:step=3", "kill:rank=0:step=5"}), "");  // another step: another fault
   const std::string cuda = error_of({"train.device=\"cuda\""}, {});
   EXPECT_NE(cuda.find("train.device"), std::string::npos) << cuda;
 }
