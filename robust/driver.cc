@@ -847,7 +847,11 @@ int Driver::run() {
                    " spare(s), Redis at " + redis_address_ + " (no network namespaces" +
                    (profile_.netns_unavailable.empty() ? std::string(")")
                                                        : ": " + profile_.netns_unavailable + ")");
-    const double scan_s = std::max(0.02, s_.recovery.heartbeat_period_s / 4);
+    // Four polls per heartbeat period, at most 0.5 s apart: the poll is also
+    // when a SIGINT / SIGTERM is seen (sleep_for resumes after a signal), and
+    // a driver polling every period / 4 did not stop for a long period
+    // (heartbeat_period_s = 1e9 slept through a SIGTERM).
+    const double scan_s = std::clamp(s_.recovery.heartbeat_period_s / 4, 0.02, 0.5);
     const double missed_s = s_.recovery.heartbeat_period_s * s_.recovery.heartbeat_misses;
     int restarts = 0;
     bool done = false;

@@ -10,6 +10,8 @@
 # after the second attempt), once with a kill and no recovery allowed (line
 # gave_up: the detection is still recorded), once with a learning rate that
 # diverges (line diverged: stopped in the first attempt, nothing evicted),
+# once stopped by SIGTERM (line signal_stop: the driver exits within a poll,
+# under 3 s, with every rank gone, whatever the heartbeat period),
 # then once per fault, each from an
 # empty checkpoint folder, and prints one line per fault:
 #   fault=NAME detected_s=X diagnosis=right|wrong resumed_s=Y loss=identical|differs
@@ -130,6 +132,30 @@ echo "$dline"
 case "$dline" in
   *completed=false\ attempts=1\ evicted=0\ stopped=true) ;;
   *) echo "    (expected completed=false attempts=1 evicted=0 stopped=true; log follows)"; sed 's/^/    /' "$TMP/diverged.log" | tail -20; rerun_failed=1 ;;
+esac
+
+# SIGTERM to the driver stops the run within a poll, whatever the heartbeat
+# period: the driver polls at most 0.5 s apart (robust/driver.cc). It polled
+# every heartbeat_period_s / 4, 25 s here, and a period of 1e9 s slept
+# through the signal. Sent once the job has saved step 2 (it trains); the
+# line gives the seconds from the signal to the driver's exit and the job's
+# processes left after it.
+"$BIN" run "$SCENARIO" --set "train.checkpoint_dir=\"$TMP/signal/ckpt\"" --set "train.work_dir=\"$TMP/signal/work\"" \
+  --set recovery.heartbeat_period_s=100 --set train.steps=1000000 \
+  --out "$TMP/signal.json" --work-dir "$TMP/signal/run" "${ALL_NETNS[@]+"${ALL_NETNS[@]}"}" >"$TMP/signal.log" 2>&1 &
+spid=$!
+for _ in $(seq 1 300); do [ -e "$TMP/signal/ckpt/step_00000002/COMPLETE" ] && break; sleep 0.1; done
+t0=$(date +%s.%N)
+kill -TERM "$spid"
+wait "$spid" || true
+t1=$(date +%s.%N)
+left=$({ pgrep -f "[m]egascale-train.*$TMP/signal" || true; } | wc -l)
+sline="signal_stop stop_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') stopped=$(jq -r '.error // "" | test("stopped by signal 15")' "$TMP/signal.json" 2>/dev/null) left=$left"
+echo "$sline"
+case "$sline" in
+  signal_stop\ stop_s=[0-2].*\ stopped=true\ left=0) ;;
+  *) echo "    (expected stop_s below 3, stopped=true, left=0; log follows)"; sed 's/^/    /' "$TMP/signal.log" | tail -20; rerun_failed=1
+     pkill -9 -f "[m]egascale-train.*$TMP/signal" || true ;;
 esac
 
 FAULTS=(
