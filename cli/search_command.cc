@@ -5,6 +5,8 @@
 #include <chrono>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "base/text_file.h"
 #include "cli/commands.h"
 #include "model/scenario.h"
@@ -69,8 +71,19 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
     if (p.has(name)) rep.files.push_back(p.text(name));
   out << (p.on("--json") ? report::report_json(report::search_json(rep)) + "\n" : report::search_text(rep));
   if (r.top.empty()) {
+    if (r.enumerated == 0) {
+      // No split of this many GPUs at all (model/search.h enumerate_layouts):
+      // nothing to do with --fix or memory, which the messages below blame.
+      err << fmt::format(
+          "megascale search: no layout of {} splits over {} GPUs: tp x cp x pp x dp must equal them, with tp at most "
+          "gpus_per_node ({}) and dividing the heads ({}), pp dividing the layers ({}) or trimming the end stages, "
+          "and dp dividing the global batch ({})\n",
+          s.model.name, o.gpus, s.hardware.gpus_per_node, s.model.heads, s.model.layers,
+          s.parallel.global_batch / std::max(1, s.parallel.cp));  // the file's batch (model/config.h folds cp in)
+      return 1;
+    }
     const std::optional<std::string> why =
-        r.valid == 0 ? model::unmet_constraints_reason(s, o.gpus, o.fixed) : std::nullopt;
+        r.valid == 0 && p.has("--fix") ? model::unmet_constraints_reason(s, o.gpus, o.fixed) : std::nullopt;
     if (why) {
       err << "megascale search: no layout meets --fix " << p.text("--fix", "") << ": " << *why << "\n";
     } else {

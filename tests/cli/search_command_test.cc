@@ -93,6 +93,19 @@ TEST_F(SearchCommand, CsvToAMissingDirectoryIsRefusedBeforeTheSearch) {
   EXPECT_EQ(r.out, "");
 }
 
+// GPUs no layout splits over: said so, not blamed on a --fix nobody gave (or
+// on memory).
+TEST_F(SearchCommand, GpusNoLayoutSplitsOverAreNamed) {
+  const RunResult r = run_megascale({"search", kSmall, "--gpus", "1000000"});
+  EXPECT_EQ(r.exit_code, 1) << dump(r);
+  EXPECT_NE(r.out.find("0 layouts enumerated"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find("no layout of gpt-1.3b splits over 1000000 GPUs: tp x cp x pp x dp must equal them"),
+            std::string::npos)
+      << dump(r);
+  EXPECT_NE(r.err.find("dp dividing the global batch (128)"), std::string::npos) << dump(r);
+  EXPECT_EQ(r.err.find("--fix"), std::string::npos) << dump(r);
+}
+
 TEST_F(SearchCommand, RefinePrintsOneLinePerLayoutOnStderr) {
   const RunResult r = run_megascale({"search", kSmall, "--top", "3", "--refine", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);
