@@ -17,6 +17,7 @@
 #include "calibrate/csv_line.h"
 #include "calibrate/nccl_tests.h"  // ImportError
 #include "model/profile.h"
+#include "model/scenario.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -107,6 +108,13 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     }
     if (!fs::is_regular_file(r.scenario_file)) {
       throw ImportError(path + ":" + std::to_string(n) + ": column 'scenario': no such file " + r.scenario_file);
+    }
+    // A scenario that does not load is named with the line that lists it, and
+    // found before any run is simulated (a minute for the published set).
+    try {
+      (void)model::load_scenario(r.scenario_file);
+    } catch (const model::ScenarioError& e) {
+      throw ImportError(path + ":" + std::to_string(n) + ": column 'scenario': " + e.what());
     }
     // A run scored twice would weigh twice in a fit and in the accuracy
     // figures (it was, silently). An unscored row of the same scenario (a

@@ -121,6 +121,8 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
     std::ofstream(dir / "bad_time.csv") << "scenario,iteration_time_s\n" << scenario << ",fast\n";
     std::ofstream(dir / "no_header.csv") << "file,time\n";
     std::ofstream(dir / "missing.csv") << "scenario,iteration_time_s\nnot/there.toml,1\n";
+    std::ofstream(dir / "bad.toml") << "[model]\nlayers = 0\n";
+    std::ofstream(dir / "bad_scenario.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\nbad.toml,1\n";
     // The same file, spelled another way the second time.
     std::ofstream(dir / "twice.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\n"
                                      << std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/../scenarios/paper/table2-megascale-256.toml"
@@ -141,6 +143,11 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
   EXPECT_NE(error_of("bad_time.csv").find("bad_time.csv:2: column 'iteration_time_s'"), std::string::npos);
   EXPECT_NE(error_of("no_header.csv").find("no_header.csv:1:"), std::string::npos);
   EXPECT_NE(error_of("missing.csv").find("missing.csv:2: column 'scenario': no such file"), std::string::npos);
+  // A scenario that does not load: the CSV line, then the scenario's own file, line and key.
+  EXPECT_NE(error_of("bad_scenario.csv").find("bad_scenario.csv:3: column 'scenario': "), std::string::npos)
+      << error_of("bad_scenario.csv");
+  EXPECT_NE(error_of("bad_scenario.csv").find("bad.toml:2:10: model.layers: must be >= 1, got 0"), std::string::npos)
+      << error_of("bad_scenario.csv");
   EXPECT_NE(error_of("twice.csv").find("twice.csv:3: column 'scenario': " + std::string(MEGASCALE_SOURCE_DIR) +
                                       "/scenarios/../scenarios/paper/table2-megascale-256.toml is already the scored "
                                       "run of line 2"),
