@@ -8,7 +8,8 @@
 // the last counts, and a kRepeated one keeps every value: `--set a=1 --set b=2`);
 // anything else starting with `-` is a UsageError naming it (a negative number
 // such as `--fail-at -1` is a value). Then every value is checked against its
-// row: a kOutFile path must be writable; numbers are read by our own strict readers (CLI11's would read "010" as
+// row: a kOutFile path must be writable (else OutputOptionError); numbers are
+// read by our own strict readers (CLI11's would read "010" as
 // octal), whole-string, finite, in range; a rejected one is the UsageError
 // "NAME expects WHAT, got 'VALUE'" (WHAT the row's `expects`, or made from its
 // kind and range). The caller turns a UsageError into exit status 2 and the
