@@ -60,6 +60,12 @@ void check_output_path(const std::string& path, bool create_folders) {
   if (::access(folder.c_str(), W_OK) != 0) throw OutputFileError(path, std::strerror(errno));
 }
 
+std::string file_identity(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : canonical.string();
+}
+
 std::string read_text_or_throw(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputFileError(path, std::strerror(errno));

@@ -53,6 +53,12 @@ void write_text_or_throw(const std::string& path, const std::string& text);
 // What it cannot foresee (a full disk) is still the writer's error.
 void check_output_path(const std::string& path, bool create_folders = false);
 
+// The one name of a file however its path is spelled ("x", "./x", "d/../x", a
+// symbolic link): its canonical path, or `path` as given where it cannot be
+// resolved. Two inputs of one identity are one file given twice (a file scored,
+// run or imported twice weighs twice).
+std::string file_identity(const std::string& path);
+
 // An input that cannot be read: "PATH: cannot read (REASON)".
 class InputFileError : public FileError {
  public:

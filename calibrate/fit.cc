@@ -120,8 +120,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     // figures (it was, silently). An unscored row of the same scenario (a
     // measurement listed for reference) is kept.
     for (const MeasuredRun& earlier : runs) {
-      std::error_code ec;  // the same file, however spelled
-      if (fs::equivalent(earlier.scenario_file, r.scenario_file, ec) && earlier.unscored.empty() && r.unscored.empty()) {
+      if (base::file_identity(earlier.scenario_file) == base::file_identity(r.scenario_file) &&
+          earlier.unscored.empty() && r.unscored.empty()) {
         throw ImportError(fmt::format("{}:{}: column 'scenario': {} is already the scored run of line {} (one "
                                       "scored row per run: a run scored twice weighs twice in the fit and the error "
                                       "figures; mark one \"no: reason\" in column 'scored')",

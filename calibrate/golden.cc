@@ -183,11 +183,9 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) 
   std::vector<std::string> files;
   // A file named twice (twice given, or given and inside a given DIR) runs once,
   // where it first appears: it is one scenario of the golden file either way.
-  std::set<fs::path> seen;
+  std::set<std::string> seen;  // base::file_identity
   const auto add = [&](const fs::path& f) {
-    std::error_code ec;
-    const fs::path canonical = fs::weakly_canonical(f, ec);
-    if (seen.insert(ec ? f : canonical).second) files.push_back(f.string());
+    if (seen.insert(base::file_identity(f.string())).second) files.push_back(f.string());
   };
   for (const std::string& in : inputs) {
     std::error_code ec;

@@ -70,11 +70,9 @@ ImportReport import_measurements(const ImportOptions& o) {
   }
   // A file given twice would add its points twice (they were, silently).
   for (const auto& [option, files] : {std::pair{"--nccl-tests", &o.nccl_tests}, std::pair{"--gemm-csv", &o.gemm_csv}}) {
-    std::set<std::filesystem::path> seen;  // by canonical path: ./x and x are one file
+    std::set<std::string> seen;  // base::file_identity: ./x and x are one file
     for (const std::string& f : *files) {
-      std::error_code ec;
-      const std::filesystem::path canonical = std::filesystem::weakly_canonical(f, ec);
-      if (!seen.insert(ec ? std::filesystem::path(f) : canonical).second) {
+      if (!seen.insert(base::file_identity(f)).second) {
         throw std::invalid_argument(std::string(option) + " " + f + " is given twice");
       }
     }

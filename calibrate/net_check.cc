@@ -80,8 +80,7 @@ std::vector<NetMachine> read_net_manifest(const std::string& path) {
     if (!fs::is_regular_file(m.file)) s.fail("file", "no such file: " + m.file);
     // One measurement scored twice would weigh twice in the summary.
     for (size_t j = 0; j < out.size(); ++j) {
-      std::error_code ec;
-      if (fs::equivalent(out[j].file, m.file, ec)) {
+      if (base::file_identity(out[j].file) == base::file_identity(m.file)) {
         s.fail("file", "run[" + std::to_string(j) + "] scores this file already: a file listed twice weighs twice");
       }
     }

@@ -40,8 +40,7 @@ namespace fs = std::filesystem;
 void refuse_twice(const std::vector<std::string>& files, const std::string& why) {
   for (size_t i = 0; i < files.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      std::error_code ec;
-      if (fs::equivalent(files[j], files[i], ec)) {
+      if (base::file_identity(files[j]) == base::file_identity(files[i])) {
         throw UsageError(files[i] + " is given twice (as " + files[j] + "): " + why);
       }
     }

@@ -22,14 +22,18 @@ const Command kCommand = {"test", "FILE [options]", "a test command",
                            {"--fidelity", Kind::kChoice, "event|analytical", "which model"},
                            {"--write", Kind::kOutFile, "FILE", "the report"}}};
 
-std::string usage_error(const std::vector<std::string>& args) {
+// The message of the `Error` parse_args throws for `args`.
+template <typename Error = UsageError>
+std::string error_of(const std::vector<std::string>& args) {
   try {
     parse_args(kCommand, args);
-  } catch (const UsageError& e) {
+  } catch (const Error& e) {
     return e.what();
   }
   return "(no error)";
 }
+
+std::string usage_error(const std::vector<std::string>& args) { return error_of(args); }
 
 TEST(ParseArgsTest, PositionalsSwitchesAndRepeatedOptions) {
   const ParsedArgs p = parse_args(kCommand, {"a.toml", "--set", "x=1", "b.toml", "--set=y=2", "--json", "--gpus=8"});
@@ -82,14 +86,7 @@ TEST(ParseArgsTest, AnOutputFileMustBeWritable) {
   EXPECT_EQ(parse_args(kCommand, {"--write", "/tmp/megascale-options-test.md"}).text("--write"),
             "/tmp/megascale-options-test.md");
   EXPECT_EQ(parse_args(kCommand, {"--write", "-"}).text("--write"), "-");  // stdout, where a command takes it
-  const auto path_error = [](const std::string& path) {
-    try {
-      parse_args(kCommand, {"--write", path});
-    } catch (const OutputOptionError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
+  const auto path_error = [](const std::string& path) { return error_of<OutputOptionError>({"--write", path}); };
   EXPECT_EQ(path_error("/tmp"), "--write /tmp: cannot write (Is a directory)");
   EXPECT_EQ(path_error("/no-such-folder/r.md"), "--write /no-such-folder/r.md: cannot write (No such file or directory)");
   EXPECT_EQ(path_error("/etc/hostname/r.md"), "--write /etc/hostname/r.md: cannot write (Not a directory)");

@@ -113,6 +113,19 @@ TEST_F(TextFile, OutputPathIsCheckedBeforeTheWork) {
 // the path and the reason; before, a directory given as --runs, --gemm-csv,
 // --manifest, --nccl-tests or --recovery-profile read as an empty file ("no
 // runs", "empty GEMM sweep") and /dev/zero was read until memory ran out.
+// One file however its path is spelled; a missing one is itself.
+TEST_F(TextFile, FileIdentityIsOneNamePerFile) {
+  const std::string x = (dir_ / "x.toml").string();
+  std::ofstream(x) << "x";
+  fs::create_directories(dir_ / "sub");
+  fs::create_symlink(x, dir_ / "link.toml");
+  EXPECT_EQ(file_identity(x), file_identity((dir_ / "sub" / ".." / "x.toml").string()));
+  EXPECT_EQ(file_identity(x), file_identity((dir_ / "link.toml").string()));
+  EXPECT_NE(file_identity(x), file_identity((dir_ / "sub").string()));
+  const std::string missing = (dir_ / "missing.toml").string();
+  EXPECT_EQ(file_identity(missing), missing);
+}
+
 TEST(ReadText, WholeFileOrAnErrorNamingThePathAndTheReason) {
   const fs::path dir = fs::temp_directory_path() / ("read_text_" + std::to_string(::getpid()));
   fs::create_directories(dir);
