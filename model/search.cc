@@ -47,16 +47,21 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
   // The job as written: a scenario read with cp > 1 carries a folded model and batch.
   const ModelConfig m = context_parallel_model(s.model, s.parallel.cp, 1);
   const int batch = s.parallel.global_batch / std::max(1, s.parallel.cp);
-  // The CPU engine runs ZeRO 0-2 without recomputation (engine/pipeline_executor.h)
-  // and shards the sequence over TP only when it divides: offer what it can run.
-  // Neither engine has context parallelism.
+  // The CPU engine runs ZeRO 0-2 without recomputation (engine/pipeline_executor.h):
+  // offer what it can run. Neither engine has context parallelism. Splits that
+  // check_layout refuses for every profile are not offered at all: tp must divide
+  // the heads, KV heads and ffn_hidden, and under sequence parallelism the
+  // sequence each CP rank holds (check_tensor_split, Megatron-LM's asserts).
   const bool engine = hardware_profile(s).models_engine();
   std::vector<ParallelConfig> out;
   for (int cp : divisors(gpus)) {
     // Megatron-Core's load-balanced CP: 2 x cp equal chunks of each sequence.
     if (cp > 1 && (engine || m.seq_len % (2 * cp) != 0)) continue;
     for (int tp : divisors(gpus / cp)) {
-      if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0) continue;
+      if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
+        continue;
+      }
+      const bool sequence_splits = tp > 1 && (m.seq_len / cp) % tp == 0;
       for (int pp : divisors(gpus / (cp * tp))) {
         // An even split, or where pp does not divide the layers Meta's trimmed
         // first / last stages (model/pipeline_layout.h trimmed_end_stages).
@@ -69,7 +74,7 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
           const int microbatches = batch / (dp * mb);
           for (int vpp : divisors(stage_layers)) {
             if (vpp > 1 && (pp == 1 || microbatches % pp != 0)) continue;
-            for (int sp = 0; sp <= (tp > 1 && (!engine || m.seq_len % tp == 0) ? 1 : 0); ++sp) {
+            for (int sp = 0; sp <= (sequence_splits ? 1 : 0); ++sp) {
               for (int zero = 0; zero <= (engine ? 2 : 3); ++zero) {
                 for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
                   if (engine && rc != Recompute::kNone) continue;

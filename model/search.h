@@ -4,7 +4,8 @@
 // every (tp, cp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage,
 // recompute) that is a valid layout (check_layout(), tp within one node; cp > 1
 // where the sequence splits into 2 x cp chunks, Megatron-Core's load-balanced
-// form, and not for the engine, which has no CP), drops those that do
+// form, and not for the engine, which has no CP; tp dividing the heads, KV heads
+// and ffn_hidden, and under sequence parallelism each CP rank's tokens), drops those that do
 // not fit in the GPU's HBM (model/memory.h), ranks the rest by predicted MFU and
 // keeps the best K. Then each of the best 4K with a pipeline is offered once more with
 // its heads balanced (model/head_balance.h: the embedding's and output head's

@@ -138,6 +138,35 @@ TEST(Search, ContextParallelismOnlyWhereItCanRun) {
   for (const ParallelConfig& p : enumerate_layouts(engine, 16)) EXPECT_EQ(p.cp, 1);
 }
 
+// Splits check_layout refuses for every profile are not enumerated: tp must
+// divide ffn_hidden (5,460 = 4 x 1,365: no tp 8), and under sequence
+// parallelism the tokens each CP rank holds (2,044 tokens: cp 1 or 2 from the
+// 2 x cp chunks; cp 2 leaves 1,022, which tp 4 does not divide). So every
+// layout enumerated is valid, and the search counts them all.
+TEST(Search, EnumeratesOnlyTensorSplitsTheModelAllows) {
+  Scenario s = small_job();
+  s.model.ffn_hidden = 5460;
+  s.model.seq_len = 2044;
+  const std::vector<ParallelConfig> layouts = enumerate_layouts(s, 16);
+  bool sp_tp4_cp1 = false;
+  bool tp4_cp2 = false;
+  for (const ParallelConfig& p : layouts) {
+    EXPECT_NE(p.tp, 8);
+    EXPECT_FALSE(p.sequence_parallel && p.tp == 4 && p.cp == 2);
+    sp_tp4_cp1 |= p.sequence_parallel && p.tp == 4 && p.cp == 1;
+    tp4_cp2 |= !p.sequence_parallel && p.tp == 4 && p.cp == 2;
+    EXPECT_EQ(check_layout(with_layout(s, p).model, p, 16), std::nullopt)
+        << "tp " << p.tp << " cp " << p.cp << " sp " << p.sequence_parallel;
+  }
+  EXPECT_TRUE(sp_tp4_cp1);
+  EXPECT_TRUE(tp4_cp2);
+  SearchOptions options;
+  options.gpus = 16;
+  const SearchResult r = search(s, options);
+  EXPECT_EQ(r.valid, r.enumerated);
+  EXPECT_EQ(r.enumerated, static_cast<int64_t>(layouts.size()));
+}
+
 // 26 layers: pp 4 does not divide them, so the search offers Meta's trimmed
 // split, 6 + 7 + 7 + 6, with the chunk counts the middle stages' 7 layers allow;
 // every layout it offers is valid and its estimate runs.
