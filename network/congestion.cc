@@ -207,6 +207,11 @@ FluidResult run_fluid(const FluidNetwork& net, const FluidOptions& opt) {
   std::vector<std::vector<char>> assert_hist(R, std::vector<char>(P, 0));
   std::vector<char> asserting(P, 0), link_paused(F + P, 0);
   std::vector<double> delivered_step(F, 0.0);
+  // Within each step: how long each sender injected and each port served (us),
+  // so that a flow's last byte is placed inside the step it arrives in rather
+  // than at its end (a 1-byte flow took a whole dt_us, and congestion_effect
+  // read that as a bandwidth fraction of 1e-4).
+  std::vector<double> inject_us(F, 0.0), busy_us(P, 0.0);
   std::mt19937_64 rng(opt.seed);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
 
@@ -269,6 +274,7 @@ FluidResult run_fluid(const FluidNetwork& net, const FluidOptions& opt) {
     double inj_total = 0;
     int active_senders = 0, paused_senders = 0;
     std::fill(arr.begin(), arr.end(), 0.0);
+    std::fill(inject_us.begin(), inject_us.end(), 0.0);
     for (int f = 0; f < F; ++f) {
       if (!active(f)) continue;
       Sender& s = snd[f];
@@ -281,6 +287,7 @@ FluidResult run_fluid(const FluidNetwork& net, const FluidOptions& opt) {
       if (s.to_send <= kEpsBytes) continue;
       const double rate = controller_rate_gbps(s, opt.cc, net.flows[f].line_rate_gbps);
       const double inj = std::min(bpus(rate) * dt, s.to_send);
+      inject_us[f] = inj / bpus(rate);
       s.to_send -= inj;
       arr[offset[f]] += inj;
       inj_total += inj;
@@ -301,6 +308,7 @@ FluidResult run_fluid(const FluidNetwork& net, const FluidOptions& opt) {
       }
       double frac = 0;
       if (avail > kEpsBytes && !link_paused[F + p]) frac = std::min(1.0, cap_bpus[p] * dt / avail);
+      busy_us[p] = avail * frac / cap_bpus[p];
       double backlog = 0;
       for (auto [f, k] : members[p]) {
         const int i = offset[f] + k;
@@ -388,7 +396,15 @@ FluidResult run_fluid(const FluidNetwork& net, const FluidOptions& opt) {
       const double size = net.flows[f].size_bytes;
       if (std::isfinite(size) && res.flows[f].delivered_bytes >= size - 1e-3) {
         s.finished = true;
-        res.flows[f].finish_us = t + dt;
+        // The step's last bytes arrive spread over the longest time a hop of
+        // its path (its NIC injecting, a port serving) was busy in this step;
+        // the flow is done when its remaining bytes have arrived.
+        double busy = inject_us[f];
+        for (int p : net.flows[f].path) busy = std::max(busy, busy_us[p]);
+        const double d = delivered_step[f];
+        const double need = size - (res.flows[f].delivered_bytes - d);
+        const double share = d > 0 ? std::clamp(need / d, 0.0, 1.0) : 1.0;
+        res.flows[f].finish_us = t + std::min(dt, busy * share);
       } else if (std::isfinite(size)) {
         all_done = false;
       }

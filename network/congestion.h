@@ -156,7 +156,7 @@ struct FluidSample {
 
 struct FluidFlowStats {
   double delivered_bytes = 0;
-  double finish_us = -1;        // -1: not finished
+  double finish_us = -1;        // last byte delivered, placed within its step; -1: not finished
   double paused_us = 0;         // time its NIC link was paused while it had data
   double active_us = 0;         // time it had data to send or in flight
   double dropped_bytes = 0;

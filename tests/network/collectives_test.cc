@@ -155,6 +155,22 @@ TEST(CollectiveLatency, SmallMessagesAreLatencyBound) {
   EXPECT_NEAR(nv.latency_s * 1e6, 8.4 + 7 * 3.4, 1e-6);
 }
 
+// With congestion control on (the default), a tree all-reduce across 8 servers
+// grows with its bytes: its bandwidth time for 4 B is below a microsecond, not
+// the 103 us a whole fluid step per flow made of it (above 64 KiB's 11 us).
+TEST(CollectiveLatency, TinyTreeAllReduceAcrossServersIsLatencyBound) {
+  const Topology t = Topology::build(megascale_clos(64));
+  double last_s = 0;
+  for (double bytes : {4.0, 1024.0, 65536.0, 1048576.0}) {
+    const CollectiveResult r = run_one(t, CollectiveOp::kAllReduce, CollectiveAlgorithm::kTree, bytes, {iota_vec(64)});
+    EXPECT_GT(r.time_s, last_s) << bytes;
+    last_s = r.time_s;
+    if (bytes == 4.0) {
+      EXPECT_LT(r.time_s - r.latency_s, 1e-6) << "bandwidth time " << (r.time_s - r.latency_s);
+    }
+  }
+}
+
 TEST(CollectiveEcmp, CollisionsAtAggregationTierLowerBusbwAndQpsHelp) {
   const Topology t = Topology::build(megascale_clos(1024));  // 2 ToR sets of 64 servers
   ASSERT_EQ(t.shape().servers_per_group, 64);

@@ -402,6 +402,27 @@ TEST(PfcChain, PausePropagatesAndBlocksTheVictim) {
 
 // ---- congestion_effect and the incast command's outputs -------------------------------
 
+// Flows far shorter than one fluid step (dt_us = 1 us: 24 KB at 192 Gb/s) end
+// inside their step. Counted at the step's end, 3 x 1 B took 1 us, read as a
+// bandwidth fraction of 1.25e-4, and a 4-byte all-reduce across servers took
+// 103 us of "bandwidth" time, more than a 64 KiB one.
+TEST(CongestionEffect, ShortFlowsEndInsideTheirStep) {
+  clear_congestion_cache();
+  for (int senders : {2, 3, 8}) {
+    for (double bytes : {1.0, 1e3, 1e4, 1e5}) {
+      CongestionInput in;
+      in.senders_per_bottleneck = senders;
+      in.flow_bytes = bytes;
+      in.link_capacity_gbps = 192;
+      in.base_rtt_us = 4;
+      const CongestionEffect e = congestion_effect(in);
+      const double line_us = senders * bytes / (192 * 125.0);  // all bytes through the port
+      EXPECT_NEAR(e.completion_time_us, line_us, 1e-6 * line_us + 1e-9) << senders << " x " << bytes << " B";
+      EXPECT_NEAR(e.achieved_bandwidth_fraction, 1.0, 1e-6) << senders << " x " << bytes << " B";
+    }
+  }
+}
+
 TEST(CongestionEffect, NumbersForTheSimulator) {
   clear_congestion_cache();
   CongestionInput one;
