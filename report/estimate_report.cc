@@ -195,7 +195,9 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
                    std::min(s.cluster.gpus, s.hardware.gpus_per_node), profile.cores, share);
     out += "        MPI waits of descheduled ranks are not modelled, so this is optimistic\n";
   }
-  fmt::format_to(o, "  MFU {:.1f}%   iteration {:.3f} s   {:.0f} tokens/s   bubble {:.2f}%\n", 100 * e.mfu,
+  // The bubble as MegaScale counts it, against the compute ((P-1)/(V*M) ideal);
+  // its share of the step is the breakdown's `bubble` line below.
+  fmt::format_to(o, "  MFU {:.1f}%   iteration {:.3f} s   {:.0f} tokens/s   bubble {:.2f}% of compute\n", 100 * e.mfu,
                  e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
   // Under FP8 MFU stays against the BF16 peak (model/throughput.h) and may pass 100%.
   if (s.optimizations.fp8) {
@@ -237,7 +239,7 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea, co
   fmt::format_to(o, "{:<22} {:13.1f}% {:13.1f}%\n", "MFU", 100 * ea.mfu, 100 * eb.mfu);
   fmt::format_to(o, "{:<22} {:14.3f} {:14.3f}\n", "iteration time (s)", ea.iteration_time_s, eb.iteration_time_s);
   fmt::format_to(o, "{:<22} {:14.0f} {:14.0f}\n", "tokens/s", ea.tokens_per_s, eb.tokens_per_s);
-  fmt::format_to(o, "{:<22} {:13.2f}% {:13.2f}%\n", "bubble", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
+  fmt::format_to(o, "{:<22} {:13.2f}% {:13.2f}%\n", "bubble / compute", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
   fmt::format_to(o, "{:<22} {:14.1f} {:14.1f}\n", "memory/GPU (GB)", ea.memory.total_bytes / 1e9,
                  eb.memory.total_bytes / 1e9);
   for (const model::BreakdownPart& part : model::kBreakdownParts) {

@@ -119,6 +119,10 @@ TEST(EstimateReport, BubbleShareOfTheStepStaysBelowOneWhereMegatronsRatioDoesNot
   EXPECT_GT(share, 0.4);
   EXPECT_LT(share, 1.0);
   EXPECT_DOUBLE_EQ(share, e.breakdown.bubble_s / e.iteration_time_s);
+  // The text says which: a header of "bubble 350%" over a breakdown line of
+  // 70% of the step read as a contradiction.
+  const std::string text = estimate_text(s, e);
+  EXPECT_NE(text.find(fmt::format("bubble {:.2f}% of compute\n", 100 * e.bubble_fraction)), std::string::npos) << text;
   // MFU's denominator is named: the A100 profile's dense BF16 peak.
   EXPECT_DOUBLE_EQ(j["mfu_peak_tflops"].get<double>(), 312.0);
 }
