@@ -275,10 +275,23 @@ void parse_data_row(const std::string& source, int line, const std::vector<std::
   r.p.time_us = number(r.time_s, "time");
   r.p.algbw_gbs = number(r.alg_s, "algbw");
   r.p.busbw_gbs = number(r.bus_s, "busbw");
-  if (const std::string* w = col(Col::kWrong, 0)) {
-    if (all_digits(*w) && w->size() <= 18) r.p.wrong = std::stoll(*w);
+  // "#wrong" counts the elements whose result failed nccl-tests' check (-c 1,
+  // the default): a row with any is a broken run (a bad GPU, NIC or cable, or
+  // a buggy NCCL), and its times are not those of the machine it describes.
+  for (size_t k : {size_t{0}, size_t{1}}) {
+    const std::string* w = col(Col::kWrong, k);
+    if (w == nullptr) continue;
+    int64_t wrong = -1;
+    if (all_digits(*w) && w->size() <= 18) wrong = std::stoll(*w);
     else if (*w != "N/A" && !base::finite_number(*w))
       fail(source, line, "column '#wrong': '" + *w + "' is neither a count nor N/A");
+    if (wrong > 0) {
+      fail(source, line,
+           "column '#wrong'" + std::string(k == 0 ? "" : " (in-place)") + ": nccl-tests counted " + *w +
+               " wrong element(s), so this run returned wrong data and its times are not a healthy system's; "
+               "measure again on machines that pass, or remove the row");
+    }
+    if (k == 0) r.p.wrong = wrong;
   }
   const std::string* it = col(Col::kTime, 1);
   const std::string* ia = col(Col::kAlgbw, 1);

@@ -349,6 +349,28 @@ TEST(NcclTestsErrors, TruncatedRowNamesItsLine) {
   EXPECT_NE(msg.find("columns, the header on line 22 has 13 (truncated row?)"), std::string::npos) << msg;
 }
 
+// A row whose results nccl-tests found wrong (#wrong > 0, out of place or in
+// place) came from a broken machine: refused at its line, not imported or scored.
+TEST(NcclTestsErrors, WrongResultsAreRefusedAtTheirLine) {
+  const std::string text = slurp(fixture_path("all_reduce_perf_a100_16gpu_2node_oke.txt"));
+  const int n = find_line(text, "     1048576        262144");
+  const std::string row = line_of(text, n);
+  const std::string healthy = "   22.97      0    84.50   12.41   23.27      0";
+  const size_t at = row.find(healthy);
+  ASSERT_NE(at, std::string::npos) << row;
+  const std::string out_of_place = replace_line(text, n, row.substr(0, at) + "   22.97     12    84.50   12.41   23.27      0");
+  std::string msg = import_error([&] { parse_nccl_tests(out_of_place, "oke.txt"); });
+  EXPECT_EQ(msg.rfind("oke.txt:" + std::to_string(n) + ": column '#wrong': nccl-tests counted 12 wrong element(s)", 0), 0u)
+      << msg;
+  const std::string in_place = replace_line(text, n, row.substr(0, at) + "   22.97      0    84.50   12.41   23.27      3");
+  msg = import_error([&] { parse_nccl_tests(in_place, "oke.txt"); });
+  EXPECT_EQ(msg.rfind("oke.txt:" + std::to_string(n) + ": column '#wrong' (in-place): nccl-tests counted 3 wrong", 0), 0u)
+      << msg;
+  // N/A (nccl-tests -c 0) and zero are a clean run.
+  const std::string unchecked = replace_line(text, n, row.substr(0, at) + "   22.97    N/A    84.50   12.41   23.27    N/A");
+  EXPECT_EQ(parse_nccl_tests(unchecked, "oke.txt").points.size(), parse_nccl_tests(text, "oke.txt").points.size());
+}
+
 TEST(NcclTestsErrors, NonNumericTimeNamesItsLineAndColumn) {
   std::string text = slurp(fixture_path("all_reduce_perf_a100_16gpu_2node_oke.txt"));
   int n = find_line(text, "     1048576        262144");
