@@ -11,6 +11,7 @@
 #include "model/breakdown_parts.h"
 #include "model/scenario.h"
 #include "sim/system_comparison.h"
+#include "base/json_document.h"
 #include "base/text_file.h"
 
 namespace megascale::calibrate {
@@ -80,8 +81,12 @@ base::Json read_golden(const std::string& path) {
   } catch (const base::InputFileError& e) {
     throw GoldenError(path + ": cannot read the golden file (" + e.reason() + "; create it with --update)");
   }
-  base::Json j = base::Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw GoldenError(path + ": not JSON (a golden file is written by `megascale check --update`)");
+  base::Json j;
+  try {
+    j = base::parse_json_document(text, path);
+  } catch (const base::JsonSyntaxError& e) {
+    throw GoldenError(std::string(e.what()) + "; a golden file is written by `megascale check --update`");
+  }
   if (!j.is_object()) throw GoldenError(path + ": the top level must be an object");
   if (!j.contains("schema_version") || !j["schema_version"].is_number_integer())
     throw GoldenError(path + ": key 'schema_version': missing or not an integer");

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "base/json.h"
+#include "base/json_document.h"
 #include "base/text_file.h"
 
 namespace megascale::reliability {
@@ -30,8 +31,13 @@ MeasuredRecovery load_recovery_profile(const std::string& path) {
   auto fail = [&](const std::string& key, const std::string& why) -> void {
     throw std::invalid_argument(path + ": " + key + ": " + why);
   };
-  const base::Json j = base::Json::parse(base::read_text_or_throw(path), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) fail("(file)", "not a JSON object (expected a recovery profile written by `megascale run`)");
+  base::Json j;
+  try {
+    j = base::parse_json_document(base::read_text_or_throw(path), path);
+  } catch (const base::JsonSyntaxError& e) {
+    throw std::invalid_argument(std::string(e.what()) + "; expected a recovery profile written by `megascale run`");
+  }
+  if (!j.is_object()) fail("(file)", "not a JSON object (expected a recovery profile written by `megascale run`)");
   for (const char* key : {"schema_version", "stages_s", "detection_by_fault_s", "checkpoint_bytes_per_rank", "ranks"}) {
     if (!j.contains(key)) fail(key, "missing (not a recovery profile written by `megascale run`?)");
   }

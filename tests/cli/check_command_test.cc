@@ -146,7 +146,7 @@ TEST_F(CheckCommand, BadInputNamesTheFileAndKey) {
   std::ofstream(golden_) << "not json";
   r = check({});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
-  EXPECT_NE(r.err.find(golden_ + ": not JSON"), std::string::npos) << dump(r);
+  EXPECT_NE(r.err.find(golden_ + ":1:2: not valid JSON ("), std::string::npos) << dump(r);
   // --update refuses to overwrite a golden file it cannot read: nothing is lost.
   r = check({"--update"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);

@@ -128,7 +128,8 @@ TEST(MeasuredRecovery, ARunThatDidNotFinishIsNamedInTheLabels) {
 }
 
 TEST(MeasuredRecovery, BadProfilesNameFileKeyAndReason) {
-  EXPECT_NE(error_of("not json").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(error_of("not json").find(":1:2: not valid JSON ("), std::string::npos) << error_of("not json");
+  EXPECT_NE(error_of("[1, 2]").find("(file): not a JSON object"), std::string::npos) << error_of("[1, 2]");
   EXPECT_NE(error_of(R"({"schema_version": 1})").find("stages_s: missing"), std::string::npos);
   EXPECT_NE(error_of(R"({"schema_version": 1, "ranks": 2, "stages_s": {"restart": "fast"},
       "detection_by_fault_s": {}, "checkpoint_bytes_per_rank": 1})")
