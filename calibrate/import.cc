@@ -170,6 +170,16 @@ ImportReport import_measurements(const ImportOptions& o) {
       for (const GemmSweepRow& row : rows) {
         dtypes.insert(row.dtype);
         if (row.dtype != p.dtype) continue;
+        // A GPU's dense peak (spec sheet, at its boost clock) bounds every GEMM it
+        // runs; a row above it is a time in the wrong unit, a sparse or FP8
+        // figure, or another GPU's. 5% over is refused, not rounding.
+        const double tflops = gemm_flops(row.m, row.n, row.k) / row.seconds / 1e12;
+        if (!p.is_cpu() && p.peak_tflops > 0 && tflops > 1.05 * p.peak_tflops) {
+          throw ImportError(fmt::format(
+              "{}:{}: {} x {} x {} {} at {:.4g} TFLOP/s is above {}'s dense {} peak of {:.4g} TFLOP/s: a time in the "
+              "wrong unit, a sparse or FP8 figure, or another GPU's sweep (import it into that GPU's profile)",
+              path, row.line, row.m, row.n, row.k, row.dtype, tflops, base_name, p.dtype, p.peak_tflops));
+        }
         gemm.push_back({1, row.layout.empty() ? "any" : row.layout, row.m, row.n, row.k, row.seconds, 0.0, false});
         ++taken;
       }

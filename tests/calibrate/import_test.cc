@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "calibrate/nccl_tests.h"
@@ -126,7 +127,7 @@ TEST(Import, BadInputIsNamedAndNothingIsWritten) {
   scope.scope = "sideways";
   EXPECT_THROW(import_measurements(scope), std::invalid_argument);
   ImportOptions gemm;
-  gemm.base = "A100-SXM4-80GB";
+  gemm.base = "H100-SXM5-80GB";  // the sweep's GPU (its 343.7 TFLOP/s row is above an A100's peak)
   gemm.gemm_csv = {std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/gemm_sweep.csv"};
   const ImportReport g = import_measurements(gemm);  // its bf16 rows
   EXPECT_GT(g.gemm_points, 0);
@@ -138,6 +139,22 @@ TEST(Import, BadInputIsNamedAndNothingIsWritten) {
     ADD_FAILURE() << "the same GEMM sweep imported twice";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--gemm-csv " + twice.gemm_csv.back() + " is given twice"), std::string::npos)
+        << e.what();
+  }
+  // A GEMM faster than the GPU's dense peak (312 TFLOP/s on the A100): a time
+  // in the wrong unit, say; refused at its line, naming the peak.
+  const std::string fast = ::testing::TempDir() + "/fast_gemm.csv";
+  std::ofstream(fast) << "m,n,k,dtype,time_us\n4096,4096,4096,bf16,600\n8192,8192,8192,bf16,0.4\n";
+  ImportOptions too_fast = gemm;
+  too_fast.base = "A100-SXM4-80GB";
+  too_fast.gemm_csv = {fast};
+  try {
+    import_measurements(too_fast);
+    ADD_FAILURE() << "a GEMM above the A100's peak was imported";
+  } catch (const ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find(fast + ":3: 8192 x 8192 x 8192 bf16 at 2.749e+06 TFLOP/s is above "
+                                                "A100-SXM4-80GB's dense bf16 peak of 312 TFLOP/s"),
+              std::string::npos)
         << e.what();
   }
   // An H100's nccl-tests into the default A100 base: refused, naming both.

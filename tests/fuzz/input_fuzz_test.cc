@@ -313,7 +313,8 @@ TEST(InputFuzz, GemmSweepCsv) {
         "read_gemm_sweep_file", path, [&] { megascale::calibrate::read_gemm_sweep_file(path); });
     if (!f.empty()) return f;
     const std::string out = (fs::path(path).parent_path() / "imported.toml").string();
-    return check_command({"calibrate", "import", "--out", out, "--gemm-csv", path});
+    // The H100's profile: the fixture is an H100's sweep (above an A100's peak).
+    return check_command({"calibrate", "import", "--profile", "H100-SXM5-80GB", "--out", out, "--gemm-csv", path});
   });
 }
 
