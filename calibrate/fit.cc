@@ -18,6 +18,7 @@
 #include "calibrate/nccl_tests.h"  // ImportError
 #include "model/profile.h"
 #include "model/scenario.h"
+#include "model/throughput.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -111,10 +112,28 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     }
     // A scenario that does not load is named with the line that lists it, and
     // found before any run is simulated (a minute for the published set).
+    model::Scenario scenario;
     try {
-      (void)model::load_scenario(r.scenario_file);
+      scenario = model::load_scenario(r.scenario_file);
     } catch (const model::ScenarioError& e) {
       throw ImportError(path + ":" + std::to_string(n) + ": column 'scenario': " + e.what());
+    }
+    // A time no GPU could run: its model FLOPs above the GPUs' dense peak (the
+    // FP8 peak under FP8; MFU as model/throughput.h counts it). Seconds in the
+    // wrong unit, or the row names the wrong scenario. CPU profiles' peaks are
+    // measured per core and may be beaten on a faster moment: not checked.
+    const model::GpuProfile& gpu = model::hardware_profile(scenario);
+    if (!gpu.is_cpu() && gpu.peak_tflops > 0) {
+      const double mfu =
+          model::throughput(scenario, r.iteration_s, scenario.parallel.gpus(), gpu.peak_tflops * 1e12).mfu;
+      const double ceiling = scenario.optimizations.fp8 ? std::max(1.0, gpu.fp8_gemm_speedup()) : 1.0;
+      if (mfu > ceiling) {
+        throw ImportError(fmt::format(
+            "{}:{}: column 'iteration_time_s': {} s for {} on {} x {} is {:.0f}% MFU of the GPUs' dense peak ({} "
+            "TFLOP/s each){}: no GPU runs it that fast; seconds in the wrong unit, or the wrong scenario",
+            path, n, cells[col_time], cells[col_scenario], scenario.parallel.gpus(), gpu.name, 100 * mfu,
+            gpu.peak_tflops, scenario.optimizations.fp8 ? ", above the FP8 GEMMs' speedup" : ""));
+      }
     }
     // A run scored twice would weigh twice in a fit and in the accuracy
     // figures (it was, silently). An unscored row of the same scenario (a

@@ -123,6 +123,8 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
     std::ofstream(dir / "missing.csv") << "scenario,iteration_time_s\nnot/there.toml,1\n";
     std::ofstream(dir / "bad.toml") << "[model]\nlayers = 0\n";
     std::ofstream(dir / "bad_scenario.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\nbad.toml,1\n";
+    // Milliseconds written as seconds: 32 ms is ~650x the A100s' dense peak.
+    std::ofstream(dir / "too_fast.csv") << "scenario,iteration_time_s\n" << scenario << ",0.032\n";
     // The same file, spelled another way the second time.
     std::ofstream(dir / "twice.csv") << "scenario,iteration_time_s\n" << scenario << ",32.0\n"
                                      << std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/../scenarios/paper/table2-megascale-256.toml"
@@ -148,6 +150,14 @@ TEST(Fit, RunsFileErrorsNameFileAndLine) {
       << error_of("bad_scenario.csv");
   EXPECT_NE(error_of("bad_scenario.csv").find("bad.toml:2:10: model.layers: must be >= 1, got 0"), std::string::npos)
       << error_of("bad_scenario.csv");
+  EXPECT_EQ(error_of("too_fast.csv").rfind((dir / "too_fast.csv").string() + ":2: column 'iteration_time_s': 0.032 s for " +
+                                                scenario + " on 256 x A100-SXM4-80GB is ",
+                                            0),
+            0u)
+      << error_of("too_fast.csv");
+  EXPECT_NE(error_of("too_fast.csv").find("% MFU of the GPUs' dense peak (312 TFLOP/s each): no GPU runs it that fast"),
+            std::string::npos)
+      << error_of("too_fast.csv");
   EXPECT_NE(error_of("twice.csv").find("twice.csv:3: column 'scenario': " + std::string(MEGASCALE_SOURCE_DIR) +
                                       "/scenarios/../scenarios/paper/table2-megascale-256.toml is already the scored "
                                       "run of line 2"),
