@@ -16,6 +16,14 @@ using reliability::SweepPoint;
 
 std::string fixed(double v, int decimals = 1) { return fmt::format("{:.{}f}", v, decimals); }
 
+// Days as a reader takes them in: beyond 100,000 days (274 years: [run]
+// tokens far past what the cluster trains) in three significant figures with
+// the years beside, not 19 digits.
+std::string days_text(double days) {
+  if (!std::isfinite(days) || days < 1e5) return fixed(days, 1);
+  return fmt::format("{:.3g} ({:.3g} years)", days, days / 365.25);
+}
+
 const char* source_words(const std::string& source) {
   if (source == "scenario") return "[run] iteration_time_s";
   if (source == "analytical") return "analytical estimator, model::estimate (--fidelity analytical)";
@@ -118,7 +126,7 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
   fmt::format_to(o, "  restarts            {} (failures {}, of which while down {}; MTBF {} h)\n",
                  fixed(r.restarts_mean, 1), fixed(r.failures_mean, 1), fixed(r.recovery_failures_mean, 1),
                  fixed(study.mtbf_s / 3600, 2));
-  fmt::format_to(o, "  days to finish      {}\n", fixed(r.days_to_finish, 1));
+  fmt::format_to(o, "  days to finish      {}\n", days_text(r.days_to_finish));
   fmt::format_to(o, "  per restart         detection+diagnosis {} min, manual {} min, catch-up {} min\n",
                  fixed(r.diagnosis_mean_s / 60, 1), fixed(r.manual_mean_s / 60, 1), fixed(r.catch_up_mean_s / 60, 1));
   fmt::format_to(o, "  restart             {} s (comm init {} s, checkpoint load {} s)\n", fixed(m.restart_s(), 0),

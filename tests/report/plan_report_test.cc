@@ -52,6 +52,15 @@ TEST(PlanReport, TextGivesTheFiguresAndOnlyTheSweepsAsked) {
   EXPECT_NE(text.find("  best checkpoint interval 3600 s (ETTR 90.00%)"), std::string::npos) << text;
   EXPECT_NE(text.find("    comm_init_s             30 s: paper\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("sweep checkpoint_interval"), std::string::npos);
+  // Days past 100,000 in three figures with the years beside (19 digits for
+  // [run] tokens = 1e30); an ordinary figure as it was.
+  reliability::PlanStudy far = study();
+  far.result.days_to_finish = 5.787711489579317e18;
+  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      5.79e+18 (1.58e+16 years)\n"),
+            std::string::npos)
+      << plan_text(s, request, far, false);
+  far.result.days_to_finish = 36.04;
+  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      36.0\n"), std::string::npos);
   const std::string swept = plan_text(s, request, study(), true);
   EXPECT_NE(swept.find("  sweep checkpoint_interval:\n    5m        ETTR 80.00%\n    1h        ETTR 90.00%\n"),
             std::string::npos)
