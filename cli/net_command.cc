@@ -172,8 +172,11 @@ std::vector<CommandEntry> net_commands() {
        {{"--senders", Kind::kInt, "N", "senders", 1, 4096},
         {"--cc", Kind::kText, "dcqcn|swift|hybrid|none", "congestion control"},
         {"--plot", Kind::kOutFile, "FILE.svg", "queue, throughput and pauses as an SVG"},
-        {"--duration-us", Kind::kNumber, "D", "simulated time", kAboveZero, 1e6,
-         "a positive number of microseconds, at most 1000000 (1 s of simulated time)"},
+        // At least two base RTTs (10 us, IncastOptions) and two 10-us samples:
+        // shorter, the senders end before any feedback and the steady second
+        // half holds no sample (1 us printed fairness 0.000 from 0 / 0).
+        {"--duration-us", Kind::kNumber, "D", "simulated time", 20, 1e6,
+         "microseconds from 20 (two base RTTs and two 10-us samples) to 1000000 (1 s of simulated time)"},
         {"--capacity-gbps", Kind::kNumber, "C", "the port's line rate", kAboveZero, 3200,
          "a positive line rate, at most 3200 (a switch port's)"},
         {"--no-pfc", Kind::kFlag, "", "without PFC"}, json}},

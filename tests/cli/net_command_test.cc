@@ -264,6 +264,9 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
       {{"net", "ecmp", "--paths", "8", "--flows", "8"}, "--qps is required", true},
       {{"net", "ecmp", "--paths", "0", "--flows", "8", "--qps", "1"}, "--paths expects an integer in 1..256", true},
       {{"net", "incast", "--senders", "4", "--cc", "reno"}, "--cc: must be", true},
+      // Shorter than two base RTTs: no feedback, no steady sample (fairness 0 / 0).
+      {{"net", "incast", "--senders", "8", "--cc", "swift", "--duration-us", "1"},
+       "--duration-us expects microseconds from 20 (two base RTTs and two 10-us samples)", true},
       {{"net", "incast", "--senders", "4", "--cc", "dcqcn", "--plot", "/nonexistent-dir/x.svg"}, "cannot write",
        false},
   };
