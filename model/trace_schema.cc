@@ -221,11 +221,14 @@ std::vector<TraceEvent> read_trace_csv(const std::string& path) {
       throw bad(3, "not an integer >= -1");
     if (!parse_number(f[4], &e.chunk) || e.chunk < -1) throw bad(4, "not an integer >= -1");
     if (!parse_number(f[5], &e.layer) || e.layer < -1) throw bad(5, "not an integer >= -1");
-    if (!parse_number(f[6], &e.start_us)) throw bad(6, "not a number");
-    if (!parse_number(f[7], &e.end_us)) throw bad(7, "not a number");
+    // Times count from the trace's origin (0) and are finite: from_chars reads
+    // "nan" and "inf", which no clock writes and which no comparison catches.
+    if (!parse_number(f[6], &e.start_us) || !std::isfinite(e.start_us)) throw bad(6, "not a number");
+    if (e.start_us < 0) throw bad(6, "before the trace's origin (times are >= 0)");
+    if (!parse_number(f[7], &e.end_us) || !std::isfinite(e.end_us)) throw bad(7, "not a number");
     if (e.end_us < e.start_us) throw bad(7, "end before start_us " + f[6]);
     if (!parse_number(f[8], &e.bytes) || e.bytes < 0) throw bad(8, "not an integer >= 0");
-    if (!parse_number(f[9], &e.flops) || e.flops < 0) throw bad(9, "not a number >= 0");
+    if (!parse_number(f[9], &e.flops) || !std::isfinite(e.flops) || e.flops < 0) throw bad(9, "not a number >= 0");
     events.push_back(std::move(e));
   }
   return events;

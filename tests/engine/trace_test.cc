@@ -117,6 +117,12 @@ TEST_F(TraceFiles, CsvErrorsNameFileLineAndColumn) {
   expect_parse_error("0,compute,forward,0,0,L3,1,2,0,0\n", 2, "layer");
   expect_parse_error("0,compute,forward,0,0,-1,abc,2,0,0\n", 2, "start_us");
   expect_parse_error("0,compute,forward,0,0,-1,3,2,0,0\n", 2, "end_us");
+  // NaN and infinities (from_chars reads them; no comparison caught NaN) and
+  // times before the origin.
+  expect_parse_error("0,compute,forward,0,0,-1,nan,2,0,0\n", 2, "start_us");
+  expect_parse_error("0,compute,forward,0,0,-1,-2.5,2,0,0\n", 2, "start_us");
+  expect_parse_error("0,compute,forward,0,0,-1,1,inf,0,0\n", 2, "end_us");
+  expect_parse_error("0,compute,forward,0,0,-1,1,2,0,inf\n", 2, "flops");
   expect_parse_error("0,compute,forward,0,0,-1,1,2,-8,0\n", 2, "bytes");
   expect_parse_error("0,compute,forward,0,0,-1,1,2,0,\n", 2, "flops");
   expect_parse_error(ok + ok + "0,compute,forward,0,0,-1,1,2,0\n", 4, "");
