@@ -11,7 +11,8 @@ namespace megascale::base {
 JsonSyntaxError::JsonSyntaxError(const std::string& path, int line, int column, const std::string& reason)
     : std::invalid_argument(fmt::format("{}:{}:{}: not valid JSON ({})", path, line, column, reason)),
       line_(line),
-      column_(column) {}
+      column_(column),
+      reason_(reason) {}
 
 namespace {
 

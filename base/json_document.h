@@ -21,10 +21,12 @@ class JsonSyntaxError : public std::invalid_argument {
   JsonSyntaxError(const std::string& path, int line, int column, const std::string& reason);
   int line() const { return line_; }
   int column() const { return column_; }
+  const std::string& reason() const { return reason_; }
 
  private:
   int line_;
   int column_;
+  std::string reason_;
 };
 
 // Parses `text` (read from `path`, named in the error) as one JSON document.

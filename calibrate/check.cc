@@ -15,6 +15,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "base/json_document.h"
+#include "base/number_text.h"
 #include "base/shell_text.h"
 #include "base/text_file.h"
 #include "calibrate/timeline_svg.h"
@@ -57,11 +59,16 @@ const char* kRunHint =
     "as `calibrate check --run-dir` or scripts/gpu-check.sh step 6 write them";
 
 // The step reports of `megascale-train --json`: lines that are JSON objects
-// with step_time_s (anything else, e.g. a warning on stdout, is skipped).
+// with step_time_s (anything else, e.g. a warning on stdout, is skipped). A
+// line that opens an object and does not parse is a damaged report, not a
+// warning: skipped, it lost a step and surfaced as "the trace has more steps".
 struct StepLines {
   std::vector<double> steps_s;
   std::vector<double> tokens;  // step_time_s x tokens_per_s: the tokens of that step
   int bad_line = 0;            // first line whose step_time_s is not a positive finite number (0: none)
+  int broken_line = 0;         // first line that starts with '{' and is not JSON (0: none)
+  int broken_column = 0;       // where its syntax error is
+  std::string broken_why;      // and what it is
 };
 
 StepLines read_step_lines(const std::string& path) {
@@ -72,6 +79,18 @@ StepLines read_step_lines(const std::string& path) {
   for (std::string line; std::getline(in, line);) {
     ++line_no;
     const base::Json j = base::Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() && base::trim(line).rfind('{', 0) == 0) {
+      if (out.broken_line == 0) {
+        out.broken_line = line_no;
+        try {
+          (void)base::parse_json_document(line, path);
+        } catch (const base::JsonSyntaxError& e) {
+          out.broken_column = e.column();
+          out.broken_why = e.reason();
+        }
+      }
+      continue;
+    }
     if (!j.is_object() || !j.contains("step_time_s") || !j["step_time_s"].is_number()) continue;
     const double step_s = j["step_time_s"].get<double>();
     if (!(step_s > 0) || !std::isfinite(step_s)) {
@@ -124,6 +143,10 @@ RecordedRun read_recorded_run(const std::string& dir, const model::Scenario& s) 
   if (!fs::is_regular_file(jsonl)) throw std::invalid_argument(jsonl + ": missing (" + kRunHint + ")");
   if (!fs::is_regular_file(csv)) throw std::invalid_argument(csv + ": missing (" + kRunHint + ")");
   const StepLines lines = read_step_lines(jsonl);
+  if (lines.broken_line > 0) {
+    throw std::invalid_argument(fmt::format("{}:{}:{}: a step report that is not valid JSON ({}): a damaged run record",
+                                            jsonl, lines.broken_line, lines.broken_column, lines.broken_why));
+  }
   if (lines.bad_line > 0) {
     throw std::invalid_argument(fmt::format("{}:{}: step_time_s must be a positive number of seconds: a corrupt "
                                             "step report", jsonl, lines.bad_line));

@@ -294,6 +294,18 @@ TEST_F(CalibrateCheckRun, BadRunsNameTheFileAndTheReason) {
   }
   expect_bad(from_run(cpu_scenario(), bad), bad + "/train.jsonl:1", "positive number of seconds");
 
+  // A step report cut mid-line: a damaged record, named at its line and column
+  // (skipped as a warning, it lost a step and read as "a run of another scenario").
+  bad = copy_run("bad-broken-step");
+  {
+    std::ifstream in(fs::path(run_dir()) / "train.jsonl");
+    std::string first, rest, line;
+    std::getline(in, first);
+    while (std::getline(in, line)) rest += line + "\n";
+    std::ofstream(fs::path(bad) / "train.jsonl", std::ios::trunc) << first << "\n" << rest.substr(0, 20) << "\n";
+  }
+  expect_bad(from_run(cpu_scenario(), bad), bad + "/train.jsonl:2:", "a step report that is not valid JSON");
+
   // Another scenario: twice the tokens per step; then one more layer than traced
   // in a model with twice the micro-batches (same tokens): the trace disagrees.
   expect_bad(from_run(cuda_scenario(), run_dir(), {"--set", "parallel.global_batch=12"}), run_dir() + "/train.jsonl",
