@@ -79,7 +79,7 @@ ImportReport import_measurements(const ImportOptions& o) {
   }
   ImportReport r;
   model::GpuProfile& p = r.profile;
-  p = std::filesystem::is_regular_file(o.base) ? model::load_profile(o.base) : model::builtin_profile(o.base);
+  p = model::profile_named_or_file(o.base);
   const std::string base_name = p.name;
   p.name = o.name.empty() ? p.name + "-imported" : o.name;
   p.description = (p.description.empty() ? "" : p.description + "; ") + "with imported measurements";

@@ -35,7 +35,7 @@ std::optional<network::CollectiveOp> op_of(const std::string& nccl_op) {
 }
 
 model::GpuProfile profile_of(const NetMachine& m) {
-  model::GpuProfile p = fs::is_regular_file(m.gpu) ? model::load_profile(m.gpu) : model::builtin_profile(m.gpu);
+  model::GpuProfile p = model::profile_named_or_file(m.gpu);
   p.default_nics_per_node = m.nics_per_node;
   p.default_nic_gbps = m.nic_gbps;
   return p;
@@ -193,7 +193,7 @@ std::vector<NetClassStats> score_net_runs(const std::vector<NetRun>& results) {
 NetMachine profile_machine(const std::string& gpu) {
   NetMachine m;
   m.gpu = gpu;
-  const model::GpuProfile g = fs::is_regular_file(gpu) ? model::load_profile(gpu) : model::builtin_profile(gpu);
+  const model::GpuProfile g = model::profile_named_or_file(gpu);
   m.nics_per_node = g.default_nics_per_node;
   m.nic_gbps = g.default_nic_gbps;
   return m;

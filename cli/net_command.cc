@@ -11,9 +11,12 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "base/json.h"
 #include "base/number_text.h"
 #include "base/text_file.h"
+#include "calibrate/nccl_tests.h"  // gpu_model
 #include "cli/commands.h"
 #include "model/profile.h"
 #include "model/scenario.h"
@@ -68,14 +71,30 @@ int net_collective(const ParsedArgs& p, std::ostream& out, std::ostream&) {
   if (p.has("--qps")) q.qps_per_connection = static_cast<int>(p.integer("--qps", 1));
   if (p.has("--routing")) q.routing = network::parse_routing_mode(p.text("--routing"));
   if (p.has("--cc")) q.congestion_control = read_option("--cc", [&] { return network::cc_choice(p.text("--cc")); });
-  report::CollectiveRun run = report::collective_run(answer(q), p.text("--placement", "packed"));
   // A profile with measured collectives (calibrate import of nccl-tests output,
-  // calibrate micro): its answer is printed beside the fabric model's.
+  // calibrate micro): its answer is printed beside the fabric model's, so both
+  // time the same GPU. Without --gpu or --scenario the fabric model runs the
+  // profile's GPU; one that names another GPU is refused (an H100's profile
+  // beside the default A100 model printed 4.0 ms measured against 8.2 ms).
+  std::optional<model::GpuProfile> measured;
   if (p.has("--profile")) {
-    run.measured = model::load_profile(p.text("--profile"));
+    measured = model::profile_named_or_file(p.text("--profile"));
+    if (q.gpu.empty() && !q.scenario) q.profile = measured;
+    const std::string fabric_gpu = !q.gpu.empty() ? q.gpu : q.scenario ? q.scenario->hardware.gpu : measured->name;
+    const std::string measured_model = calibrate::gpu_model(measured->name);
+    const std::string fabric_model = calibrate::gpu_model(fabric_gpu);
+    if (!measured_model.empty() && !fabric_model.empty() && measured_model != fabric_model) {
+      throw UsageError(fmt::format("--profile {} ({}) is the {}'s, but the fabric model runs {}{}; give --gpu "
+                                   "the {}'s profile, or neither --gpu nor --scenario, so that both time the same GPU",
+                                   p.text("--profile"), measured->name, measured_model, fabric_gpu,
+                                   !q.gpu.empty() ? " (--gpu)" : " (the scenario's)",
+                                   measured_model));
+    }
   } else if (q.scenario && q.scenario->hardware.loaded_profile) {
-    run.measured = *q.scenario->hardware.loaded_profile;
+    measured = *q.scenario->hardware.loaded_profile;
   }
+  report::CollectiveRun run = report::collective_run(answer(q), p.text("--placement", "packed"));
+  if (measured) run.measured = *measured;
   out << (p.on("--json") ? report::report_json(report::collective_json(run)) + "\n" : report::collective_text(run));
   return 0;
 }
@@ -147,7 +166,8 @@ std::vector<CommandEntry> net_commands() {
         {"--proto", Kind::kText, "auto|LL|LL128|Simple", "restrict the tuner like NCCL_PROTO"},
         {"--gpu", Kind::kText, "NAME", "GPU profile (default A100-SXM4-80GB)"},
         {"--scenario", Kind::kText, "FILE", "the scenario's fabric, ECMP and congestion control"},
-        {"--profile", Kind::kText, "NAME|FILE", "a profile with measured collectives, printed beside"},
+        {"--profile", Kind::kText, "NAME|FILE",
+         "a profile with measured collectives, printed beside (and the GPU\nmodelled, without --gpu and --scenario)"},
         {"--groups", Kind::kInt, "G", "communicators running at once (default 1)", 1, 1 << 20},
         {"--ranks-per-server", Kind::kInt, "M", "ranks of each on a server (default gcd(N, GPUs per server))", 1, kMaxInt},
         {"--placement", Kind::kChoice, "packed|scattered", "scattered shuffles the servers (rings then cross the\naggregation and core tiers)"},

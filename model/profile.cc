@@ -665,6 +665,10 @@ Builtins& builtins() {
 
 }  // namespace
 
+GpuProfile profile_named_or_file(const std::string& name_or_file) {
+  return std::filesystem::is_regular_file(name_or_file) ? load_profile(name_or_file) : builtin_profile(name_or_file);
+}
+
 const GpuProfile& builtin_profile(const std::string& name) {
   // The search asks for the same profile thousands of times a second: the last
   // answer per thread skips the lock and the lookups (parsed profiles never move).

@@ -52,6 +52,9 @@ std::string write_profile(const GpuProfile& p);
 
 // A shipped profile by name; throws std::invalid_argument naming the known ones.
 const GpuProfile& builtin_profile(const std::string& name);
+// What an option documented as NAME|FILE names: the profile file when
+// `name_or_file` is a regular file, else the shipped profile of that name.
+GpuProfile profile_named_or_file(const std::string& name_or_file);
 // Names of the shipped profiles (file stems under calibrate/profiles/).
 std::vector<std::string> builtin_profile_names();
 // The shipped files' text by name (what builtin_profile parsed).

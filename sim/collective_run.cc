@@ -11,10 +11,13 @@
 
 namespace megascale::sim {
 
-CollectiveMachine collective_machine(const std::optional<model::Scenario>& scenario, const std::string& gpu) {
+CollectiveMachine collective_machine(const std::optional<model::Scenario>& scenario, const std::string& gpu,
+                                     const std::optional<model::GpuProfile>& profile) {
   CollectiveMachine m;
   m.scenario = scenario;
-  m.gpu = model::gpu_profile(!gpu.empty() ? gpu : scenario ? scenario->hardware.gpu : kDefaultCollectiveGpu);
+  m.gpu = gpu.empty() && !scenario && profile
+              ? *profile
+              : model::gpu_profile(!gpu.empty() ? gpu : scenario ? scenario->hardware.gpu : kDefaultCollectiveGpu);
   const model::NetworkConfig net = scenario ? scenario->network : model::NetworkConfig{};
   m.gpus_per_server = scenario ? scenario->hardware.gpus_per_node : 8;
   m.nic_gbps = scenario ? scenario->hardware.nic_gbps : m.gpu.default_nic_gbps;
@@ -55,7 +58,7 @@ CollectiveRun run_collective(const CollectiveMachine& m, const CollectiveJob& jo
 
 CollectiveAnswer answer_collective(const CollectiveQuery& q) {
   CollectiveAnswer a;
-  a.machine = collective_machine(q.scenario, q.gpu);
+  a.machine = collective_machine(q.scenario, q.gpu, q.profile);
   a.job = q.job;
   CollectiveJob& job = a.job;
   const int per_server = a.machine.gpus_per_server;

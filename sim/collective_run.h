@@ -33,9 +33,11 @@ struct CollectiveMachine {
   network::CollectiveOptions options;       // (and congestion_control)
 };
 
-// `gpu`: a profile name; "" for the scenario's GPU (kDefaultCollectiveGpu
-// without one). Throws model::ScenarioError for an unknown profile.
-CollectiveMachine collective_machine(const std::optional<model::Scenario>& scenario, const std::string& gpu);
+// `gpu`: a profile name; "" for the scenario's GPU, else `profile` (a loaded
+// profile file, `net collective --profile`), else kDefaultCollectiveGpu.
+// Throws model::ScenarioError for an unknown profile name.
+CollectiveMachine collective_machine(const std::optional<model::Scenario>& scenario, const std::string& gpu,
+                                     const std::optional<model::GpuProfile>& profile = std::nullopt);
 
 struct CollectiveJob {
   network::CollectiveOp op = network::CollectiveOp::kAllReduce;
@@ -74,6 +76,7 @@ CollectiveRun run_collective(const CollectiveMachine& m, const CollectiveJob& jo
 struct CollectiveQuery {
   std::optional<model::Scenario> scenario;  // its hardware, fabric, ECMP, CC; none: the MegaScale defaults
   std::string gpu;                          // a GPU profile name; "": the scenario's (collective_machine)
+  std::optional<model::GpuProfile> profile; // without gpu and scenario: this GPU (collective_machine)
   CollectiveJob job;                        // ranks_per_server 0: gcd(ranks, GPUs per server)
   std::optional<int> qps_per_connection;    // the fabric's otherwise
   std::optional<network::RoutingMode> routing;  // the fabric's otherwise

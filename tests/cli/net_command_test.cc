@@ -117,6 +117,12 @@ TEST_F(NetCommandTest, CollectiveJsonIntraNode) {
   EXPECT_NEAR(number_after(r.out, "busbw_gbs"), algbw * 2 * 7 / 8, 1e-6 * algbw);
   EXPECT_NEAR(number_after(r.out, "algbw_gbs"), 1073741824.0 / number_after(r.out, "time_s") / 1e9, 1e-6 * algbw);
   EXPECT_TRUE(r.err.empty()) << r.err;
+  // --profile alone: the fabric model times that profile's GPU (it timed the
+  // default A100 beside an H100's measurements).
+  const RunResult h100 = run_megascale(
+      {"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--profile", "H100-SXM5-80GB", "--json"});
+  ASSERT_EQ(h100.exit_code, 0) << dump(h100);
+  EXPECT_NE(h100.out.find("\"gpu\":\"H100-SXM5-80GB\""), std::string::npos) << h100.out;
 }
 
 TEST_F(NetCommandTest, CollectivePerNicAndText) {
@@ -264,6 +270,11 @@ TEST_F(NetCommandTest, BadOptionsExitTwoWithClearMessages) {
       {{"net", "ecmp", "--paths", "8", "--flows", "8"}, "--qps is required", true},
       {{"net", "ecmp", "--paths", "0", "--flows", "8", "--qps", "1"}, "--paths expects an integer in 1..256", true},
       {{"net", "incast", "--senders", "4", "--cc", "reno"}, "--cc: must be", true},
+      // A profile beside a fabric model of another GPU.
+      {{"net", "collective", "--op", "allreduce", "--gpus", "8", "--bytes", "1G", "--gpu", "A100-SXM4-80GB",
+        "--profile", "H100-SXM5-80GB"},
+       "--profile H100-SXM5-80GB (H100-SXM5-80GB) is the H100's, but the fabric model runs A100-SXM4-80GB (--gpu)",
+       true},
       // Shorter than two base RTTs: no feedback, no steady sample (fairness 0 / 0).
       {{"net", "incast", "--senders", "8", "--cc", "swift", "--duration-us", "1"},
        "--duration-us expects microseconds from 20 (two base RTTs and two 10-us samples)", true},
