@@ -34,6 +34,10 @@ std::optional<network::CollectiveOp> op_of(const std::string& nccl_op) {
   return std::nullopt;
 }
 
+// Every run's servers hold 8 GPUs (DGX / HGX A100 and H100, the machines of
+// the published files); runs of 4-GPU nodes are skipped with a reason.
+constexpr int kGpusPerServer = 8;
+
 model::GpuProfile profile_of(const NetMachine& m) {
   model::GpuProfile p = model::profile_named_or_file(m.gpu);
   p.default_nics_per_node = m.nics_per_node;
@@ -89,6 +93,11 @@ std::vector<NetMachine> read_net_manifest(const std::string& path) {
     m.gpu = *gpu;
     const std::optional<int> nics = s.integer("nics_per_node", 1, 64);
     if (!nics) s.fail_missing("nics_per_node");
+    if (kGpusPerServer % *nics != 0) {
+      // Found here, at its key, not as the fabric's error naming the nccl-tests file.
+      s.fail("nics_per_node", fmt::format("must divide the {} GPUs of a server (each NIC serves as many GPUs), got {}",
+                                          kGpusPerServer, *nics));
+    }
     m.nics_per_node = *nics;
     const std::optional<double> gbps = s.positive_number("nic_gbps");
     if (!gbps) s.fail_missing("nic_gbps");
@@ -142,7 +151,7 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
                                   m.file, run.first_line, run.device, measured, gpu.name, predicted));
   }
   const int per_node = r.ranks / r.nodes;
-  const int gpus_per_server = 8;
+  const int gpus_per_server = kGpusPerServer;
   if (gpus_per_server % per_node != 0) {
     r.skipped = std::to_string(per_node) + " ranks per node do not divide an 8-GPU server";
     return r;

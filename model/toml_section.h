@@ -15,6 +15,7 @@
 // Thread-safety: a Section refers to its table and file name; use it while they live.
 #pragma once
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -272,7 +273,7 @@ class Section {
     if (!(std::isfinite(value) && (allow_zero ? value >= 0.0 : value > 0.0))) {
       fail_at(node, key,
               std::string("must be a finite number ") + (allow_zero ? ">= 0" : "> 0") + ", got " +
-                  std::to_string(value));
+                  fmt::format("{}", value));  // as written: "0", "-5", "1e-300" (to_string: "0.000000")
     }
     return value;
   }

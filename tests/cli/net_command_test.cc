@@ -396,6 +396,17 @@ TEST(NetCheck, PublishedFixturesAndBadManifest) {
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
   EXPECT_NE(bad.err.find("m.toml:4"), std::string::npos) << dump(bad);
   EXPECT_NE(bad.err.find("run[0].nics_per_node"), std::string::npos) << dump(bad);
+  // NICs that do not divide the server's 8 GPUs: at the key, not as a fabric
+  // error naming the nccl-tests file.
+  {
+    std::ofstream(dir / "nics.toml") << "[[run]]\nfile = \"" + kSourceDir +
+                                            "/tests/calibrate/fixtures/nccl-tests/all_reduce_perf_h100_8gpu_1node.txt\"\n"
+                                            "gpu = \"H100-SXM5-80GB\"\nnics_per_node = 3\nnic_gbps = 400\n";
+  }
+  const RunResult nics = run_megascale({"calibrate", "net-check", "--manifest", (dir / "nics.toml").string()});
+  EXPECT_EQ(nics.exit_code, 2) << dump(nics);
+  EXPECT_NE(nics.err.find("nics.toml:4:17: run[0].nics_per_node: must divide the 8 GPUs of a server"), std::string::npos)
+      << dump(nics);
   // A file listed twice would weigh twice: refused at the second entry's key.
   {
     const std::string run = "[[run]]\nfile = \"" + kSourceDir +

@@ -984,6 +984,9 @@ TEST(NetworkErrorTest, Oversubscription) {
                "network.oversubscription", "expected a number or a non-empty array, got []");
   expect_error(std::string(kValid) + "[network]\noversubscription = [1, -3]\n", 14,
                "network.oversubscription", "must be a finite number > 0, got -3");
+  // The value as written, not std::to_string's six decimals ("-0.000000").
+  expect_error(std::string(kValid) + "[network]\noversubscription = -1e-9\n", 14, "network.oversubscription",
+               "must be a finite number > 0, got -1e-09");
   expect_error(std::string(kValid) + "[network]\noversubscription = \"1:1\"\n", 14,
                "network.oversubscription", "expected a number or an array, got string");
 }
