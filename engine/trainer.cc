@@ -55,7 +55,7 @@ const TrainOptions& checked(const TrainOptions& o, const model::Scenario& s) {
   };
   if (o.steps < 0) fail("steps", "must be >= 0, got " + std::to_string(o.steps));
   if (!std::isfinite(o.learning_rate) || o.learning_rate <= 0) {
-    fail("learning_rate", "must be a finite number > 0, got " + std::to_string(o.learning_rate));
+    fail("learning_rate", fmt::format("must be a finite number > 0, got {}", o.learning_rate));
   }
   if (o.checkpoint_every < 0) {
     fail("checkpoint_every", "must be >= 0, got " + std::to_string(o.checkpoint_every));

@@ -74,7 +74,7 @@ ModelConfig read_model(const Section& s) {
   m.tie_embeddings = s.boolean("tie_embeddings").value_or(m.tie_embeddings);
   for (const char* key : {"hidden_dropout", "attention_dropout"}) {
     const std::optional<double> p = s.fraction(key);
-    if (p && *p >= 1.0) s.fail(key, "a dropout probability must be below 1, got " + std::to_string(*p));
+    if (p && *p >= 1.0) s.fail(key, fmt::format("a dropout probability must be below 1, got {}", *p));
     (std::string_view(key) == "hidden_dropout" ? m.hidden_dropout : m.attention_dropout) = p;
   }
   if (m.hidden % m.heads != 0) s.fail("heads", divisibility("hidden", m.hidden, "heads", m.heads));
@@ -209,7 +209,7 @@ HardwareConfig read_hardware(const Section& s) {
   // The GPU-fleet spread (config.h) is not a CPU's: on "cpu" none unless given.
   hw.gpu_speed_sigma = s.non_negative_number("gpu_speed_sigma").value_or(hw.gpu == "cpu" ? 0.0 : hw.gpu_speed_sigma);
   if (hw.gpu_speed_sigma > 0.5) {
-    s.fail("gpu_speed_sigma", "must be at most 0.5 (a 50% spread), got " + std::to_string(hw.gpu_speed_sigma));
+    s.fail("gpu_speed_sigma", fmt::format("must be at most 0.5 (a 50% spread), got {}", hw.gpu_speed_sigma));
   }
   return hw;
 }

@@ -205,7 +205,7 @@ class Section {
   // A number in [0, 1].
   std::optional<double> fraction(std::string_view key) const {
     const std::optional<double> v = non_negative_number(key);
-    if (v && *v > 1.0) fail(key, "must be in [0, 1], got " + std::to_string(*v));
+    if (v && *v > 1.0) fail(key, "must be in [0, 1], got " + fmt::format("{}", *v));
     return v;
   }
 

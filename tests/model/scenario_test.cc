@@ -984,7 +984,10 @@ TEST(NetworkErrorTest, Oversubscription) {
                "network.oversubscription", "expected a number or a non-empty array, got []");
   expect_error(std::string(kValid) + "[network]\noversubscription = [1, -3]\n", 14,
                "network.oversubscription", "must be a finite number > 0, got -3");
-  // The value as written, not std::to_string's six decimals ("-0.000000").
+  // The value as written, not std::to_string's six decimals ("-0.000000", and
+  // "1.000000" for a fraction just above 1).
+  expect_error(std::string(kValid) + "[hardware]\ngpu_speed_sigma = 0.5000001\n", 14, "hardware.gpu_speed_sigma",
+               "must be at most 0.5 (a 50% spread), got 0.5000001");
   expect_error(std::string(kValid) + "[network]\noversubscription = -1e-9\n", 14, "network.oversubscription",
                "must be a finite number > 0, got -1e-09");
   expect_error(std::string(kValid) + "[network]\noversubscription = \"1:1\"\n", 14,
