@@ -126,8 +126,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!gpu.is_cpu() && gpu.peak_tflops > 0) {
       const double mfu =
           model::throughput(scenario, r.iteration_s, scenario.parallel.gpus(), gpu.peak_tflops * 1e12).mfu;
-      const double ceiling = scenario.optimizations.fp8 ? std::max(1.0, gpu.fp8_gemm_speedup()) : 1.0;
-      if (mfu > ceiling) {
+      if (mfu > model::mfu_ceiling(scenario)) {
         throw ImportError(fmt::format(
             "{}:{}: column 'iteration_time_s': {} s for {} on {} x {} is {:.0f}% MFU of the GPUs' dense peak ({} "
             "TFLOP/s each){}: no GPU runs it that fast; seconds in the wrong unit, or the wrong scenario",

@@ -25,15 +25,16 @@ Throughput throughput(const Scenario& s, double iteration_time_s, double devices
   return t;
 }
 
+double mfu_ceiling(const Scenario& s) {
+  return s.optimizations.fp8 ? std::max(1.0, hardware_profile(s).fp8_gemm_speedup()) : 1.0;
+}
+
 Throughput throughput(const Scenario& s, double iteration_time_s) {
   const GpuProfile& gpu = hardware_profile(s);
   const Throughput t = throughput(s, iteration_time_s, s.parallel.gpus(), gpu.peak_tflops * 1e12);
   // A prediction above the peak means the profile contradicts itself (measured
   // tables or a fitted scale faster than its peak_tflops): an error, not a figure.
-  // MFU stays against the BF16 peak under FP8, whose GEMMs may beat it by the
-  // profile's FP8 speedup.
-  const double ceiling = s.optimizations.fp8 ? std::max(1.0, gpu.fp8_gemm_speedup()) : 1.0;
-  if (t.mfu > ceiling) {
+  if (t.mfu > mfu_ceiling(s)) {
     throw std::invalid_argument("hardware profile '" + gpu.name + "'" +
                                 (gpu.source_file.empty() ? "" : " (" + gpu.source_file + ")") +
                                 ": predicted MFU " + std::to_string(t.mfu) +

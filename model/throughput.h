@@ -28,6 +28,11 @@ struct Throughput {
 // unless the time, devices and peak are finite and > 0.
 Throughput throughput(const Scenario& s, double iteration_time_s, double devices, double peak_flops);
 
+// The highest MFU the scenario's GPUs can reach: 1, or under FP8 (MFU stays
+// against the BF16 peak) the profile's FP8 GEMM speedup. What a prediction or a
+// measured time must not exceed.
+double mfu_ceiling(const Scenario& s);
+
 // For the scenario's GPUs at its hardware profile's peak_tflops: a prediction.
 // Also throws when the MFU would exceed 1 (the profile contradicts its peak),
 // naming the profile and its file.
