@@ -75,8 +75,8 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
       // No split of this many GPUs at all (model/search.h enumerate_layouts):
       // nothing to do with --fix or memory, which the messages below blame.
       err << fmt::format(
-          "megascale search: no layout of {} splits over {} GPUs: tp x cp x pp x dp must equal them, with tp at most "
-          "gpus_per_node ({}) and dividing the heads ({}), pp dividing the layers ({}) or trimming the end stages, "
+          "megascale search: no layout of {} splits over {} GPUs: tp x cp x pp x dp must equal them, with tp dividing "
+          "gpus_per_node ({}) and the heads ({}), pp dividing the layers ({}) or trimming the end stages, "
           "and dp dividing the global batch ({})\n",
           s.model.name, o.gpus, s.hardware.gpus_per_node, s.model.heads, s.model.layers,
           s.parallel.global_batch / std::max(1, s.parallel.cp));  // the file's batch (model/config.h folds cp in)

@@ -300,6 +300,22 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
   return Violation{std::move(f.fault->key), std::move(f.fault->reason)};
 }
 
+// Whether the job's tensor-parallel groups sit whole inside its servers.
+// Megatron places ranks TP-fastest on consecutive GPUs
+// (megatron/core/parallel_state.py, RankGenerator order "tp-cp-ep-dp-pp"), so a
+// TP group of tp < gpus_per_node GPUs stays inside one server only when tp
+// divides gpus_per_node; the estimator and the event level time every such group
+// on NVLink (model/estimator.cc parallel_links), which a group straddling two
+// servers does not have. A tp above gpus_per_node is timed on the fabric.
+std::optional<Violation> check_placement(const HardwareConfig& hw, const ParallelConfig& p) {
+  if (p.tp > hw.gpus_per_node || hw.gpus_per_node % p.tp == 0) return std::nullopt;
+  return Violation{"parallel.tp",
+                   fmt::format("tp = {} splits tensor-parallel groups across {}-GPU servers "
+                               "(hardware.gpus_per_node), where the model times them on NVLink: tp must divide "
+                               "gpus_per_node, or exceed it",
+                               p.tp, hw.gpus_per_node)};
+}
+
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
@@ -668,6 +684,9 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
     top.fail(key, *reason);
   }
   if (std::optional<Violation> v = check_fabric(sc.network, sc.hardware, sc.cluster.gpus)) {
+    top.fail(v->key, v->reason);
+  }
+  if (std::optional<Violation> v = check_placement(sc.hardware, sc.parallel)) {
     top.fail(v->key, v->reason);
   }
   for (const auto& [gemm, c] : sc.optimizations.userbuffers) {

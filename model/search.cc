@@ -51,14 +51,15 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
   // offer what it can run. Neither engine has context parallelism. Splits that
   // check_layout refuses for every profile are not offered at all: tp must divide
   // the heads, KV heads and ffn_hidden, and under sequence parallelism the
-  // sequence each CP rank holds (check_tensor_split, Megatron-LM's asserts).
+  // sequence each CP rank holds (check_tensor_split, Megatron-LM's asserts);
+  // a TP group sits whole inside one server (check_placement).
   const bool engine = hardware_profile(s).models_engine();
   std::vector<ParallelConfig> out;
   for (int cp : divisors(gpus)) {
     // Megatron-Core's load-balanced CP: 2 x cp equal chunks of each sequence.
     if (cp > 1 && (engine || m.seq_len % (2 * cp) != 0)) continue;
     for (int tp : divisors(gpus / cp)) {
-      if (tp > s.hardware.gpus_per_node || m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
+      if (s.hardware.gpus_per_node % tp != 0 || m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
         continue;
       }
       const bool sequence_splits = tp > 1 && (m.seq_len / cp) % tp == 0;

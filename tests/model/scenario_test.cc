@@ -894,6 +894,21 @@ TEST(ScenarioErrorTest, NicsMustDivideTheNodesGpus) {
   EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 8\nnics_per_node = 4\n", "t.toml"));
 }
 
+// A TP group straddling two servers is refused (check_placement): the model
+// times it on NVLink. A part-used last server, or tp above the server, is not.
+TEST(ScenarioErrorTest, TpGroupsStayInsideOneServer) {
+  // kValid's tp = 2 (line 8) on 3-GPU servers: GPUs 2 and 3 would form a group.
+  expect_error(std::string(kValid) + "[hardware]\ngpus_per_node = 3\nnics_per_node = 3\n", 8, "parallel.tp",
+               "tp = 2 splits tensor-parallel groups across 3-GPU servers");
+  EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 1\n", "t.toml"));
+  EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 6\nnics_per_node = 6\n", "t.toml"));
+  std::string small = kValid;
+  small.replace(small.find("gpus = 16"), 9, "gpus = 4");
+  EXPECT_NO_THROW(parse_scenario(small, "t.toml"));
+  // As it was: tp 2 on 4-GPU servers.
+  EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 4\n", "t.toml"));
+}
+
 TEST(ScenarioErrorTest, InvalidTomlSyntaxNamesFileAndLine) {
   const ScenarioError e = error_of("[model]\nlayers = = 24\n");
   EXPECT_EQ(e.file(), "t.toml");

@@ -167,6 +167,20 @@ TEST(Search, EnumeratesOnlyTensorSplitsTheModelAllows) {
   EXPECT_EQ(r.enumerated, static_cast<int64_t>(layouts.size()));
 }
 
+// 6-GPU servers: a TP group sits whole in one (check_placement), so tp 4 and 8,
+// which divide the 24 GPUs and the heads, are not offered; tp 2 is.
+TEST(Search, OffersOnlyTensorGroupsThatFitWholeInAServer) {
+  Scenario s = small_job();
+  s.hardware.gpus_per_node = 6;
+  s.hardware.nics_per_node = 6;
+  bool tp2 = false;
+  for (const ParallelConfig& p : enumerate_layouts(s, 24)) {
+    EXPECT_EQ(6 % p.tp, 0) << "tp " << p.tp;
+    tp2 |= p.tp == 2;
+  }
+  EXPECT_TRUE(tp2);
+}
+
 // 26 layers: pp 4 does not divide them, so the search offers Meta's trimmed
 // split, 6 + 7 + 7 + 6, with the chunk counts the middle stages' 7 layers allow;
 // every layout it offers is valid and its estimate runs.
