@@ -7,12 +7,17 @@
 #include <optional>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "base/number_text.h"
 #include "calibrate/csv_line.h"
 #include "calibrate/nccl_tests.h"  // ImportError
+#include "base/text_file.h"
+#include "model/engine_ops.h"
+#include "model/profile.h"
 #include "model/estimator.h"
 #include "model/scenario.h"
-#include "base/text_file.h"
+#include "model/throughput.h"
 
 namespace megascale::calibrate {
 namespace {
@@ -68,6 +73,41 @@ std::vector<PublishedLayer> read_published_layers(const std::string& path) {
     l.backward_ms = milliseconds(cell("backward_ms"), "backward_ms", path, n);
     l.source = cell("source");
     if (col.count("note") && col.at("note") < cells.size()) l.note = cells[col.at("note")];
+    // The scenario with the row's overrides, loaded here so that a broken one
+    // is named at the row that sets it (and before any row is checked).
+    model::Scenario sc;
+    try {
+      sc = model::load_scenario(l.scenario_file, l.overrides);
+    } catch (const model::ScenarioError& e) {
+      fail(path, n, fmt::format("column '{}': {}", l.overrides.empty() ? "scenario" : "set", e.what()));
+    }
+    // A pass no GPU could run: one layer's FLOPs on one GPU (model/op_cost.h,
+    // the kernels the pass executes, recomputation not counted) faster than
+    // the GPU's dense peak (the FP8 GEMMs' speedup under FP8: model::mfu_ceiling).
+    // 5% over is refused, not rounding, as for a GEMM sweep (calibrate/import.cc):
+    // a time in the wrong unit, or the row names the wrong layout.
+    const model::GpuProfile& gpu = model::hardware_profile(sc);
+    if (!gpu.is_cpu() && gpu.peak_tflops > 0) {
+      double fwd_flops = 0, bwd_flops = 0;
+      for (const model::OperatorCost& op : model::job_layer_operators(sc, gpu)) {
+        fwd_flops += op.fwd_flops;
+        bwd_flops += op.bwd_flops;
+      }
+      const double peak_flops = gpu.peak_tflops * 1e12 * model::mfu_ceiling(sc);
+      const std::pair<const char*, std::pair<double, double>> passes[] = {
+          {"forward_ms", {l.forward_ms, fwd_flops}}, {"backward_ms", {l.backward_ms, bwd_flops}}};
+      for (const auto& [column, time_flops] : passes) {
+        const double fastest_ms = 1e3 * time_flops.second / peak_flops;
+        if (time_flops.first * 1.05 < fastest_ms) {
+          fail(path, n, fmt::format("column '{}': {} ms for {:.4g} GFLOP of one layer on one {} is {:.0f}% of its "
+                                    "dense peak ({} TFLOP/s{}): no GPU runs it that fast; a time in the wrong unit, "
+                                    "or the wrong scenario or set",
+                                    column, cell(column), time_flops.second / 1e9, gpu.name,
+                                    100 * fastest_ms / time_flops.first, gpu.peak_tflops,
+                                    sc.optimizations.fp8 ? ", times the FP8 GEMMs' speedup" : ""));
+        }
+      }
+    }
     out.push_back(l);
   }
   if (out.empty()) fail(path, 1, "no rows");

@@ -17,8 +17,8 @@
 // (Korthikanti et al. 2022, Table 4).
 //
 // Errors: ImportError "FILE:LINE: reason" (a missing column, a time that is not
-// > 0, a scenario file that does not exist); model::ScenarioError for a broken
-// scenario or override.
+// > 0 or is faster than the GPU's dense peak for the layer's FLOPs, a scenario
+// file that does not exist, a scenario or override that does not load).
 // Thread-safety: pure functions (read the files).
 #pragma once
 
