@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 
@@ -187,8 +188,19 @@ ValidationReport run_validation(const std::string& scenario_dir, const std::stri
     double predicted = 0, analytical = 0;
   };
   std::map<std::string, Times> time_of;  // by case stem
-  for (const PaperCase& pc : paper_cases()) {
-    const model::Scenario s = model::load_scenario(scenario_dir + "/" + pc.file, overrides);
+  // Every case loaded before any is simulated: a missing or broken file (or
+  // --set) is named at once, not after minutes of event simulation.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(scenario_dir, ec)) {
+    throw std::invalid_argument(fmt::format("{} is not a folder of the paper's scenarios ({}, ...)",
+                                            scenario_dir, paper_cases().front().file));
+  }
+  std::vector<model::Scenario> scenarios;
+  for (const PaperCase& pc : paper_cases())
+    scenarios.push_back(model::load_scenario(scenario_dir + "/" + pc.file, overrides));
+  for (size_t i = 0; i < paper_cases().size(); ++i) {
+    const PaperCase& pc = paper_cases()[i];
+    const model::Scenario& s = scenarios[i];
     const model::Estimate a = model::estimate(s);
     const model::Estimate e = fidelity == "event" ? sim::event_estimate(s) : a;
     r.rows.push_back({stem(pc.file), pc.table, pc.label, "mfu", pc.published_mfu, e.mfu,

@@ -659,6 +659,18 @@ TEST(CliHardening, OutOfRangeOptionsAndEndlessFilesAreErrors) {
   r = run_megascale({"validate", "--write", "--dir", kSourceDir + "/scenarios/paper"});
   EXPECT_EQ(r.exit_code, 2) << dump(r);
   EXPECT_NE(r.err.find("drop --dir"), std::string::npos) << dump(r);
+  // validate --dir names a folder that is not one (it named the first case file
+  // inside it as missing), and a folder without a case names the case.
+  r = run_megascale({"validate", "--dir", (dir / "absent").string()});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find((dir / "absent").string() + " is not a folder of the paper's scenarios"), std::string::npos)
+      << dump(r);
+  fs::create_directories(dir);
+  r = run_megascale({"validate", "--dir", dir.string(), "--fidelity", "analytical"});
+  EXPECT_EQ(r.exit_code, 2) << dump(r);
+  EXPECT_NE(r.err.find((dir / "table2-megatron-256.toml").string() + ": cannot open file"), std::string::npos)
+      << dump(r);
+  fs::remove_all(dir);
 }
 
 // search --refine N keeps at least N in the ranking (it refined min(N, top)
