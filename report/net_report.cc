@@ -325,13 +325,28 @@ std::string incast_text(const network::IncastOptions& o, const network::IncastRe
                  100 * r.throughput_fraction, r.jain_fairness, r.dropped_bytes);
   fmt::format_to(to, "  PFC         senders paused {:.1f}% of their active time; port asserted {:.1f}%\n",
                  100 * r.pause_fraction, 100 * r.port_pause_asserted_fraction);
+  // About twenty rows, each the mean of a block of consecutive samples (and the
+  // block's largest queue): one sample in `every` would alias a PFC or
+  // rate-control cycle near the block's length, and showed a queue growing while
+  // every sender was paused (64 senders, no congestion control).
   const size_t every = std::max<size_t>(1, r.series.size() / 20);
-  fmt::format_to(to, "  series (every {} samples)\n", every);
-  out += "        t_us   queue_KB   rate_gbps   throughput_gbps   paused_senders\n";
+  fmt::format_to(to, "  series (each row: the mean of {} samples of {:g} us, up to t_us)\n", every,
+                 o.sample_interval_us);
+  out += "        t_us   queue_KB   max_queue_KB   rate_gbps   throughput_gbps   paused_senders\n";
   for (size_t i = 0; i < r.series.size(); i += every) {
-    const network::FluidSample& s = r.series[i];
-    fmt::format_to(to, "  {:10.0f} {:10.1f} {:11.1f} {:17.1f} {:16.3f}\n", s.t_us, s.queue_bytes / 1e3,
-                   s.total_rate_gbps, s.throughput_gbps, s.paused_senders_fraction);
+    const size_t end = std::min(r.series.size(), i + every);
+    double queue = 0, queue_max = 0, rate = 0, out_gbps = 0, paused = 0;
+    for (size_t j = i; j < end; ++j) {
+      const network::FluidSample& s = r.series[j];
+      queue += s.queue_bytes;
+      queue_max = std::max(queue_max, s.queue_bytes);
+      rate += s.total_rate_gbps;
+      out_gbps += s.throughput_gbps;
+      paused += s.paused_senders_fraction;
+    }
+    const double n = static_cast<double>(end - i);
+    fmt::format_to(to, "  {:10.0f} {:10.1f} {:14.1f} {:11.1f} {:17.1f} {:16.3f}\n", r.series[end - 1].t_us,
+                   queue / n / 1e3, queue_max / 1e3, rate / n, out_gbps / n, paused / n);
   }
   return out;
 }

@@ -42,21 +42,37 @@ TEST(NetReport, EcmpTextAndJsonCarryMeasuredAndTheory) {
   EXPECT_EQ(j["paths"], 8);
 }
 
-TEST(NetReport, IncastTextSamplesTheSeriesTwentyTimes) {
+// Twenty rows, each the mean of five samples (and their largest queue), so a
+// cycle near the row's length is not aliased: samples alternating 0 / 1000 KB
+// read 500 KB in every row, where one sample in five read 0 KB or 1000 KB.
+TEST(NetReport, IncastTextRowsAreMeansOfTheirBlockOfSamples) {
   network::IncastOptions o;
   o.senders = 4;
+  o.sample_interval_us = 10;
   network::IncastReport r;
   for (int i = 0; i < 100; ++i) {
     network::FluidSample s;
-    s.t_us = i;
+    s.t_us = 10.0 * (i + 1);
     s.queue_bytes = 1000.0 * i;
+    s.paused_senders_fraction = i % 2;
     r.series.push_back(s);
   }
   const std::string text = incast_text(o, r);
   EXPECT_EQ(text.rfind("incast: 4 senders -> one 200 Gb/s port, ", 0), 0u) << text;
-  EXPECT_NE(text.find("  series (every 5 samples)\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("\n          95       95.0 "), std::string::npos) << text;  // the last sampled row
-  EXPECT_EQ(text.find("\n          96 "), std::string::npos) << text;
+  EXPECT_NE(text.find("  series (each row: the mean of 5 samples of 10 us, up to t_us)\n"), std::string::npos) << text;
+  // The last row: samples 95..99, mean queue 97 KB, largest 99 KB, paused 2 of 5.
+  EXPECT_NE(text.find("\n        1000       97.0           99.0 "), std::string::npos) << text;
+  EXPECT_NE(text.find("0.400\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\n         960 "), std::string::npos) << text;
+  network::IncastReport alternating;
+  for (int i = 0; i < 100; ++i) {
+    network::FluidSample s;
+    s.t_us = 10.0 * (i + 1);
+    s.queue_bytes = i % 5 == 0 ? 0 : 1.25e6;  // a cycle of exactly one row: 1 MB mean
+    alternating.series.push_back(s);
+  }
+  const std::string a = incast_text(o, alternating);
+  EXPECT_NE(a.find("\n          50     1000.0         1250.0 "), std::string::npos) << a;
 }
 
 }  // namespace
