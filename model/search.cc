@@ -326,6 +326,7 @@ RankingSpread ranking_spread(const SearchResult& r, const std::vector<Estimate>&
 }
 
 LayoutConstraints parse_layout_constraints(const std::string& text) {
+  constexpr const char* kKeys = "tp, cp, pp, vpp, dp, micro_batch, zero_stage, sequence_parallel, recompute";
   LayoutConstraints f;
   std::set<std::string> seen;
   std::stringstream items(text);
@@ -333,20 +334,35 @@ LayoutConstraints parse_layout_constraints(const std::string& text) {
   while (std::getline(items, item, ',')) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
+    if (eq == std::string::npos) throw std::invalid_argument(fmt::format("'{}' is not KEY=VALUE ({})", item, kKeys));
+    const std::string text_value = item.substr(eq + 1);
+    if (!seen.insert(key).second) throw std::invalid_argument(key + " is given twice");
+    if (key == "sequence_parallel") {
+      if (text_value != "true" && text_value != "false") {
+        throw std::invalid_argument(fmt::format("sequence_parallel={}: expected true or false", text_value));
+      }
+      f.sequence_parallel = text_value == "true";
+      continue;
+    }
+    if (key == "recompute") {
+      for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+        if (text_value == to_string(r)) f.recompute = r;
+      if (!f.recompute) {
+        throw std::invalid_argument(fmt::format("recompute={}: expected none, selective or full", text_value));
+      }
+      continue;
+    }
     int value = 0;
     try {
       size_t used = 0;
-      value = eq == std::string::npos ? -1 : std::stoi(item.substr(eq + 1), &used);
-      if (eq == std::string::npos || used != item.size() - eq - 1) throw std::invalid_argument("");
+      value = std::stoi(text_value, &used);
+      if (used != text_value.size()) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw std::invalid_argument("'" + item + "' is not KEY=INTEGER (tp, cp, pp, vpp, dp, micro_batch, zero_stage)");
+      throw std::invalid_argument(fmt::format("'{}' is not KEY=INTEGER ({})", item, kKeys));
     }
     int* slot = key == "tp" ? &f.tp : key == "cp" ? &f.cp : key == "pp" ? &f.pp : key == "vpp" ? &f.vpp : key == "dp" ? &f.dp
               : key == "micro_batch" ? &f.micro_batch : key == "zero_stage" ? &f.zero_stage : nullptr;
-    if (slot == nullptr) {
-      throw std::invalid_argument("unknown dimension '" + key + "' (tp, cp, pp, vpp, dp, micro_batch, zero_stage)");
-    }
-    if (!seen.insert(key).second) throw std::invalid_argument(key + " is given twice");
+    if (slot == nullptr) throw std::invalid_argument(fmt::format("unknown dimension '{}' ({})", key, kKeys));
     if (value < (key == "zero_stage" ? 0 : 1) || (key == "zero_stage" && value > 3)) {
       throw std::invalid_argument(key + "=" + std::to_string(value) + " is out of range");
     }
@@ -371,6 +387,22 @@ std::optional<std::string> unmet_constraints_reason(const Scenario& s, int gpus,
     if (values.count(want)) continue;
     return fmt::format("{}={}: the layouts enumerated for {} on {} GPUs have {} {}", key, want, s.model.name, gpus, key,
                        fmt::join(values, ", "));
+  }
+  if (fixed.sequence_parallel) {
+    std::set<std::string> values;
+    for (const ParallelConfig& p : layouts) values.insert(p.sequence_parallel ? "true" : "false");
+    if (!values.count(*fixed.sequence_parallel ? "true" : "false")) {
+      return fmt::format("sequence_parallel={}: the layouts enumerated for {} on {} GPUs have sequence_parallel {}",
+                         *fixed.sequence_parallel, s.model.name, gpus, fmt::join(values, ", "));
+    }
+  }
+  if (fixed.recompute) {
+    std::set<std::string> values;
+    for (const ParallelConfig& p : layouts) values.insert(to_string(p.recompute));
+    if (!values.count(to_string(*fixed.recompute))) {
+      return fmt::format("recompute={}: the layouts enumerated for {} on {} GPUs have recompute {}",
+                         to_string(*fixed.recompute), s.model.name, gpus, fmt::join(values, ", "));
+    }
   }
   for (const ParallelConfig& p : layouts)
     if (fixed.admits(p)) return std::nullopt;

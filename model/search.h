@@ -33,17 +33,23 @@ namespace megascale::model {
 struct LayoutConstraints {
   int tp = 0, cp = 0, pp = 0, vpp = 0, dp = 0, micro_batch = 0;
   int zero_stage = -1;
+  std::optional<bool> sequence_parallel;
+  std::optional<Recompute> recompute;
   bool admits(const ParallelConfig& p) const {
     return (tp == 0 || p.tp == tp) && (cp == 0 || p.cp == cp) && (pp == 0 || p.pp == pp) &&
            (vpp == 0 || p.vpp == vpp) && (dp == 0 || p.replicas() == dp) &&
            (micro_batch == 0 || p.micro_batch == micro_batch) &&
-           (zero_stage < 0 || p.zero_stage == zero_stage);
+           (zero_stage < 0 || p.zero_stage == zero_stage) &&
+           (!sequence_parallel || p.sequence_parallel == *sequence_parallel) &&
+           (!recompute || p.recompute == *recompute);
   }
 };
 
-// "tp=8,pp=4": the dimensions a search keeps (`megascale search --fix`): tp, cp,
-// pp, vpp, dp, micro_batch >= 1, zero_stage 0..3. Throws std::invalid_argument
-// naming the item that is not one of them.
+// "tp=8,pp=4,recompute=selective": the dimensions a search keeps (`megascale
+// search --fix`): tp, cp, pp, vpp, dp, micro_batch >= 1, zero_stage 0..3,
+// sequence_parallel true|false, recompute none|selective|full (the scenario
+// keys' values). Throws std::invalid_argument naming the item that is not one
+// of them.
 LayoutConstraints parse_layout_constraints(const std::string& text);
 
 // Why no layout the search enumerates for `s` on `gpus` GPUs meets `fixed`, or

@@ -241,6 +241,42 @@ TEST(Search, ExplainsFixedDimensionsNoLayoutMeets) {
   }
 }
 
+// --fix keeps sequence parallelism and recomputation too (the scenario keys'
+// values): every ranked layout has them; a value the enumeration never offers
+// (sequence parallelism at tp 1) is named; a bad value is refused.
+TEST(Search, FixesSequenceParallelismAndRecomputation) {
+  const Scenario s = small_job();
+  SearchOptions o;
+  o.fixed = parse_layout_constraints("recompute=selective,sequence_parallel=true");
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.top.empty());
+  for (const Candidate& c : r.top) {
+    EXPECT_EQ(c.parallel.recompute, Recompute::kSelective) << layout_text(c.parallel);
+    EXPECT_TRUE(c.parallel.sequence_parallel) << layout_text(c.parallel);
+  }
+  o.fixed = parse_layout_constraints("sequence_parallel=false,recompute=full");
+  for (const Candidate& c : search(s, o).top) {
+    EXPECT_EQ(c.parallel.recompute, Recompute::kFull);
+    EXPECT_FALSE(c.parallel.sequence_parallel);
+  }
+  EXPECT_EQ(unmet_constraints_reason(s, 16, parse_layout_constraints("tp=1,sequence_parallel=true")),
+            "each fixed value occurs in some enumerated layout, but no layout has them all");
+  Scenario tiny = s;
+  tiny.model.heads = 1;
+  tiny.model.kv_heads = 1;
+  EXPECT_EQ(unmet_constraints_reason(tiny, 16, parse_layout_constraints("sequence_parallel=true")),
+            "sequence_parallel=true: the layouts enumerated for " + s.model.name +
+                " on 16 GPUs have sequence_parallel false");
+  for (const char* bad : {"recompute=some", "sequence_parallel=1", "recompute"}) {
+    EXPECT_THROW(parse_layout_constraints(bad), std::invalid_argument) << bad;
+  }
+  try {
+    parse_layout_constraints("recompute=some");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "recompute=some: expected none, selective or full");
+  }
+}
+
 // Llama 3 70B on 64 H100 at PP 8 x VPP 5 (the Megatron-Bridge job): the output
 // head weighs about a layer, and the search, offered its ranked layouts with
 // the heads balanced (model/head_balance.h), ranks the recipe's hand-made
