@@ -53,14 +53,18 @@ int dp_buckets_per_chunk(const Scenario& s) {
   const Optimizations& o = s.optimizations;
   if (o.dp_bucket_params == 0 || !o.dp_overlap || s.parallel.dp <= 1 || s.parallel.zero_stage > 2) return 1;
   if (hardware_profile(s).models_engine()) return 1;  // the engine reduces whole chunks
-  // Megatron-Core's default: max(40M, 1M x DP) parameters per bucket.
-  const double bucket = o.dp_bucket_params > 0 ? static_cast<double>(o.dp_bucket_params)
-                                               : std::max(40e6, 1e6 * s.parallel.dp);
+  const double bucket = static_cast<double>(effective_dp_bucket_params(s));
   // One count for every chunk: the largest chunk's (uneven stages differ by a
   // layer or two; the schedule splits every chunk's pieces alike).
   const double layers = PipelineLayout(s.model, s.parallel).max_chunk_layers();
   const double buckets = std::ceil(layers * s.model.parameters_per_layer() / s.parallel.tp / bucket);
   return static_cast<int>(std::clamp(buckets, 1.0, static_cast<double>(kMaxDpBuckets)));
+}
+
+int64_t effective_dp_bucket_params(const Scenario& s) {
+  const int64_t b = s.optimizations.dp_bucket_params;
+  // Megatron-Core's default (distributed_data_parallel.py): max(40M, 1M x DP).
+  return b >= 0 ? b : std::max<int64_t>(40'000'000, 1'000'000 * static_cast<int64_t>(s.parallel.dp));
 }
 
 ScheduleOptions schedule_options(const Scenario& s) {

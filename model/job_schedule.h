@@ -47,6 +47,10 @@ constexpr int kMaxDpBuckets = 64;
 // the bucket size being dp_bucket_params or Megatron-Core's default
 // max(40M, 1M x DP) parameters. The CPU engine never buckets.
 int dp_buckets_per_chunk(const Scenario& s);
+// The DP bucket size in parameters the optimizations ask for: dp_bucket_params,
+// or for -1 (the megatron-core preset) Megatron-Core's default max(40M, 1M x DP)
+// (DP counting the CP ranks, as its DDP group does); 0 = one collective per chunk.
+int64_t effective_dp_bucket_params(const Scenario& s);
 
 // The Schedule IR of the scenario with its layer programs; every DP op carries
 // the payload of its own (pipeline rank, chunk): the first and last chunks

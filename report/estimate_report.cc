@@ -10,6 +10,7 @@
 #include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
 #include "model/fused_overlap.h"
+#include "model/job_schedule.h"
 #include "model/megatron_layout.h"
 #include "model/pipeline_layout.h"
 #include "model/profile.h"
@@ -106,7 +107,10 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["fused_attention"] = o.fused_attention;
   opt["attention_kernel"] = model::to_string(o.attention_kernel);
   opt["fp8"] = o.fp8;
-  opt["dp_bucket_params"] = o.dp_bucket_params;
+  // The bucket size used (the preset's -1 resolved to Megatron-Core's default),
+  // and the buckets each chunk's DP collectives are split into.
+  opt["dp_bucket_params"] = model::effective_dp_bucket_params(s);
+  opt["dp_buckets_per_chunk"] = model::dp_buckets_per_chunk(s);
   opt["cross_entropy"] = model::to_string(o.cross_entropy);
   opt["tp_overlap_comm"] = model::to_string(o.tp_overlap_comm);
   opt["tp_overlap_sm_margin"] = o.tp_overlap_sm_margin;

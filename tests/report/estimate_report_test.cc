@@ -11,6 +11,7 @@
 #include "model/breakdown_parts.h"
 #include "model/estimator.h"
 #include "model/fused_overlap.h"
+#include "model/job_schedule.h"
 #include "model/scenario.h"
 
 namespace megascale::report {
@@ -60,7 +61,11 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["fused_attention"], true);
   EXPECT_EQ(o["attention_kernel"], "flash2");
   EXPECT_EQ(o["fp8"], false);
-  EXPECT_EQ(o["dp_bucket_params"], -1);
+  // The preset's default resolved: max(40M, 1M x DP 192) parameters, as a
+  // scenario file could write it (it echoed the internal -1, which a file may not).
+  EXPECT_EQ(o["dp_bucket_params"], 192'000'000);
+  EXPECT_EQ(o["dp_buckets_per_chunk"], model::dp_buckets_per_chunk(s));
+  EXPECT_GT(o["dp_buckets_per_chunk"].get<int>(), 0);
   EXPECT_EQ(o["tp_overlap_comm"], "userbuffers");
   EXPECT_EQ(o["tp_overlap_sm_margin"], true);
   EXPECT_EQ(o["optimizer"], model::to_string(s.optimizations.optimizer));
