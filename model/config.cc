@@ -30,6 +30,10 @@ const char* to_string(BlockKind v) {
   return "?";
 }
 
+int64_t megatron_default_dp_bucket_params(int dp) {
+  return std::max<int64_t>(40'000'000, 1'000'000 * static_cast<int64_t>(dp));
+}
+
 const char* to_string(Recompute v) {
   switch (v) {
     case Recompute::kNone: return "none";

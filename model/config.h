@@ -56,6 +56,11 @@ enum class RankOrder { kTpCpDpPp, kTpCpPpDp };
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
 const char* to_string(Recompute v);
+
+// Megatron's default DP bucket: max(40M, 1M x DP) parameters (Megatron-Core
+// distributed_data_parallel.py; Megatron-LM's distributed optimizer before it;
+// REFERENCE.md). The size Optimizations::dp_bucket_params = -1 stands for.
+int64_t megatron_default_dp_bucket_params(int dp);
 const char* to_string(OptimizerKind v);
 const char* to_string(CrossEntropyImpl v);
 const char* to_string(TpOverlapComm v);

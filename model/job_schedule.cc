@@ -63,8 +63,7 @@ int dp_buckets_per_chunk(const Scenario& s) {
 
 int64_t effective_dp_bucket_params(const Scenario& s) {
   const int64_t b = s.optimizations.dp_bucket_params;
-  // Megatron-Core's default (distributed_data_parallel.py): max(40M, 1M x DP).
-  return b >= 0 ? b : std::max<int64_t>(40'000'000, 1'000'000 * static_cast<int64_t>(s.parallel.dp));
+  return b >= 0 ? b : megatron_default_dp_bucket_params(s.parallel.dp);
 }
 
 ScheduleOptions schedule_options(const Scenario& s) {

@@ -35,9 +35,9 @@ double loss_bytes_per_logit(CrossEntropyImpl impl) {
   return impl == CrossEntropyImpl::kSingleKernel ? 4.0 : 6.0;
 }
 
-// Megatron-LM's distributed-optimizer bucket: max(40M, 1M * dp) parameters
-// (REFERENCE.md), fp32, one in flight.
-double bucket_bytes(int dp) { return std::max(40e6, 1e6 * dp) * kGradElementBytes; }
+// Megatron-LM's distributed-optimizer bucket (megatron_default_dp_bucket_params),
+// fp32, one in flight.
+double bucket_bytes(int dp) { return static_cast<double>(megatron_default_dp_bucket_params(dp)) * kGradElementBytes; }
 
 // (micro-batch, chunk) activations pipeline rank r keeps at its peak: its
 // warm-up forwards + 1 (model/schedule.h warmup_forwards()).
