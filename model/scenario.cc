@@ -307,13 +307,27 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 // divides gpus_per_node; the estimator and the event level time every such group
 // on NVLink (model/estimator.cc parallel_links), which a group straddling two
 // servers does not have. A tp above gpus_per_node is timed on the fabric.
+// The same holds for a context-parallel group of tp x cp consecutive GPUs,
+// whose ring-attention exchanges are timed on NVLink when tp x cp fits one
+// server (model/estimator.cc cp_ring_exposed_s).
 std::optional<Violation> check_placement(const HardwareConfig& hw, const ParallelConfig& p) {
-  if (p.tp > hw.gpus_per_node || hw.gpus_per_node % p.tp == 0) return std::nullopt;
-  return Violation{"parallel.tp",
-                   fmt::format("tp = {} splits tensor-parallel groups across {}-GPU servers "
-                               "(hardware.gpus_per_node), where the model times them on NVLink: tp must divide "
-                               "gpus_per_node, or exceed it",
-                               p.tp, hw.gpus_per_node)};
+  const int node = hw.gpus_per_node;
+  if (p.tp < node && node % p.tp != 0) {
+    return Violation{"parallel.tp",
+                     fmt::format("tp = {} splits tensor-parallel groups across {}-GPU servers "
+                                 "(hardware.gpus_per_node), where the model times them on NVLink: tp must divide "
+                                 "gpus_per_node, or exceed it",
+                                 p.tp, node)};
+  }
+  const int64_t tp_cp = static_cast<int64_t>(p.tp) * p.cp;
+  if (p.cp > 1 && tp_cp < node && node % tp_cp != 0) {
+    return Violation{"parallel.cp",
+                     fmt::format("tp x cp = {} splits context-parallel groups across {}-GPU servers "
+                                 "(hardware.gpus_per_node), where the model times them on NVLink: tp x cp must "
+                                 "divide gpus_per_node, or exceed it",
+                                 tp_cp, node)};
+  }
+  return std::nullopt;
 }
 
 constexpr std::string_view kOptimizationKeys[] = {

@@ -62,6 +62,9 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
       if (s.hardware.gpus_per_node % tp != 0 || m.heads % tp != 0 || m.kv_heads % tp != 0 || m.ffn_hidden % tp != 0) {
         continue;
       }
+      // ... and so does a CP group of tp x cp GPUs that fits one (check_placement).
+      const int node = s.hardware.gpus_per_node;
+      if (cp > 1 && tp * cp < node && node % (tp * cp) != 0) continue;
       const bool sequence_splits = tp > 1 && (m.seq_len / cp) % tp == 0;
       for (int pp : divisors(gpus / (cp * tp))) {
         // An even split, or where pp does not divide the layers Meta's trimmed

@@ -907,6 +907,16 @@ TEST(ScenarioErrorTest, TpGroupsStayInsideOneServer) {
   EXPECT_NO_THROW(parse_scenario(small, "t.toml"));
   // As it was: tp 2 on 4-GPU servers.
   EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 4\n", "t.toml"));
+  // A context-parallel group of tp x cp = 2 x 3 GPUs on 8-GPU servers: the
+  // second spans GPUs 6-11. tp x cp = 4 or 16 is whole.
+  std::string cp = kValid;
+  cp.replace(cp.find("gpus = 16"), 9, "gpus = 24");
+  cp.replace(cp.find("seq_len = 2048"), 14, "seq_len = 2052");
+  cp.replace(cp.find("pp = 2\n"), 7, "pp = 2\ncp = 3\n");
+  expect_error(cp, 10, "parallel.cp", "tp x cp = 6 splits context-parallel groups across 8-GPU servers");
+  std::string cp2 = kValid;
+  cp2.replace(cp2.find("pp = 2\n"), 7, "pp = 2\ncp = 2\n");
+  EXPECT_NO_THROW(parse_scenario(cp2, "t.toml"));
 }
 
 TEST(ScenarioErrorTest, InvalidTomlSyntaxNamesFileAndLine) {

@@ -168,17 +168,25 @@ TEST(Search, EnumeratesOnlyTensorSplitsTheModelAllows) {
 }
 
 // 6-GPU servers: a TP group sits whole in one (check_placement), so tp 4 and 8,
-// which divide the 24 GPUs and the heads, are not offered; tp 2 is.
+// which divide the 24 GPUs and the heads, are not offered; tp 2 is. So does a
+// CP group within a server (2052 tokens: cp 2 and 3 split them): tp 2 x cp 2
+// is not offered, tp 2 x cp 3 is.
 TEST(Search, OffersOnlyTensorGroupsThatFitWholeInAServer) {
   Scenario s = small_job();
+  s.model.seq_len = 2052;
   s.hardware.gpus_per_node = 6;
   s.hardware.nics_per_node = 6;
-  bool tp2 = false;
+  bool tp2 = false, tp2_cp3 = false;
   for (const ParallelConfig& p : enumerate_layouts(s, 24)) {
     EXPECT_EQ(6 % p.tp, 0) << "tp " << p.tp;
+    if (p.tp * p.cp < 6) {
+      EXPECT_EQ(6 % (p.tp * p.cp), 0) << "tp " << p.tp << " cp " << p.cp;
+    }
     tp2 |= p.tp == 2;
+    tp2_cp3 |= p.tp == 2 && p.cp == 3;
   }
   EXPECT_TRUE(tp2);
+  EXPECT_TRUE(tp2_cp3);
 }
 
 // 26 layers: pp 4 does not divide them, so the search offers Meta's trimmed
