@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/number_text.h"
 #include "model/fabric_tiers.h"
 #include "model/fused_overlap.h"
 #include "model/hardware.h"
@@ -59,6 +60,14 @@ ModelConfig read_model(const Section& s) {
   s.reject_unknown_keys(kModelKeys);
   ModelConfig m;
   m.name = s.string("name").value_or(m.name);
+  // Printed in every report, CSV row and chart title: a blank or garbled name
+  // would leave them unreadable ("model  (24 layers ...)").
+  const bool control = std::any_of(m.name.begin(), m.name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (base::trim(m.name).empty() || m.name.size() > 200 || control) {
+    s.fail("name", fmt::format("must be 1-200 characters, not blank, without control characters, got {:?}", m.name));
+  }
   m.layers = s.required_integer("layers", 1);
   // Bounded so that the default ffn_hidden, 4*hidden, fits an int.
   m.hidden = s.required_integer("hidden", 1, INT_MAX / 4);

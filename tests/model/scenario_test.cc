@@ -894,6 +894,21 @@ TEST(ScenarioErrorTest, NicsMustDivideTheNodesGpus) {
   EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\ngpus_per_node = 8\nnics_per_node = 4\n", "t.toml"));
 }
 
+// model.name is printed in every report: blank, control characters or over
+// 200 characters are refused at the key (a blank name was printed as
+// "model  (24 layers ...)").
+TEST(ScenarioErrorTest, ModelNameIsReadable) {
+  std::string named = kValid;
+  named.replace(named.find("[model]\n"), 8, "[model]\nname = \"  \"\n");
+  expect_error(named, 2, "model.name", "must be 1-200 characters, not blank");
+  named = kValid;
+  named.replace(named.find("[model]\n"), 8, "[model]\nname = \"a\\tb\"\n");
+  expect_error(named, 2, "model.name", "without control characters, got \"a\\tb\"");
+  named = kValid;
+  named.replace(named.find("[model]\n"), 8, "[model]\nname = \"llama-3 8B\"\n");
+  EXPECT_EQ(parse_scenario(named, "t.toml").model.name, "llama-3 8B");
+}
+
 // A TP group straddling two servers is refused (check_placement): the model
 // times it on NVLink. A part-used last server, or tp above the server, is not.
 TEST(ScenarioErrorTest, TpGroupsStayInsideOneServer) {
