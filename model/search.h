@@ -2,7 +2,8 @@
 //
 // For a scenario's model, global batch, GPU count and optimisations, enumerates
 // every (tp, cp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage,
-// recompute) that is a valid layout (check_layout(), tp within one node; cp > 1
+// recompute) that is a valid layout (check_layout(), tp dividing gpus_per_node and a CP group of tp x cp
+// below it dividing it too, check_placement in model/scenario.cc; cp > 1
 // where the sequence splits into 2 x cp chunks, Megatron-Core's load-balanced
 // form, and not for the engine, which has no CP; tp dividing the heads, KV heads
 // and ffn_hidden, and under sequence parallelism each CP rank's tokens), drops those that do
