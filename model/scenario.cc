@@ -51,6 +51,13 @@ std::string divisibility(std::string_view what, int64_t value, std::string_view 
          std::string(by) + " (" + std::to_string(divisor) + ")";
 }
 
+// Whether a name holds an ASCII control character (they garble the reports
+// and terminals that print it).
+bool has_control_character(std::string_view text) {
+  return std::any_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
 constexpr std::string_view kModelKeys[] = {"name",     "layers",  "hidden",          "heads",
                                            "kv_heads", "seq_len", "vocab",           "ffn_hidden",
                                            "mlp",      "block",   "attention_window", "tie_embeddings",
@@ -62,10 +69,7 @@ ModelConfig read_model(const Section& s) {
   m.name = s.string("name").value_or(m.name);
   // Printed in every report, CSV row and chart title: a blank or garbled name
   // would leave them unreadable ("model  (24 layers ...)").
-  const bool control = std::any_of(m.name.begin(), m.name.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-  });
-  if (base::trim(m.name).empty() || m.name.size() > 200 || control) {
+  if (base::trim(m.name).empty() || m.name.size() > 200 || has_control_character(m.name)) {
     s.fail("name", fmt::format("must be 1-200 characters, not blank, without control characters, got {:?}", m.name));
   }
   m.layers = s.required_integer("layers", 1);
@@ -648,11 +652,8 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
   // suffix under the usual 255-byte file-name limit.
   if (const std::optional<std::string> given = top.string("name")) {
     const std::string& n = *given;
-    const bool control = std::any_of(n.begin(), n.end(), [](char c) {
-      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-    });
     if (n.empty() || n.size() > 200 || n.find('/') != std::string::npos || n.find('\\') != std::string::npos ||
-        n[0] == '.' || control) {
+        n[0] == '.' || has_control_character(n)) {
       top.fail("name", fmt::format("must be 1-200 characters without '/', '\\', control characters or a leading '.' "
                                    "(it names files: results/recovery/<name>.json), got {:?}",
                                    n));
