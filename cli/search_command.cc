@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/progress_line.h"
 #include "base/text_file.h"
 #include "cli/commands.h"
 #include "model/scenario.h"
@@ -46,8 +47,9 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   }
   o.top_k = std::max(static_cast<int>(p.integer("--top", 10)), refine);
   const auto t0 = std::chrono::steady_clock::now();
+  base::ProgressLine progress(err);
   o.progress = [&](int64_t done, int64_t total) {
-    if (total >= 2 * o.progress_every) err << report::search_progress_text(done, total) << std::flush;  // long ones only
+    if (total >= 2 * o.progress_every) progress.update(report::search_progress_text(done, total), done, total);  // long ones only
   };
   report::SearchReport rep;
   rep.scenario = s;

@@ -9,6 +9,9 @@
 #include <optional>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "base/progress_line.h"
 #include "base/text_file.h"
 #include "cli/commands.h"
 #include "model/breakdown_chart.h"
@@ -84,9 +87,10 @@ int simulate_event(const model::Scenario& s, const sim::RunRequest& r, const Par
   const bool json = p.on("--json");
   const std::string chart = p.text("--chart", "");
   sim::SimOptions o = sim::sim_options(s, r);
+  base::ProgressLine progress(err);
   if (o.steps > 1) {  // several iterations can take minutes: say where it is
-    o.progress = [&err](int done, int total) {
-      err << "\rsimulate: step " << done << " / " << total << (done == total ? "\n" : "") << std::flush;
+    o.progress = [&progress](int done, int total) {
+      progress.update(fmt::format("simulate: step {} / {}", done, total), done, total);
     };
   }
   if (r.fail_gpu) {  // `simulate --fail-gpu G --fail-at T`: the step with GPU G's host failing

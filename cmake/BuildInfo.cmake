@@ -18,11 +18,11 @@ add_custom_target(megascale_build_info ALL
   VERBATIM)
 
 # megascale_base: base/'s compiled part (the build stamp, the atomic text writer,
-# the mpirun launcher, the option tables on CLI11), nlohmann-json, the project's one JSON library
+# the mpirun launcher, the option tables on CLI11, the progress line), nlohmann-json, the project's one JSON library
 # (base/json.h), and {fmt}, its one formatter.
 add_library(megascale_base STATIC ${PROJECT_SOURCE_DIR}/base/tool_version.cc ${PROJECT_SOURCE_DIR}/base/text_file.cc
             ${PROJECT_SOURCE_DIR}/base/mpirun.cc ${PROJECT_SOURCE_DIR}/base/options.cc
-            ${PROJECT_SOURCE_DIR}/base/json_document.cc)
+            ${PROJECT_SOURCE_DIR}/base/json_document.cc ${PROJECT_SOURCE_DIR}/base/progress_line.cc)
 target_include_directories(megascale_base PUBLIC ${PROJECT_SOURCE_DIR})
 target_include_directories(megascale_base PRIVATE ${MEGASCALE_GENERATED_DIR})
 target_link_libraries(megascale_base PUBLIC nlohmann_json::nlohmann_json fmt::fmt PRIVATE CLI11::CLI11)

@@ -143,8 +143,7 @@ std::string search_text(const SearchReport& s) {
 }
 
 std::string search_progress_text(int64_t done, int64_t total) {
-  return fmt::format("\rsearch: {} / {} layouts ({:.0f}%){}", done, total, 100.0 * done / total,
-                     done == total ? "\n" : "");
+  return fmt::format("search: {} / {} layouts ({:.0f}%)", done, total, 100.0 * done / total);
 }
 
 std::string refine_progress_text(size_t i, size_t n, const model::Candidate& c, const model::Estimate& event,

@@ -29,8 +29,8 @@ struct SearchReport {
 base::Json search_json(const SearchReport& s);
 std::string search_text(const SearchReport& s);
 
-// The progress lines on stderr: "\rsearch: 1200 / 5000 layouts (24%)" ("\n" once
-// done), and one per layout --refine re-simulates.
+// The progress lines on stderr: "search: 1200 / 5000 layouts (24%)" (the CLI
+// writes it through base::ProgressLine), and one per layout --refine re-simulates.
 std::string search_progress_text(int64_t done, int64_t total);
 std::string refine_progress_text(size_t i, size_t n, const model::Candidate& c, const model::Estimate& event,
                                  double took_s);
