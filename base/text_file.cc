@@ -66,6 +66,16 @@ std::string file_identity(const std::string& path) {
   return ec ? path : canonical.string();
 }
 
+void refuse_repeated_files(const std::vector<std::string>& files, const std::string& why, const std::string& label) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (file_identity(files[j]) != file_identity(files[i])) continue;
+      throw std::invalid_argument((label.empty() ? "" : label + " ") + files[i] + " is given twice (as " + files[j] +
+                                  "): " + why);
+    }
+  }
+}
+
 std::string read_text_or_throw(const std::string& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputFileError(path, std::strerror(errno));

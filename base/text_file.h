@@ -6,13 +6,15 @@
 // error naming the path and the reason, not an empty input.
 //
 // defines: write_text_atomically, write_text_or_throw, FileError,
-//          OutputFileError, check_output_path, InputFileError,
+//          OutputFileError, check_output_path, file_identity,
+//          refuse_repeated_files, InputFileError,
 //          read_text_or_throw, kMaxInputBytes
 #pragma once
 
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace megascale::base {
 
@@ -58,6 +60,12 @@ void check_output_path(const std::string& path, bool create_folders = false);
 // resolved. Two inputs of one identity are one file given twice (a file scored,
 // run or imported twice weighs twice).
 std::string file_identity(const std::string& path);
+
+// Throws std::invalid_argument "LABEL FILE is given twice (as EARLIER): WHY"
+// for the first of `files` that is an earlier one (file_identity); `label`, if
+// any, names the option they came from ("--gemm-csv").
+void refuse_repeated_files(const std::vector<std::string>& files, const std::string& why,
+                           const std::string& label = "");
 
 // An input that cannot be read: "PATH: cannot read (REASON)".
 class InputFileError : public FileError {

@@ -215,6 +215,18 @@ RecordedRun read_recorded_run(const std::string& dir, const model::Scenario& s) 
   return run;
 }
 
+void check_report_stems(const std::vector<std::string>& files, const std::string& out_dir) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (fs::path(files[j]).stem() != fs::path(files[i]).stem()) continue;
+      throw std::invalid_argument(fmt::format(
+          "{} and {} would both write their report to {}.md, .svg and .json: check them in two runs with different "
+          "--dir",
+          files[j], files[i], (fs::path(out_dir) / fs::path(files[i]).stem()).string()));
+    }
+  }
+}
+
 CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   std::vector<std::string> overrides = o.overrides;
   if (!o.profile.empty()) {

@@ -4,7 +4,7 @@
 // given) profile, cpu or GPU.
 //
 // defines: CheckOptions, RecordedRun, read_recorded_run, CheckResult,
-//          run_check, check_json, check_markdown
+//          run_check, check_report_stems, check_json, check_markdown
 //
 // Measured: the engine's own per-step times (world rank 0's clock, `megascale
 // train --json`), of which the first `warmup` steps are left out; the
@@ -113,6 +113,11 @@ struct CheckResult {
 // std::invalid_argument for inconsistent options or an unusable run directory
 // (read_recorded_run; the run just recorded is read back the same way).
 CheckResult run_check(const std::string& scenario_file, const CheckOptions& o);
+
+// Each scenario's report is OUT_DIR/<file stem>.md, .svg and .json: two files of
+// one stem would overwrite the first one's report. Throws std::invalid_argument
+// naming both before anything runs.
+void check_report_stems(const std::vector<std::string>& scenario_files, const std::string& out_dir);
 
 base::Json check_json(const CheckResult& r);
 std::string check_markdown(const CheckResult& r);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -59,6 +60,14 @@ double leave_one_point_out(const NcclTestsRun& run) {
   return sum / usable.size();
 }
 
+// Today's date in UTC, YYYY-MM-DD: the date an import stamps on its entries.
+std::string utc_date_today() {
+  const std::time_t t = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  return fmt::format("{:04d}-{:02d}-{:02d}", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
+}
+
 }  // namespace
 
 ImportReport import_measurements(const ImportOptions& o) {
@@ -69,14 +78,9 @@ ImportReport import_measurements(const ImportOptions& o) {
     throw std::invalid_argument("--scope must be intra or inter, got '" + o.scope + "'");
   }
   // A file given twice would add its points twice (they were, silently).
-  for (const auto& [option, files] : {std::pair{"--nccl-tests", &o.nccl_tests}, std::pair{"--gemm-csv", &o.gemm_csv}}) {
-    std::set<std::string> seen;  // base::file_identity: ./x and x are one file
-    for (const std::string& f : *files) {
-      if (!seen.insert(base::file_identity(f)).second) {
-        throw std::invalid_argument(std::string(option) + " " + f + " is given twice");
-      }
-    }
-  }
+  base::refuse_repeated_files(o.nccl_tests, "its points would count twice", "--nccl-tests");
+  base::refuse_repeated_files(o.gemm_csv, "its points would count twice", "--gemm-csv");
+  const std::string date = o.date.empty() ? utc_date_today() : o.date;
   ImportReport r;
   model::GpuProfile& p = r.profile;
   p = model::profile_named_or_file(o.base);
@@ -149,7 +153,7 @@ ImportReport import_measurements(const ImportOptions& o) {
     for (const std::string& h : std::set<std::string>(hosts.begin(), hosts.end())) where += (where.empty() ? "" : "; ") + h;
     p.provenance["tables.collectives"] =
         model::Provenance{"measured", "nccl-tests output imported by megascale calibrate import: " + list,
-                          where + " (as the output's Rank lines say)", o.date + " (imported; nccl-tests prints no date)",
+                          where + " (as the output's Rank lines say)", date + " (imported; nccl-tests prints no date)",
                           {}, -1};
     double loo = 0;
     for (const ImportedRun& ir : r.runs) loo = std::max(loo, ir.loo_error);
@@ -197,7 +201,7 @@ ImportReport import_measurements(const ImportOptions& o) {
     for (const std::string& f : used) list += (list.empty() ? "" : ", ") + f;
     p.provenance["tables.gemm"] = model::Provenance{
         "measured", "GEMM sweep imported by megascale calibrate import (" + p.dtype + " rows): " + list,
-        "as the sweep was measured (not recorded in the CSV)", o.date + " (imported)", {}, -1};
+        "as the sweep was measured (not recorded in the CSV)", date + " (imported)", {}, -1};
   }
   p.tables = tables;
   // Never hand out what cannot be read back.

@@ -37,7 +37,7 @@ struct ImportOptions {
   std::string base = "A100-SXM4-80GB";  // a shipped profile's name or a profile file
   std::string name;                     // the new profile's name ("" = the base's + "-imported")
   std::string scope;                    // "intra" | "inter" | "" (from the Rank lines)
-  std::string date;                     // the import date (YYYY-MM-DD)
+  std::string date;                     // the import date (YYYY-MM-DD; "" = today, UTC)
   std::vector<std::string> nccl_tests;  // FILE or FILE:op
   std::vector<std::string> gemm_csv;
 };

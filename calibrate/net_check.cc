@@ -183,6 +183,18 @@ NetRun predict_net_run(const NetMachine& m, const NetRestriction& only) {
   return r;
 }
 
+std::vector<NetRun> predict_net_runs(const std::vector<NetMachine>& machines, const NetRestriction& only) {
+  std::vector<NetRun> runs;
+  for (const NetMachine& m : machines) {
+    try {
+      runs.push_back(predict_net_run(m, only));
+    } catch (const std::invalid_argument& e) {  // a restriction no NCCL pair meets on this machine
+      throw std::invalid_argument(m.file + ": " + e.what());
+    }
+  }
+  return runs;
+}
+
 std::vector<NetClassStats> score_net_runs(const std::vector<NetRun>& results) {
   std::vector<NetClassStats> classes = {{"one node, >= 256 MiB", 0.05, 0.10, {}},
                                         {"one node, <= 1 MiB", 0.20, 0.50, {}},

@@ -112,6 +112,9 @@ std::vector<NetMachine> read_net_manifest(const std::string& path);
 // ImportError for an unreadable nccl-tests file, std::invalid_argument for a
 // restriction no NCCL pair meets on that machine.
 NetRun predict_net_run(const NetMachine& m, const NetRestriction& only);
+// Every machine's run; the std::invalid_argument of a restriction no NCCL pair
+// meets names the machine's file.
+std::vector<NetRun> predict_net_runs(const std::vector<NetMachine>& machines, const NetRestriction& only);
 
 // A machine of the GPU profile `gpu` (a name or a file) with the profile's
 // default NICs per node and NIC speed. Throws model::ScenarioError for an

@@ -4,14 +4,8 @@
 // (report/). run_cli (cli/commands.cc) dispatches "calibrate" here.
 #include "cli/commands.h"
 
-#include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
-#include <iostream>
-#include <thread>
-
-#include <fmt/format.h>
 
 #include "calibrate/check.h"
 #include "calibrate/fit.h"
@@ -23,6 +17,7 @@
 #include "calibrate/runs_check.h"
 #include "base/mpirun.h"
 #include "base/text_file.h"
+#include "engine/micro_launch.h"
 #include "model/profile.h"
 #include "model/scenario.h"
 #include "report/calibrate_report.h"
@@ -34,18 +29,6 @@ namespace megascale::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A file named twice among `files` (the same file, however spelled): it would
-// run, or be scored, twice.
-void refuse_twice(const std::vector<std::string>& files, const std::string& why) {
-  for (size_t i = 0; i < files.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (base::file_identity(files[j]) == base::file_identity(files[i])) {
-        throw UsageError(files[i] + " is given twice (as " + files[j] + "): " + why);
-      }
-    }
-  }
-}
 
 // "megascale calibrate fit --runs ..." as typed: the reports say how they were made.
 std::string command_line(const std::string& sub, const ParsedArgs& p) {
@@ -65,37 +48,20 @@ int calibrate_micro(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
     err << "megascale calibrate micro: " << micro << " is missing (build the megascale-micro target)\n";
     return 1;
   }
-  // CUDA: one process on the GPU (engine/microbench_cuda.h; megascale-micro says
-  // why when there is none, exit 2). CPU: one MPI rank per core, at most 8.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int ranks = cuda ? 1 : static_cast<int>(p.integer("--ranks", std::min(cores, 8)));
-  std::vector<std::string> mpi_args = {"--oversubscribe", "-np", std::to_string(ranks), micro};
-  if (cuda) mpi_args.insert(mpi_args.end(), {"--device", "cuda"});
-  const std::string gemm_csv = p.text("--gemm-csv", "");
+  engine::MicroLaunch m;  // engine/micro_launch.h: mpirun's arguments
+  m.cuda = cuda;
+  m.ranks = static_cast<int>(p.integer("--ranks", 0));
   // --out, --gemm-csv and --engine-profile are written after minutes of
   // timing: parse_args checked them first (Kind::kOutFile).
-  if (!gemm_csv.empty()) {
-    if (!cuda) throw UsageError("--gemm-csv needs --device cuda");
-    mpi_args.insert(mpi_args.end(), {"--gemm-csv", gemm_csv});
-  }
-  // The engine's own calls of the SCENARIOs on the GPU, as a GPU profile
-  // (engine/engine_tables.h); the scenarios are read here first.
-  const std::string engine_profile = p.text("--engine-profile", "");
-  if (!engine_profile.empty()) {
-    if (!cuda) throw UsageError("--engine-profile needs --device cuda");
-    if (p.positional.empty()) throw UsageError("--engine-profile needs the SCENARIO files whose calls it measures");
+  m.out_file = p.text("--out", "");
+  m.quick = p.on("--quick");
+  m.single = p.on("--single");
+  m.gemm_csv = p.text("--gemm-csv", "");
+  m.engine_profile = p.text("--engine-profile", "");
+  m.scenarios = p.positional;
+  const std::vector<std::string> mpi_args = engine::micro_mpirun_args(micro, m);  // bad combinations: exit 2
+  if (!m.engine_profile.empty())  // the engine's own calls: the scenarios are read here first
     for (const std::string& f : p.positional) model::check_trainable(model::load_scenario(f));
-    mpi_args.insert(mpi_args.end(), {"--engine-profile", engine_profile});
-    mpi_args.insert(mpi_args.end(), p.positional.begin(), p.positional.end());
-    out.flush();
-    return base::run_mpirun(mpi_args, err, "megascale calibrate micro");
-  }
-  // "-" writes the cpu profile to stdout; the default is a file (it is ~2 MB).
-  const std::string out_file = p.text("--out", cuda ? "cuda-micro.toml" : "cpu-profile.toml");
-  if (cuda || out_file != "-") mpi_args.insert(mpi_args.end(), {"--out", out_file});
-  if (p.on("--quick")) mpi_args.push_back("--quick");
-  if (!cuda && p.on("--single")) mpi_args.push_back("--single");
-  if (!cuda) mpi_args.insert(mpi_args.end(), p.positional.begin(), p.positional.end());
   out.flush();
   return base::run_mpirun(mpi_args, err, "megascale calibrate micro");
 }
@@ -121,21 +87,8 @@ int calibrate_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (!o.work_dir.empty() && p.positional.size() != 1) {
     throw UsageError("--run-dir DIR records one run: give exactly one SCENARIO");
   }
-  // Each scenario's report is DIR/<file stem>.md, .svg, .json: a scenario given
-  // twice would run twice, and two files of one stem would overwrite the first
-  // one's report. Both are refused before anything runs.
-  refuse_twice(p.positional, "it would run twice");
-  for (size_t i = 0; i < p.positional.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      const std::string& f = p.positional[i];
-      const std::string& before = p.positional[j];
-      if (fs::path(before).stem() == fs::path(f).stem()) {
-        throw UsageError(fmt::format("{} and {} would both write their report to {}.md, .svg and .json: check them "
-                                     "in two runs with different --dir",
-                                     before, f, (fs::path(o.out_dir) / fs::path(f).stem()).string()));
-      }
-    }
-  }
+  base::refuse_repeated_files(p.positional, "it would run twice");  // and two of one stem, one report (DIR/<stem>.md)
+  calibrate::check_report_stems(p.positional, o.out_dir);
   o.engine_binary = base::sibling_program("megascale-train");
   if (o.from_run.empty() && !fs::exists(o.engine_binary)) {
     err << "megascale calibrate check: " << o.engine_binary << " is missing (build the megascale-train target)\n";
@@ -167,13 +120,6 @@ int calibrate_check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
 
 // ---- import -------------------------------------------------------------------
 
-std::string today() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&t));
-  return buf;
-}
-
 int calibrate_import(const ParsedArgs& p, std::ostream& out, std::ostream& /*err*/) {
   if (!p.positional.empty()) throw UsageError("calibrate import takes files with --nccl-tests / --gemm-csv, not '" + p.positional[0] + "'");
   if (!p.has("--out")) throw UsageError("calibrate import needs --out FILE (the profile to write)");
@@ -183,7 +129,6 @@ int calibrate_import(const ParsedArgs& p, std::ostream& out, std::ostream& /*err
   o.scope = p.text("--scope", o.scope);
   o.nccl_tests = p.all("--nccl-tests");
   o.gemm_csv = p.all("--gemm-csv");
-  o.date = today();
   const calibrate::ImportReport r = calibrate::import_measurements(o);
   const std::string path = p.text("--out");
   base::write_text_or_throw(path, model::write_profile(r.profile));
@@ -223,7 +168,7 @@ int calibrate_fit(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   if (p.has("--runs") && !p.positional.empty())
     throw UsageError("with --runs, the runs come from the file; select held-out ones with --hold-out");
   if (p.on("--engine") && p.positional.empty()) throw UsageError("calibrate fit --engine expects the SCENARIOs to run");
-  refuse_twice(p.positional, "its run would weigh twice in the fit");
+  base::refuse_repeated_files(p.positional, "its run would weigh twice in the fit");
   calibrate::FitRequest request;  // calibrate/fit_inputs.h
   request.profile = p.text("--profile");
   request.runs_csv = p.text("--runs", "");
@@ -263,7 +208,7 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*
     calibrate::NetMachine base = calibrate::profile_machine(p.text("--gpu"));
     base.nics_per_node = static_cast<int>(p.integer("--nics-per-node", base.nics_per_node));
     base.nic_gbps = p.number("--nic-gbps", base.nic_gbps);
-    refuse_twice(p.positional, "a file scored twice weighs twice");
+    base::refuse_repeated_files(p.positional, "a file scored twice weighs twice");
     for (const std::string& f : p.positional) {
       calibrate::NetMachine m = base;
       m.file = f;
@@ -271,15 +216,7 @@ int calibrate_net_check(const ParsedArgs& p, std::ostream& out, std::ostream& /*
     }
   }
 
-  std::vector<calibrate::NetRun> results;
-  for (const calibrate::NetMachine& m : machines) {
-    try {
-      results.push_back(calibrate::predict_net_run(m, only));
-    } catch (const std::invalid_argument& e) {  // a restriction no NCCL pair meets on this machine
-      throw std::invalid_argument(m.file + ": " + e.what());
-    }
-  }
-
+  const std::vector<calibrate::NetRun> results = calibrate::predict_net_runs(machines, only);
   const std::vector<calibrate::NetClassStats> classes = calibrate::score_net_runs(results);
   const std::string md = report::net_check_markdown(results, classes, command_line("net-check", p), p.on("--points"));
   if (p.has("--write")) {

@@ -126,6 +126,21 @@ TEST_F(TextFile, FileIdentityIsOneNamePerFile) {
   EXPECT_EQ(file_identity(missing), missing);
 }
 
+TEST_F(TextFile, AFileGivenTwiceHoweverSpelledIsRefusedNamingBothSpellings) {
+  const std::string x = (dir_ / "x.toml").string(), y = (dir_ / "y.toml").string();
+  std::ofstream(x) << "x";
+  std::ofstream(y) << "y";
+  fs::create_directories(dir_ / "sub");
+  EXPECT_NO_THROW(refuse_repeated_files({x, y}, "why"));
+  const std::string again = (dir_ / "sub" / ".." / "x.toml").string();
+  try {
+    refuse_repeated_files({x, y, again}, "it would count twice", "--in");
+    ADD_FAILURE() << "a file given twice was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--in " + again + " is given twice (as " + x + "): it would count twice");
+  }
+}
+
 TEST(ReadText, WholeFileOrAnErrorNamingThePathAndTheReason) {
   const fs::path dir = fs::temp_directory_path() / ("read_text_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -110,6 +111,15 @@ TEST(Import, ScopeComesFromTheRankLinesAndCurvesScaleToOtherRankCounts) {
   EXPECT_NEAR(t32 / t16, model::busbw_factor("all_reduce", 32) / model::busbw_factor("all_reduce", 16), 0.03);
   // The table answers 16 ranks from the measured points themselves.
   EXPECT_TRUE(r.profile.measured()->collectives.time_s("all_reduce", "inter", 16, 8e9).has_value());
+  // No --date given (ImportOptions::date empty): the entry is stamped with
+  // today's date in UTC, as the CLI's import is.
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char today[16];
+  std::strftime(today, sizeof today, "%Y-%m-%d", &utc);
+  EXPECT_EQ(r.profile.provenance.at("tables.collectives").date.rfind(today, 0), 0u)
+      << r.profile.provenance.at("tables.collectives").date;
 }
 
 TEST(Import, BadInputIsNamedAndNothingIsWritten) {
