@@ -212,4 +212,24 @@ std::vector<std::string> scenario_files(const std::vector<std::string>& inputs) 
   return files;
 }
 
+GoldenGate open_golden(const std::string& path, const std::string& fidelity, bool update) {
+  GoldenGate g;
+  if (std::filesystem::exists(path)) {
+    try {
+      g.golden = read_golden(path);
+    } catch (const GoldenError& e) {
+      throw std::invalid_argument(e.what());
+    }
+  } else if (!update) {
+    throw std::invalid_argument(path + ": no such golden file (record one with --update)");
+  }
+  const std::string stored = g.golden.is_null() ? "" : g.golden["fidelity"].get<std::string>();
+  g.fidelity = !fidelity.empty() ? fidelity : !stored.empty() ? stored : "event";
+  if (!stored.empty() && !update && stored != g.fidelity) {
+    throw std::invalid_argument(path + ": recorded at " + stored + " fidelity; checking at " + g.fidelity +
+                                " would compare different models");
+  }
+  return g;
+}
+
 }  // namespace megascale::calibrate

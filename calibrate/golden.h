@@ -25,7 +25,7 @@
 // "removed" (fails: drop it with --update); a stored scenario not among the
 // inputs is "not checked" (listed, not a failure).
 //
-// Thread-safety: pure functions except read_golden (reads a file).
+// Thread-safety: pure functions except read_golden and open_golden (read a file).
 #pragma once
 
 #include <functional>
@@ -88,6 +88,17 @@ GateResult compare_with_golden(const base::Json& golden, const std::string& gold
 // Reads and checks the shape of a golden file (schema_version, fidelity,
 // scenarios). Throws GoldenError.
 base::Json read_golden(const std::string& path);
+
+// The golden file a gate compares with and the fidelity it runs at:
+// `fidelity` as asked, "" for the file's (else event). `golden` is null where
+// there is no file yet, which only `update` (it writes one) accepts. Throws
+// std::invalid_argument naming `path`: malformed (read_golden), missing without
+// `update`, or recorded at another fidelity than asked without `update`.
+struct GoldenGate {
+  base::Json golden;
+  std::string fidelity;
+};
+GoldenGate open_golden(const std::string& path, const std::string& fidelity, bool update);
 
 // The golden file after --update: every scenario in `now` stored, stored ones
 // kept unless `exists` says their file is gone.

@@ -32,24 +32,8 @@ int check(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   const double tolerance = p.number("--tolerance", kDefaultTolerance);
   const fs::path golden_dir = fs::absolute(golden_path).parent_path();
 
-  base::Json golden;
-  const bool have_golden = fs::exists(golden_path);
-  if (have_golden) {
-    try {
-      golden = calibrate::read_golden(golden_path);
-    } catch (const calibrate::GoldenError& e) {
-      throw std::invalid_argument(e.what());
-    }
-  } else if (!p.on("--update")) {
-    throw std::invalid_argument(golden_path + ": no such golden file (record one with --update)");
-  }
-  const std::string fidelity = p.text("--fidelity", have_golden ? golden["fidelity"].get<std::string>() : "event");
-  if (fidelity != "event" && fidelity != "analytical")
-    throw UsageError("--fidelity must be event or analytical, got '" + fidelity + "'");
-  if (have_golden && !p.on("--update") && golden["fidelity"] != fidelity) {
-    throw std::invalid_argument(golden_path + ": recorded at " + golden["fidelity"].get<std::string>() +
-                                " fidelity; checking at " + fidelity + " would compare different models");
-  }
+  // calibrate/golden.h: the stored figures and the fidelity to run at
+  const auto [golden, fidelity] = calibrate::open_golden(golden_path, p.text("--fidelity", ""), p.on("--update"));
 
   const std::map<std::string, base::Json> now = calibrate::scenario_metrics(
       calibrate::scenario_files(p.positional), golden_dir.string(), fidelity,

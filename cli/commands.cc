@@ -45,25 +45,17 @@ int compare(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   std::optional<model::Scenario> job;
   if (!p.positional.empty()) job = model::load_scenario(p.positional[0], p.all("--set"));
   const sim::SystemComparison c = sim::compare_systems(job, fidelity);
+  const model::Estimate &ea = c.megatron_estimate, &eb = c.megascale_estimate;
   if (p.has("--chart")) {
     const std::string& path = p.text("--chart");
     const std::string title = c.megatron.model.name + " on " + std::to_string(c.megatron.parallel.gpus()) + " x " +
                               c.megatron.hardware.gpu + ": Megatron-LM vs MegaScale (" + fidelity + ")";
-    const model::Estimate &eb = c.megatron_estimate, &ef = c.megascale_estimate;
-    base::write_text_or_throw(path, model::breakdown_svg(title, {{"Megatron-LM", eb.breakdown, eb.iteration_time_s},
-                                                                 {"MegaScale", ef.breakdown, ef.iteration_time_s}}));
+    base::write_text_or_throw(path, model::breakdown_svg(title, {{"Megatron-LM", ea.breakdown, ea.iteration_time_s},
+                                                                 {"MegaScale", eb.breakdown, eb.iteration_time_s}}));
     err << "wrote " << path << "\n";
   }
-  if (p.on("--json")) {
-    base::Json j;
-    j["megatron"] = report::estimate_json(c.megatron, c.megatron_estimate, fidelity);
-    j["megascale"] = report::estimate_json(c.megascale, c.megascale_estimate, fidelity);
-    j["speedup"] = c.speedup();
-    j["fidelity"] = fidelity;
-    out << report::report_json(j) << "\n";
-  } else {
-    out << report::compare_text(c.megatron, c.megatron_estimate, c.megascale, c.megascale_estimate, fidelity);
-  }
+  out << (p.on("--json") ? report::report_json(report::compare_json(c.megatron, ea, c.megascale, eb, fidelity)) + "\n"
+                         : report::compare_text(c.megatron, ea, c.megascale, eb, fidelity));
   return 0;
 }
 

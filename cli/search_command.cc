@@ -5,8 +5,6 @@
 #include <chrono>
 #include <stdexcept>
 
-#include <fmt/format.h>
-
 #include "base/progress_line.h"
 #include "base/text_file.h"
 #include "cli/commands.h"
@@ -72,29 +70,9 @@ int search(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   for (const char* name : {"--csv", "--plot"})
     if (p.has(name)) rep.files.push_back(p.text(name));
   out << (p.on("--json") ? report::report_json(report::search_json(rep)) + "\n" : report::search_text(rep));
-  if (r.top.empty()) {
-    if (r.enumerated == 0) {
-      // No split of this many GPUs at all (model/search.h enumerate_layouts):
-      // nothing to do with --fix or memory, which the messages below blame.
-      err << fmt::format(
-          "megascale search: no layout of {} splits over {} GPUs: tp x cp x pp x dp must equal them, with tp dividing "
-          "gpus_per_node ({}) and the heads ({}), pp dividing the layers ({}) or trimming the end stages, "
-          "and dp dividing the global batch ({})\n",
-          s.model.name, o.gpus, s.hardware.gpus_per_node, s.model.heads, s.model.layers,
-          s.parallel.global_batch / std::max(1, s.parallel.cp));  // the file's batch (model/config.h folds cp in)
-      return 1;
-    }
-    const std::optional<std::string> why =
-        r.valid == 0 && p.has("--fix") ? model::unmet_constraints_reason(s, o.gpus, o.fixed) : std::nullopt;
-    if (why) {
-      err << "megascale search: no layout meets --fix " << p.text("--fix", "") << ": " << *why << "\n";
-    } else {
-      err << "megascale search: no layout of " << s.model.name << " fits on " << o.gpus << " x " << s.hardware.gpu
-          << "\n";
-    }
-    return 1;
-  }
-  return 0;
+  const std::string none = report::no_layout_text(rep, o.fixed, p.text("--fix", ""));
+  if (!none.empty()) err << "megascale search: " << none;
+  return none.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -22,7 +22,7 @@
 #include "report/estimate_report.h"
 #include "report/event_report.h"
 #include "report/failure_report.h"
-#include "report/sensitivity_report.h"
+#include "report/simulate_extras.h"
 #include "sim/event_run.h"
 #include "sim/failure_sim.h"
 #include "sim/heatmap.h"
@@ -128,18 +128,13 @@ int simulate_event(const model::Scenario& s, const sim::RunRequest& r, const Par
     return sim::simulate_job(v, sim::sim_options(v, r)).estimate.iteration_time_s;
   });
   // A split with the heads balanced, where the closed form has it faster.
-  const std::optional<model::Candidate> balanced = model::head_balanced_candidate(s, res.analytical);
+  const report::SimulateExtras x{res.analytical, model::head_balanced_candidate(s, res.analytical), check, sens};
   if (json) {
     base::Json j = report::event_json(res, o, res.wall_s, files);
-    if (check) j["simgrid_check"] = report::crosscheck_json(*check);
-    if (sens) j["sensitivity"] = report::sensitivity_json(*sens, "event");
-    if (balanced) j["head_balanced"] = report::head_balanced_json(s, res.analytical, *balanced);
+    report::add_simulate_extras(j, s, x, "event");
     out << report::report_json(j) << "\n";
   } else {
-    out << report::event_text(res, o, res.wall_s, files);
-    if (balanced) out << report::head_balanced_text(s, res.analytical, *balanced);
-    if (check) out << report::crosscheck_text(*check);
-    if (sens) out << report::sensitivity_text(*sens, "event");
+    out << report::event_text(res, o, res.wall_s, files) << report::simulate_extras_text(s, x, "event");
   }
   return 0;
 }
@@ -217,17 +212,14 @@ int simulate(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   }
   const auto sens =
       sensitivity_of(p, s, [](const model::Scenario& v) { return model::estimate(v).iteration_time_s; });
-  const std::optional<model::Candidate> balanced = model::head_balanced_candidate(s, e);
+  const report::SimulateExtras x{e, model::head_balanced_candidate(s, e), std::nullopt, sens};
   if (p.on("--json")) {
     base::Json j = report::estimate_json(s, e);
     j["wall_time_s"] = wall_s;
-    if (sens) j["sensitivity"] = report::sensitivity_json(*sens, "analytical");
-    if (balanced) j["head_balanced"] = report::head_balanced_json(s, e, *balanced);
+    report::add_simulate_extras(j, s, x, "analytical");
     out << report::report_json(j) << "\n";
   } else {
-    out << report::estimate_text(s, e);
-    if (balanced) out << report::head_balanced_text(s, e, *balanced);
-    if (sens) out << report::sensitivity_text(*sens, "analytical");
+    out << report::estimate_text(s, e) << report::simulate_extras_text(s, x, "analytical");
   }
   return 0;
 }

@@ -255,4 +255,14 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea, co
   return out;
 }
 
+base::Json compare_json(const model::Scenario& a, const model::Estimate& ea, const model::Scenario& b,
+                        const model::Estimate& eb, const std::string& fidelity) {
+  base::Json j;
+  j["megatron"] = estimate_json(a, ea, fidelity);
+  j["megascale"] = estimate_json(b, eb, fidelity);
+  j["speedup"] = ea.iteration_time_s / eb.iteration_time_s;
+  j["fidelity"] = fidelity;
+  return j;
+}
+
 }  // namespace megascale::report

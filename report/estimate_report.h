@@ -53,5 +53,8 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e);
 // Two estimates side by side (baseline | improved) with the speedup.
 std::string compare_text(const model::Scenario& a, const model::Estimate& ea, const model::Scenario& b,
                          const model::Estimate& eb, const std::string& fidelity = "analytical");
+// The same as JSON: {"megatron": estimate, "megascale": estimate, "speedup", "fidelity"}.
+base::Json compare_json(const model::Scenario& a, const model::Estimate& ea, const model::Scenario& b,
+                        const model::Estimate& eb, const std::string& fidelity);
 
 }  // namespace megascale::report

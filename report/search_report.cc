@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -140,6 +141,27 @@ std::string search_text(const SearchReport& s) {
   }
   for (const std::string& f : s.files) out += "wrote " + f + "\n";
   return out;
+}
+
+std::string no_layout_text(const SearchReport& rep, const model::LayoutConstraints& fixed,
+                           const std::string& fix_text) {
+  const model::SearchResult& r = rep.result;
+  const model::Scenario& s = rep.scenario;
+  if (!r.top.empty()) return "";
+  if (r.enumerated == 0) {
+    // No split of this many GPUs at all (model/search.h enumerate_layouts):
+    // nothing to do with --fix or memory, which the messages below blame.
+    return fmt::format(
+        "no layout of {} splits over {} GPUs: tp x cp x pp x dp must equal them, with tp dividing gpus_per_node ({}) "
+        "and the heads ({}), pp dividing the layers ({}) or trimming the end stages, and dp dividing the global "
+        "batch ({})\n",
+        s.model.name, rep.gpus, s.hardware.gpus_per_node, s.model.heads, s.model.layers,
+        s.parallel.global_batch / std::max(1, s.parallel.cp));  // the file's batch (model/config.h folds cp in)
+  }
+  const std::optional<std::string> why =
+      r.valid == 0 && !fix_text.empty() ? model::unmet_constraints_reason(s, rep.gpus, fixed) : std::nullopt;
+  if (why) return fmt::format("no layout meets --fix {}: {}\n", fix_text, *why);
+  return fmt::format("no layout of {} fits on {} x {}\n", s.model.name, rep.gpus, s.hardware.gpu);
 }
 
 std::string search_progress_text(int64_t done, int64_t total) {

@@ -29,6 +29,11 @@ struct SearchReport {
 base::Json search_json(const SearchReport& s);
 std::string search_text(const SearchReport& s);
 
+// Why the search ranked nothing (it exits 1), a line for stderr: no split of
+// the GPUs at all, a --fix (`fix_text` as typed, empty without one) that no
+// layout meets, or no layout that fits. "" when the ranking holds layouts.
+std::string no_layout_text(const SearchReport& s, const model::LayoutConstraints& fixed, const std::string& fix_text);
+
 // The progress lines on stderr: "search: 1200 / 5000 layouts (24%)" (the CLI
 // writes it through base::ProgressLine), and one per layout --refine re-simulates.
 std::string search_progress_text(int64_t done, int64_t total);

@@ -87,5 +87,33 @@ TEST(Golden, AFileNamedTwiceIsRunOnce) {
   fs::remove_all(dir);
 }
 
+// The gate's golden file and fidelity: the file's fidelity unless one is
+// asked; a missing file only with --update; another fidelity than the file's
+// only with --update (which re-records at it).
+TEST(Golden, OpenGoldenTakesTheFilesFidelityAndRefusesAMismatch) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::temp_directory_path() / ("golden_open_" + std::to_string(getpid()) + ".json");
+  fs::remove(path);
+  EXPECT_THROW(open_golden(path.string(), "", false), std::invalid_argument);  // no file, no --update
+  GoldenGate g = open_golden(path.string(), "", true);
+  EXPECT_TRUE(g.golden.is_null());
+  EXPECT_EQ(g.fidelity, "event");
+  std::ofstream(path) << updated_golden(base::Json(), {}, "analytical", [](const std::string&) { return true; }).dump(2);
+  g = open_golden(path.string(), "", false);
+  EXPECT_EQ(g.fidelity, "analytical");
+  EXPECT_TRUE(g.golden.contains("scenarios"));
+  try {
+    open_golden(path.string(), "event", false);
+    ADD_FAILURE() << "a gate at event fidelity compared with analytical figures";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("recorded at analytical fidelity; checking at event"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(open_golden(path.string(), "event", true).fidelity, "event");
+  std::ofstream(path) << "{\"schema_version\": 1}";  // malformed: named, as invalid input
+  EXPECT_THROW(open_golden(path.string(), "", false), std::invalid_argument);
+  fs::remove(path);
+}
+
 }  // namespace
 }  // namespace megascale::calibrate
