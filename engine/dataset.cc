@@ -178,9 +178,9 @@ void check_dataset_fits(const Dataset& ds, int seq_len, int model_vocab) {
 }
 
 std::vector<uint16_t> make_synthetic_corpus(uint32_t vocab, size_t tokens, uint64_t seed) {
-  if (vocab < 3 || vocab > 65536)
-    throw std::invalid_argument("make_synthetic_corpus: vocab " + std::to_string(vocab) +
-                                " outside 3..65536");
+  if (vocab < kMinSyntheticVocab || vocab > kMaxSyntheticVocab)
+    throw std::invalid_argument(fmt::format("make_synthetic_corpus: vocab {} outside {}..{}", vocab,
+                                            kMinSyntheticVocab, kMaxSyntheticVocab));
   // A seeded permutation (Fisher-Yates) decides the three successors of token t:
   // perm[(3t + k) mod V], k = 0, 1, 2 — distinct for V >= 3.
   std::vector<uint32_t> perm(vocab);

@@ -86,7 +86,10 @@ void check_dataset_fits(const Dataset& ds, int seq_len, int model_vocab);
 // 0.7 / 0.2 / 0.1 (chosen by a seeded permutation), so the next-token entropy is
 // about 0.80 nats against ln(vocab) for a model that has learnt nothing: the loss
 // visibly falls from ~ln(V) towards ~0.8. Deterministic in (vocab, tokens, seed).
-// REQUIRES: 3 <= vocab <= 65536 (throws std::invalid_argument otherwise).
+// REQUIRES: kMinSyntheticVocab <= vocab <= kMaxSyntheticVocab (throws
+// std::invalid_argument otherwise): three distinct successors, 16-bit tokens.
+inline constexpr uint32_t kMinSyntheticVocab = 3;
+inline constexpr uint32_t kMaxSyntheticVocab = 65536;
 std::vector<uint16_t> make_synthetic_corpus(uint32_t vocab, size_t tokens, uint64_t seed);
 
 // Entropy rate (nats per token) of make_synthetic_corpus's chain: the loss floor.

@@ -30,7 +30,17 @@ void make_folder(const model::Scenario& s, const std::string& key, const std::st
 }  // namespace
 
 void check_before_launch(const model::Scenario& s) {
-  // The synthetic corpus is written to train.work_dir when train.data is empty.
+  // The synthetic corpus is written to train.work_dir when train.data is empty;
+  // its vocabulary is the model's, which it must be able to hold (every rank
+  // stopped on it after launch, under MPI_Abort's noise).
+  if (s.train.data.empty() && (s.model.vocab < static_cast<int64_t>(kMinSyntheticVocab) ||
+                               s.model.vocab > static_cast<int64_t>(kMaxSyntheticVocab))) {
+    throw model::ScenarioError(
+        s.source, 0, 0, "model.vocab",
+        fmt::format("the synthetic corpus (train.data unset) draws 16-bit tokens with three successors each: vocab "
+                    "{}..{}, got {}; give train.data a tokenised dataset for another vocabulary",
+                    kMinSyntheticVocab, kMaxSyntheticVocab, s.model.vocab));
+  }
   if (s.train.data.empty() && !s.train.work_dir.empty()) make_folder(s, "train.work_dir", s.train.work_dir);
   if (!s.train.checkpoint_dir.empty()) make_folder(s, "train.checkpoint_dir", s.train.checkpoint_dir);
   // The trace is written when the training ends (engine/trace.h merge_traces:

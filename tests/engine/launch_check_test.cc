@@ -132,6 +132,24 @@ TEST_F(LaunchCheck, AFolderThatCannotBeMadeIsRefusedNamingTheKey) {
   EXPECT_TRUE(fs::is_directory(root_ + "/work/deeper"));
 }
 
+// The synthetic corpus (no train.data) holds 16-bit tokens with three
+// successors each: a model vocabulary it cannot draw is refused at model.vocab
+// before launch (each rank stopped on it under MPI_Abort).
+TEST_F(LaunchCheck, AVocabularyTheSyntheticCorpusCannotDrawIsRefused) {
+  const std::string fresh = "train.checkpoint_dir=\"" + root_ + "/fresh\"";  // no checkpoint of vocab 96 there
+  std::string key;
+  const std::string e = error_of({"model.vocab=2", fresh}, &key);
+  EXPECT_EQ(key, "model.vocab");
+  EXPECT_NE(e.find("the synthetic corpus (train.data unset) draws 16-bit tokens with three successors each: vocab "
+                   "3..65536, got 2"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of({"model.vocab=65538", fresh}, &key), "");
+  EXPECT_EQ(key, "model.vocab");
+  EXPECT_EQ(error_of({"model.vocab=3", fresh}), "");
+  EXPECT_EQ(error_of({"model.vocab=65536", fresh}), "");
+}
+
 // A corrupt newest checkpoint is not refused here: the engine's CRC check
 // refuses it at load, and `megascale run` moves it aside and resumes from the
 // one before (the fault matrix's corrupt_checkpoint).
