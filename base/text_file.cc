@@ -60,6 +60,13 @@ void check_output_path(const std::string& path, bool create_folders) {
   if (::access(folder.c_str(), W_OK) != 0) throw OutputFileError(path, std::strerror(errno));
 }
 
+void make_folder_or_throw(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (!ec && std::filesystem::is_directory(path, ec)) return;
+  throw FileError(path, "make this folder", ec ? ec.message() : std::string("a file is in the way"));
+}
+
 std::string file_identity(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);

@@ -6,7 +6,7 @@
 // error naming the path and the reason, not an empty input.
 //
 // defines: write_text_atomically, write_text_or_throw, FileError,
-//          OutputFileError, check_output_path, file_identity,
+//          OutputFileError, check_output_path, make_folder_or_throw, file_identity,
 //          refuse_repeated_files, InputFileError,
 //          read_text_or_throw, kMaxInputBytes
 #pragma once
@@ -54,6 +54,12 @@ void write_text_or_throw(const std::string& path, const std::string& text);
 // not a folder ("Not a directory") or not writable (the system's reason).
 // What it cannot foresee (a full disk) is still the writer's error.
 void check_output_path(const std::string& path, bool create_folders = false);
+
+// Makes the folder `path` and its parents, as a writer into it would later;
+// throws FileError "PATH: cannot make this folder (REASON)" where it cannot be
+// one (a file in the way, no permission, a read-only or virtual file system),
+// so that a run fails on it before its work, not after.
+void make_folder_or_throw(const std::string& path);
 
 // The one name of a file however its path is spelled ("x", "./x", "d/../x", a
 // symbolic link): its canonical path, or `path` as given where it cannot be

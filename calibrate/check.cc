@@ -234,6 +234,16 @@ CheckResult run_check(const std::string& scenario_file, const CheckOptions& o) {
   }
   const model::Scenario s = model::load_scenario(scenario_file, overrides);
   const model::GpuProfile& profile = model::hardware_profile(s);
+  // The folders written after the run (the reports, a recorded run): one that
+  // cannot be made fails now, not after the engine's minutes.
+  for (const auto& [option, folder] : {std::pair{"--dir", o.out_dir}, std::pair{"--run-dir", o.work_dir}}) {
+    if (folder.empty()) continue;
+    try {
+      base::make_folder_or_throw(folder);
+    } catch (const base::FileError& e) {
+      throw std::invalid_argument(std::string(option) + ": " + e.what());
+    }
+  }
   // The engine's device and the profile describe one machine: a cpu profile
   // times the CPU engine (the scenario loader refuses cuda with it), a GPU
   // profile the CUDA engine.

@@ -40,18 +40,8 @@ int run(const ParsedArgs& p, std::ostream& out, std::ostream& err) {
   // write_profile makes its folders): a path it cannot write is refused now,
   // not after the training.
   base::check_output_path(o.profile_path, /*create_folders=*/true);
-  // The work folder: made by the driver (with its parents); a file in the
-  // way is named now.
-  for (std::filesystem::path at = o.work_dir; !at.empty(); at = at.parent_path()) {
-    std::error_code ec;
-    if (std::filesystem::exists(at, ec)) {
-      if (!std::filesystem::is_directory(at, ec)) {
-        throw UsageError("--work-dir " + o.work_dir + ": " + at.string() + " is not a folder");
-      }
-      break;
-    }
-    if (at == at.parent_path()) break;
-  }
+  // The work folder (the driver's too): one that cannot be made is named now.
+  read_option("--work-dir", [&] { base::make_folder_or_throw(o.work_dir); return 0; });
   if (!robust::redis_server_available() && o.scenario.recovery.redis.empty()) {
     err << "megascale run: redis-server is not on PATH (install redis-server: scripts/setup.sh) and [recovery] redis "
            "names no server\n";

@@ -19,12 +19,11 @@ namespace {
 // cannot be one (a file in the way, no permission, a read-only or virtual file
 // system) is the scenario's error, named once here.
 void make_folder(const model::Scenario& s, const std::string& key, const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (!ec && std::filesystem::is_directory(path, ec)) return;
-  throw model::ScenarioError(s.source, 0, 0, key,
-                             fmt::format("{}: cannot make this folder ({})", path,
-                                         ec ? ec.message() : std::string("a file is in the way")));
+  try {
+    base::make_folder_or_throw(path);
+  } catch (const base::FileError& e) {
+    throw model::ScenarioError(s.source, 0, 0, key, e.what());
+  }
 }
 
 }  // namespace

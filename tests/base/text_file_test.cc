@@ -126,6 +126,24 @@ TEST_F(TextFile, FileIdentityIsOneNamePerFile) {
   EXPECT_EQ(file_identity(missing), missing);
 }
 
+TEST_F(TextFile, MakeFolderMakesTheParentsOrNamesWhyNot) {
+  const std::string deep = (dir_ / "a" / "b" / "c").string();
+  make_folder_or_throw(deep);
+  EXPECT_TRUE(fs::is_directory(deep));
+  make_folder_or_throw(deep);  // already there
+  std::ofstream(dir_ / "f") << "x";
+  for (const fs::path& bad : {dir_ / "f", dir_ / "f" / "sub"}) {
+    try {
+      make_folder_or_throw(bad.string());
+      ADD_FAILURE() << bad << " was made a folder";
+    } catch (const FileError& e) {
+      EXPECT_EQ(e.path(), bad.string());
+      EXPECT_NE(std::string(e.what()).find(bad.string() + ": cannot make this folder ("), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(TextFile, AFileGivenTwiceHoweverSpelledIsRefusedNamingBothSpellings) {
   const std::string x = (dir_ / "x.toml").string(), y = (dir_ / "y.toml").string();
   std::ofstream(x) << "x";

@@ -752,6 +752,33 @@ TEST(CliHardening, VersionAndHelpEverywhere) {
   }
 }
 
+// `run --work-dir` and `calibrate check --dir` / `--run-dir`: a folder that
+// cannot be made is named (option, path, the system's reason), exit 2, before
+// any work: run failed with the file system's bare words and exit 1 after
+// writing a recovery profile of no attempt, check after running the engine.
+TEST(CliHardening, AFolderThatCannotBeMadeIsNamedBeforeTheWork) {
+  const fs::path dir = fs::temp_directory_path() / ("megascale-folders-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a-file") << "x";
+  const std::string profile = (dir / "recovery.json").string();
+  for (const std::string& work : {std::string("/proc/megascale-no-folder"), (dir / "a-file" / "sub").string()}) {
+    const RunResult r = run_megascale(
+        {"run", kSourceDir + "/scenarios/cpu/robust-tiny.toml", "--work-dir", work, "--out", profile});
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+    EXPECT_NE(r.err.find("--work-dir: " + work + ": cannot make this folder ("), std::string::npos) << dump(r);
+    EXPECT_FALSE(fs::exists(profile)) << "a recovery profile of a run that never started";
+  }
+  for (const char* option : {"--dir", "--run-dir"}) {
+    const RunResult r = run_megascale({"calibrate", "check", kSourceDir + "/scenarios/cpu/check-single.toml", option,
+                                       (dir / "a-file").string()});
+    EXPECT_EQ(r.exit_code, 2) << dump(r);
+    EXPECT_NE(r.err.find(std::string(option) + ": " + (dir / "a-file").string() + ": cannot make this folder ("),
+              std::string::npos)
+        << dump(r);
+  }
+  fs::remove_all(dir);
+}
+
 // plan --plot writes the scenario's name into the SVG escaped (issue 13).
 TEST(CliHardening, PlotEscapesTheScenarioName) {
   const fs::path dir = fs::temp_directory_path() / ("megascale-plot-" + std::to_string(getpid()));
