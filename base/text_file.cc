@@ -57,7 +57,14 @@ void check_output_path(const std::string& path, bool create_folders) {
   if (folder.empty()) folder = ".";
   if (!fs::exists(folder, ec)) throw OutputFileError(path, std::strerror(ENOENT));
   if (!fs::is_directory(folder, ec)) throw OutputFileError(path, std::strerror(ENOTDIR));
-  if (::access(folder.c_str(), W_OK) != 0) throw OutputFileError(path, std::strerror(errno));
+  // A file made there and removed: access(2) says yes to root on /proc or a
+  // read-only mount, where the writer then failed after the work (minutes of
+  // `calibrate micro`).
+  std::string probe;
+  const int fd = create_temp_beside((folder / ".megascale-write-probe").string(), &probe);
+  if (fd < 0) throw OutputFileError(path, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void make_folder_or_throw(const std::string& path) {

@@ -51,8 +51,10 @@ void write_text_or_throw(const std::string& path, const std::string& text);
 // work is not lost at the end. Refused: `path` is a directory; its folder is
 // missing ("No such file or directory"; with `create_folders`, the nearest
 // existing folder above it is checked instead, as the writer makes the rest),
-// not a folder ("Not a directory") or not writable (the system's reason).
-// What it cannot foresee (a full disk) is still the writer's error.
+// not a folder ("Not a directory") or not writable (the system's reason: a
+// file is made there and removed, as access(2) says yes to root on /proc or a
+// read-only mount). What it cannot foresee (a full disk) is still the
+// writer's error.
 void check_output_path(const std::string& path, bool create_folders = false);
 
 // Makes the folder `path` and its parents, as a writer into it would later;

@@ -107,6 +107,12 @@ TEST_F(TextFile, OutputPathIsCheckedBeforeTheWork) {
   EXPECT_EQ(error("megascale-no-such-top/results/p.json", true), "(no error)");
   EXPECT_EQ(error("megascale-no-such-top/results/p.json", false),
             "megascale-no-such-top/results/p.json: cannot write (No such file or directory)");
+  // A folder where no file can be made, though access(2) says yes to root:
+  // refused with the reason creating one gives.
+  EXPECT_EQ(error("/proc/megascale-profile.toml", false).rfind("/proc/megascale-profile.toml: cannot write (", 0), 0u);
+  EXPECT_EQ(error("/proc/megascale-dir/p.toml", true).rfind("/proc/megascale-dir/p.toml: cannot write (", 0), 0u);
+  // Nothing is left behind by the check.
+  EXPECT_EQ(entries(), 1u);  // "file"
 }
 
 // A directory, a missing file and an endless one (/dev/zero) are errors naming
