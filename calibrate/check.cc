@@ -158,7 +158,7 @@ RecordedRun read_recorded_run(const std::string& dir, const model::Scenario& s) 
   for (size_t k = 0; k < lines.tokens.size(); ++k) {
     if (lines.tokens[k] >= 0 && std::abs(lines.tokens[k] / tokens - 1) > 1e-3) {
       throw std::invalid_argument(fmt::format(
-          "{}: step {} trained {:.0f} tokens, scenario {} has {:.0f} per step (global_batch x seq_len): "
+          "{}: step {} trained {:.6g} tokens, scenario {} has {:.6g} per step (global_batch x seq_len): "
           "a run of another scenario",
           jsonl, k + 1, lines.tokens[k], s.name, tokens));
     }
