@@ -391,7 +391,9 @@ TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
   EXPECT_EQ(dp_buckets_per_chunk(s),
             std::min(kMaxDpBuckets, static_cast<int>(std::ceil(layer_chunk_params(s, 0, 0) / 10e6))));
   s.optimizations.dp_bucket_params = 1'000'000;
-  EXPECT_EQ(dp_buckets_per_chunk(s), kMaxDpBuckets);  // hundreds, capped
+  EXPECT_EQ(dp_buckets_per_chunk(s), static_cast<int>(std::ceil(layer_chunk_params(s, 0, 0) / 1e6)));  // hundreds
+  s.optimizations.dp_bucket_params = 100'000;
+  EXPECT_EQ(dp_buckets_per_chunk(s), kMaxDpBuckets);  // thousands, capped
   expect_replay_agrees(s, 0.03);
   s.optimizations.dp_overlap = false;  // buckets only with overlap
   EXPECT_EQ(dp_buckets_per_chunk(s), 1);
