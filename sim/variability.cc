@@ -1,14 +1,16 @@
 // sim/variability.cc: see variability.h.
 #include "sim/variability.h"
 
-#include "base/splitmix64.h"
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numbers>
 #include <stdexcept>
 #include <string>
+
+#include <fmt/format.h>
+
+#include "base/splitmix64.h"
 
 namespace megascale::sim {
 namespace {
@@ -37,15 +39,13 @@ Variability::Variability(const model::Scenario& s, const VariabilityOptions& o)
   machines_ = (gpus + gpus_per_node_ - 1) / gpus_per_node_;
   const StragglerSpec& st = o.stragglers;
   if (!(st.factor >= 1.0) || !std::isfinite(st.factor))
-    throw std::invalid_argument("stragglers: factor must be >= 1 and finite, got " +
-                                std::to_string(st.factor));
+    throw std::invalid_argument(fmt::format("stragglers: factor must be >= 1 and finite, got {:g}", st.factor));
   if (!(st.machine_fraction >= 0.0 && st.machine_fraction <= 1.0))
-    throw std::invalid_argument("stragglers: machine fraction must be in [0, 1], got " +
-                                std::to_string(st.machine_fraction));
+    throw std::invalid_argument(
+        fmt::format("stragglers: machine fraction must be in [0, 1], got {:g}", st.machine_fraction));
   for (int g : st.gpus)
     if (g < 0 || g >= gpus)
-      throw std::invalid_argument("stragglers: GPU rank " + std::to_string(g) + " outside 0.." +
-                                  std::to_string(gpus - 1));
+      throw std::invalid_argument(fmt::format("stragglers: GPU rank {} outside 0..{}", g, gpus - 1));
   if (!(o.jitter_sigma >= 0.0) || !std::isfinite(o.jitter_sigma))
     throw std::invalid_argument("jitter sigma must be >= 0 and finite");
   if (!(o.gpu_sigma >= 0.0) || !std::isfinite(o.gpu_sigma))
