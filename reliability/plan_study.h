@@ -32,7 +32,8 @@ using IterationTimeFn = std::function<IterationTime(const model::Scenario&)>;
 struct PlanRequest {
   int runs = 1;
   uint64_t seed = 1;
-  // The checkpoint intervals to compare; empty: a geometric grid of 1 min .. 4 h.
+  // The checkpoint intervals to compare; empty: a geometric grid of 25 from 1 min
+  // (or one iteration, when longer) to 4 h.
   std::vector<double> checkpoint_intervals_s;
   // A GPU sweep: the scenario at each count (scaled_to_gpus); empty: none.
   std::vector<model::Scenario> scaled;
@@ -56,7 +57,10 @@ struct PlanStudy {
   std::vector<Assumption> assumptions;
 };
 
-// Throws as monte_carlo does.
+// Throws as monte_carlo does, and std::invalid_argument for a checkpoint
+// interval (the scenario's or a swept one) shorter than one iteration: the job
+// checkpoints between iterations, at most once per iteration (the run model
+// would have counted checkpoint stalls that never happen).
 PlanStudy plan_study(const model::Scenario& s, const PlanRequest& request, const IterationTimeFn& simulate);
 
 }  // namespace megascale::reliability

@@ -41,7 +41,7 @@ std::string duration_label(double s) {
   if (s >= 86400 && std::fmod(s, 86400) == 0) return fixed(s / 86400, 0) + "d";
   if (s >= 3600 && std::fmod(s, 3600) == 0) return fixed(s / 3600, 0) + "h";
   if (s >= 60 && std::fmod(s, 60) == 0) return fixed(s / 60, 0) + "m";
-  return fixed(s, 0) + "s";
+  return fmt::format("{:.4g}s", s);  // 90s, 1.5s, 0.25s: never two intervals as one label
 }
 
 Json plan_json(const model::Scenario& s, const reliability::PlanRequest& request,
@@ -151,8 +151,10 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
   }
   if (interval_sweep) {
     out += "  sweep checkpoint_interval:\n";
+    size_t width = 0;
+    for (const SweepPoint& q : study.sweep) width = std::max(width, duration_label(q.interval_s).size());
     for (const SweepPoint& q : study.sweep) {
-      fmt::format_to(o, "    {}        ETTR {}%\n", duration_label(q.interval_s), fixed(100 * q.ettr_mean, 2));
+      fmt::format_to(o, "    {:<{}}  ETTR {}%\n", duration_label(q.interval_s), width + 6, fixed(100 * q.ettr_mean, 2));
     }
   }
   if (!request.scaled.empty()) {
@@ -167,7 +169,7 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
     }
   }
   fmt::format_to(o, "  best checkpoint interval {} s (ETTR {}%); Young/Daly sqrt(2 x {} s x MTBF) = {} s\n",
-                 fixed(study.best.interval_s, 0), fixed(100 * study.best.ettr_mean, 2), fixed(m.checkpoint_stall_s, 2),
+                 fixed(study.best.interval_s, study.best.interval_s < 10 ? 2 : 0), fixed(100 * study.best.ettr_mean, 2), fixed(m.checkpoint_stall_s, 2),
                  fixed(study.young_daly_s, 0));
   out += "  assumptions (value: source):\n";
   for (const reliability::Assumption& a : study.assumptions) {

@@ -14,7 +14,8 @@
 
 namespace megascale::report {
 
-// "5m", "2h", "1d", "90s": a duration in its largest whole unit.
+// "5m", "2h", "1d", "90s": a duration in its largest whole unit; below a
+// minute or not whole, seconds to 4 significant digits ("0.5s", "1.5s").
 std::string duration_label(double s);
 
 // `interval_sweep`: the user gave the checkpoint intervals (--sweep

@@ -34,6 +34,11 @@ TEST(PlanReport, DurationLabelUsesTheLargestWholeUnit) {
   EXPECT_EQ(duration_label(86400), "1d");
   EXPECT_EQ(duration_label(90), "90s");
   EXPECT_EQ(duration_label(5400), "90m");
+  // Below a second or not whole: two intervals never share a label (0.1 s and
+  // 0.01 s both read "0s").
+  EXPECT_EQ(duration_label(1.5), "1.5s");
+  EXPECT_EQ(duration_label(0.1), "0.1s");
+  EXPECT_EQ(duration_label(0.01), "0.01s");
 }
 
 TEST(PlanReport, TextGivesTheFiguresAndOnlyTheSweepsAsked) {
