@@ -45,6 +45,10 @@ double RunModel::mtbf_s() const {
   return rate > 0 ? 1.0 / rate : std::numeric_limits<double>::infinity();
 }
 
+double RunModel::checkpoint_cycle_stall_s() const {
+  return std::max(checkpoint_stall_s, checkpoint_persist_s - recovery.checkpoint_interval_s);
+}
+
 RunModel build_run_model(const model::Scenario& s, double iteration_time_s) {
   RunModel m;
   m.iteration_time_s = iteration_time_s;
@@ -94,7 +98,7 @@ class RunSim {
         fault_rng_(~seed * 0xD1B54A32D192ED03ull + static_cast<uint64_t>(run_index)),
         H_(m.horizon_s),
         I_(r_.checkpoint_interval_s),
-        c_(m.checkpoint_stall_s),
+        c_(m.checkpoint_cycle_stall_s()),
         cycle_(I_ + c_),
         restart_s_(m.restart_s()),
         flap_tolerance_s_(link_flap_tolerance_s(f_.nccl_ib_timeout, f_.nccl_ib_retry_cnt)),
@@ -239,12 +243,13 @@ class RunSim {
     const double k = std::floor(L / cycle_);
     return k * c_ + std::max(0.0, L - k * cycle_ - I_);
   }
-  // Progress on storage at L: snapshot j is taken at j*I + (j-1)*c and is on
-  // storage persist_s later.
+  // Progress on storage at L: the stall after training j*I ends at j*cycle; its
+  // last checkpoint_stall_s stages snapshot j (what precedes it is the wait for
+  // snapshot j-1), which is on storage checkpoint_persist_s after staging began.
   double checkpointed(double L) const {
     const double k = std::floor(L / cycle_);
     const double snapshots = k + (L - k * cycle_ >= I_ ? 1 : 0);
-    const double j = std::min(snapshots, std::floor((L - m_.checkpoint_persist_s + c_) / cycle_));
+    const double j = std::min(snapshots, std::floor((L - m_.checkpoint_persist_s + m_.checkpoint_stall_s) / cycle_));
     if (j < 1) return p_origin_;
     return std::max(p_origin_, p_origin_ + j * I_ - slow_loss_);
   }

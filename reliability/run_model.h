@@ -4,7 +4,8 @@
 // time / wall time, MegaScale NSDI'24 section 5) and where the time went.
 //
 // One run: training proceeds in cycles of checkpoint_interval of training then a
-// checkpoint stall; failures arrive as a Poisson process (total rate of
+// checkpoint stall (checkpoint_cycle_stall_s: an async save whose previous
+// snapshot is not yet on storage waits for it first); failures arrive as a Poisson process (total rate of
 // failure_model.h) plus the explicit faults. Per failure:
 //  - link flap: shorter than link_flap_tolerance_s -> NCCL retransmits, training
 //    waits the flap out (the checkpoint cycle pauses); longer -> a crash
@@ -81,6 +82,14 @@ struct RunModel {
   double tokens = 0;
 
   double restart_s() const { return recovery.process_start_s + init_s + load_s; }
+  // Training time lost per checkpoint: the staging stall, or, when the previous
+  // snapshot is still on its way to storage as the next one is due, the wait for
+  // it and then the staging: max(stall, persist - interval). One save is in
+  // flight at a time (torchtitan's async checkpointer waits on the previous save's
+  // future before it stages the next, components/checkpoint.py _async_wait); a
+  // queue of snapshots in host memory would grow without bound when persisting
+  // takes longer than a cycle.
+  double checkpoint_cycle_stall_s() const;
   // Mean time between failures that interrupt the job (flaps NCCL survives excluded).
   double mtbf_s() const;
 };

@@ -85,6 +85,7 @@ Json plan_json(const model::Scenario& s, const reliability::PlanRequest& request
   j["restart_s"] = m.restart_s();
   j["checkpoint_stall_s"] = m.checkpoint_stall_s;
   j["checkpoint_persist_s"] = m.checkpoint_persist_s;
+  j["checkpoint_cycle_stall_s"] = m.checkpoint_cycle_stall_s();
   j["checkpoint_interval_s"] = s.recovery.checkpoint_interval_s;
   j["lost_hours_by_cause"] = lost;
   j["best_checkpoint_interval_s"] = study.best.interval_s;
@@ -134,6 +135,13 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
   fmt::format_to(o, "  checkpoint          {}, every {}: stall {} s, on storage after {} s\n", s.recovery.checkpoint,
                  duration_label(s.recovery.checkpoint_interval_s), fixed(m.checkpoint_stall_s, 2),
                  fixed(m.checkpoint_persist_s, 1));
+  if (m.checkpoint_cycle_stall_s() > m.checkpoint_stall_s) {
+    fmt::format_to(o,
+                   "  checkpoint wait     each checkpoint first waits {} s for the previous one to reach storage "
+                   "(the interval is shorter than the {} s a save takes): {} s lost per checkpoint\n",
+                   fixed(m.checkpoint_cycle_stall_s() - m.checkpoint_stall_s, 1), fixed(m.checkpoint_persist_s, 1),
+                   fixed(m.checkpoint_cycle_stall_s(), 1));
+  }
   out += "  lost hours by cause (mean per run):\n";
   double lost_total_h = 0;
   for (const auto& [cause, hours] : r.lost_hours_by_cause) {

@@ -246,6 +246,35 @@ TEST(RunModelTest, ExplicitFaultIsReproducible) {
   EXPECT_NEAR((1 - o.ettr) * m.horizon_s, 450 + 100 + m.recovery.replacement_s, 1e-6);
 }
 
+// A two-stage save whose persist outlasts the interval: the next checkpoint
+// waits for the previous one to reach storage (one save in flight), so the
+// stall per checkpoint is max(stage, persist - interval). The run model used to
+// let the persists overlap: every snapshot on storage 100 s after it was taken
+// at full bandwidth, however many were in flight, and the loss was the 10 s
+// staging alone.
+TEST(RunModelTest, ACheckpointWaitsForThePreviousOneToReachStorage) {
+  RunModel m = synthetic(0, 10, 30);
+  m.recovery.checkpoint = "async";
+  m.checkpoint_persist_s = 100;
+  EXPECT_DOUBLE_EQ(m.checkpoint_cycle_stall_s(), 70);
+  // 30 s of training per 100 s cycle; 21 days are a whole number of cycles.
+  EXPECT_NEAR(simulate_run(m, 1, 0).ettr, 0.3, 1e-9);
+  // An interval longer than the persist: the staging alone.
+  m.recovery.checkpoint_interval_s = 200;
+  EXPECT_DOUBLE_EQ(m.checkpoint_cycle_stall_s(), 10);
+  EXPECT_NEAR(simulate_run(m, 1, 0).ettr, 200.0 / 210, 1e-9);
+  // Lost work counts from the last snapshot on storage. Cycle 100 s: snapshot j
+  // is staged over [100 j - 10, 100 j] and on storage at 100 j + 90. A crash at
+  // 1,050 s has trained 330 s; snapshot 10 (300 s) is not yet on storage,
+  // snapshot 9 (270 s) is: 60 s of training are redone after the restart.
+  m.recovery.checkpoint_interval_s = 30;
+  m.recovery.process_start_s = 100;
+  m.failures.faults.push_back({1050.0, "software", "crash"});
+  const RunOutcome o = simulate_run(m, 1, 0);
+  EXPECT_EQ(o.restarts, 1);
+  EXPECT_NEAR(o.catch_up_s, 100 + 60, 1e-6);
+}
+
 // Found by the fuzz test (tests/fuzz/corpus/plan-rate-scale-1e308.toml):
 // failures.rate_scale = 1e6 on the 12,288-GPU run made `plan` run for hours, and
 // 1e308 (an infinite rate: failures at the same instant) forever. A run whose

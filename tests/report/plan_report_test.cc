@@ -72,6 +72,24 @@ TEST(PlanReport, TextGivesTheFiguresAndOnlyTheSweepsAsked) {
       << swept;
 }
 
+// The wait for the previous save appears only when the interval is shorter
+// than a save's trip to storage.
+TEST(PlanReport, TheWaitForThePreviousCheckpointIsNamedWhenItExists) {
+  model::Scenario s = model::default_scenario("megascale");
+  const reliability::PlanRequest request;
+  reliability::PlanStudy st = study();
+  st.model.checkpoint_persist_s = 50;
+  st.model.recovery.checkpoint_interval_s = 1800;
+  EXPECT_EQ(plan_text(s, request, st, false).find("checkpoint wait"), std::string::npos);
+  st.model.recovery.checkpoint_interval_s = 20;
+  const std::string text = plan_text(s, request, st, false);
+  EXPECT_NE(text.find("  checkpoint wait     each checkpoint first waits 28.0 s for the previous one to reach "
+                      "storage (the interval is shorter than the 50.0 s a save takes): 30.0 s lost per checkpoint\n"),
+            std::string::npos)
+      << text;
+  EXPECT_DOUBLE_EQ(plan_json(s, request, st, {})["checkpoint_cycle_stall_s"].get<double>(), 30);
+}
+
 TEST(PlanReport, JsonAndChartFollowTheStudy) {
   const model::Scenario s = model::default_scenario("megascale");
   reliability::PlanRequest request;
