@@ -39,6 +39,7 @@ const char* to_string(Recompute v) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kSelectiveOp: return "selective_op";
   }
   return "?";
 }

@@ -22,7 +22,9 @@ namespace megascale::model {
 
 enum class MlpKind { kGelu, kSwiGlu };
 enum class BlockKind { kSequential, kParallel };
-enum class Recompute { kNone, kSelective, kFull };
+// kSelective: Megatron-LM's (the attention core re-run; Korthikanti et al. 2022);
+// kSelectiveOp: torchtitan's op-level selective AC (model/op_recompute.h).
+enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 enum class OptimizerKind { kAdam, kLamb };
 // The loss over the vocabulary-parallel logits (model/op_cost.h output_operators):
 // kUnfused: Megatron's vocab_parallel_cross_entropy as written (fp32 upcast, then

@@ -253,8 +253,9 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
     const bool as_forward = !backward || step.recompute;
     StepTime st;
     if (step.kind == LayerStepKind::kCompute) {
-      for (int i : step.ops) {
-        st.op_s.push_back(as_forward ? forward_time_s(ops[i], gpu) : backward_time_s(ops[i], gpu));
+      for (size_t j = 0; j < step.ops.size(); ++j) {
+        const OperatorCost& op = ops[step.ops[j]];
+        st.op_s.push_back(step.share(j) * (as_forward ? forward_time_s(op, gpu) : backward_time_s(op, gpu)));
         st.added_s += st.op_s.back();
       }
     } else {
@@ -338,7 +339,10 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
     const LayerStep& step = program[k];
     if (step.kind == LayerStepKind::kCompute) {
       const bool as_forward = !backward || step.recompute;
-      for (int i : step.ops) t.flops += as_forward ? ops[i].fwd_flops : ops[i].bwd_flops;
+      for (size_t j = 0; j < step.ops.size(); ++j) {
+        const OperatorCost& op = ops[step.ops[j]];
+        t.flops += step.share(j) * (as_forward ? op.fwd_flops : op.bwd_flops);
+      }
       (step.recompute ? t.recompute_s : t.compute_s) += steps[k].added_s;
     } else {
       t.tp_exposed_s += steps[k].added_s;

@@ -1,6 +1,8 @@
 // model/layer_program.cc: compute segments and TP/SP collectives of one layer.
 #include "model/layer_program.h"
 
+#include "model/op_recompute.h"
+
 namespace megascale::model {
 namespace {
 
@@ -15,7 +17,10 @@ class ProgramBuilder {
  public:
   explicit ProgramBuilder(bool recompute) : recompute_(recompute) {}
 
-  void add_compute(int op) { pending_.push_back(op); }
+  void add_compute(int op, double share = 1.0) {
+    pending_.push_back(op);
+    shares_.push_back(share);
+  }
 
   void flush() {
     if (pending_.empty()) return;
@@ -23,9 +28,13 @@ class ProgramBuilder {
     step.kind = LayerStepKind::kCompute;
     step.name = "compute";
     step.ops = pending_;
+    for (double x : shares_) {
+      if (x != 1.0) step.op_share = shares_;
+    }
     step.recompute = recompute_;
     program_.push_back(step);
     pending_.clear();
+    shares_.clear();
   }
 
   void add_collective(LayerStepKind kind, const std::string& name, int64_t bytes, int fused,
@@ -49,6 +58,7 @@ class ProgramBuilder {
  private:
   bool recompute_;
   std::vector<int> pending_;
+  std::vector<double> shares_;
   LayerProgram program_;
 };
 
@@ -80,6 +90,28 @@ LayerProgram forward_program(const ModelConfig& m, const ParallelConfig& p,
   return b.take();
 }
 
+// torchtitan's op-level policy re-runs what it did not save (op_recompute.h),
+// with the collectives that feed it: the all-gather before a re-run
+// column-parallel GEMM (all-gathers are not in the save list) and, without
+// SP, the all-reduce after a re-run row-parallel one (SP's reduce-scatter
+// output is saved).
+LayerProgram op_recompute_program(const ModelConfig& m, const ParallelConfig& p,
+                                  const std::vector<OperatorCost>& ops) {
+  const std::vector<double> shares = op_recompute_shares(m, p, ops);
+  ProgramBuilder b(/*recompute=*/true);
+  const bool tp = p.tp > 1;
+  const bool sp = p.sequence_parallel;
+  const int64_t bytes = activation_bytes(m, p);
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    if (shares[i] <= 0) continue;
+    const std::string& name = ops[i].name;
+    if (tp && sp && opens_tp_region(name)) b.add_collective(LayerStepKind::kTpAllGather, "ag_" + name, bytes, i);
+    b.add_compute(i, shares[i]);
+    if (tp && !sp && closes_tp_region(name)) b.add_collective(LayerStepKind::kTpAllReduce, "ar_" + name, bytes, -1);
+  }
+  return b.take();
+}
+
 }  // namespace
 
 bool is_column_parallel(const std::string& op_name) {
@@ -96,6 +128,8 @@ LayerProgram layer_backward_program(const ModelConfig& m, const ParallelConfig& 
   LayerProgram program;
   if (p.recompute == Recompute::kFull) {
     program = forward_program(m, p, ops, /*recompute=*/true);
+  } else if (p.recompute == Recompute::kSelectiveOp) {
+    program = op_recompute_program(m, p, ops);
   } else if (p.recompute == Recompute::kSelective) {
     LayerStep step;
     step.kind = LayerStepKind::kCompute;

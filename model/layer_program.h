@@ -45,6 +45,10 @@ struct LayerStep {
   LayerStepKind kind = LayerStepKind::kCompute;
   std::string name;         // e.g. "attn_in", "mlp", "ag_mlp"
   std::vector<int> ops;     // compute: indices into the layer's OperatorCost list
+  // Compute: the share of each operator (parallel to `ops`) the step runs; empty =
+  // all of each (recompute = "selective_op" re-runs parts of fused GEMMs).
+  std::vector<double> op_share;
+  double share(size_t j) const { return op_share.empty() ? 1.0 : op_share[j]; }
   int64_t bytes = 0;        // collectives: size of the full (unsharded) tensor, bytes (bf16)
   // Collectives: index (into the layer's operator list) of the GEMM it can be
   // fused with under tp_overlap (MegaScale section 3.2: the all-gather feeding a
@@ -71,7 +75,8 @@ LayerProgram layer_forward_program(const ModelConfig& m, const ParallelConfig& p
                                    const std::vector<OperatorCost>& ops);
 
 // The backward program: recomputation first (full: the whole forward program;
-// selective: the attention core), then the mirrored forward with AG <-> RS and,
+// selective: the attention core; selective_op: what torchtitan's op-level policy
+// does not save, model/op_recompute.h, with the TP collectives feeding it), then the mirrored forward with AG <-> RS and,
 // under SP, the input re-gather before each column-parallel GEMM.
 // Compute steps of the backward refer to the same operator indices; their time is
 // the operators' backward time (recompute steps: forward time).

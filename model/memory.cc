@@ -7,6 +7,7 @@
 
 #include "model/engine_ops.h"
 #include "model/op_cost.h"
+#include "model/op_recompute.h"
 #include "model/payload.h"
 #include "model/pipeline_layout.h"
 
@@ -14,7 +15,8 @@ namespace megascale::model {
 namespace {
 
 constexpr double kParamBytes = 2.0;       // bf16 working weights
-constexpr double kOptimizerBytes = 12.0;  // fp32 master weight + 2 fp32 moments (Adam, LAMB)
+constexpr double kOptimizerBytes = 12.0;
+constexpr double kBf16ActivationBytes = 2.0;  // the saved tensors of recompute = "selective_op"  // fp32 master weight + 2 fp32 moments (Adam, LAMB)
 
 // Fixed per-GPU overhead: CUDA context and cuBLAS workspace (~0.5-1 GB) plus NCCL
 // communicator buffers (NCCL_BUFFSIZE 4 MB x channels x peers, ~0.5-1 GB for a
@@ -100,6 +102,8 @@ double activation_bytes_per_layer(const ModelConfig& m, const ParallelConfig& p,
       return sbh * 2.0 / (p.sequence_parallel ? t : 1.0);
     case Recompute::kSelective:
       return p.sequence_parallel ? sbh * linear / t : sbh * (replicated + sharded / t);
+    case Recompute::kSelectiveOp:
+      return sbh * kBf16ActivationBytes * op_recompute_saved_elems_per_token(m, p, flash_attention) / m.hidden;
     case Recompute::kNone:
       break;
   }

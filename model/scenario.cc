@@ -159,7 +159,8 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus, int layers) {
   p.sequence_parallel = s.boolean("sequence_parallel").value_or(false);
   p.zero_stage = s.integer("zero_stage", 0, 3).value_or(1);
   p.recompute =
-      s.enum_choice("recompute", {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+      s.enum_choice("recompute",
+                      {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kSelectiveOp})
           .value_or(Recompute::kNone);
   p.rank_order =
       s.enum_choice("rank_order", {RankOrder::kTpCpDpPp, RankOrder::kTpCpPpDp}).value_or(RankOrder::kTpCpDpPp);

@@ -36,7 +36,7 @@ std::vector<LayerSlice> pass_slices(const model::LayerProgram& program,
         const model::OperatorCost& op = ops[step.ops[j]];
         const double d = times[k].op_s[j];
         out.push_back({Stream::kCompute, op.name + suffix, -1, t, t + d,
-                       as_forward ? op.fwd_flops : op.bwd_flops, 0});
+                       step.share(j) * (as_forward ? op.fwd_flops : op.bwd_flops), 0});
         gemm_start[step.ops[j]] = t;
         t += d;
       }

@@ -185,6 +185,37 @@ TEST_F(SimOutputs, LayerSlicesTileEachChunkOpWithItsLayers) {
   }
 }
 
+// Under recompute = "selective_op" the re-run slices carry only the re-run
+// share of a fused GEMM's FLOPs: with them, a backward op's slices add up to the
+// op's FLOPs (the qkv slice read its whole forward when wk alone re-runs).
+TEST_F(SimOutputs, ReRunSlicesCarryTheirShareOfTheFlops) {
+  model::Scenario s = scenario();
+  s.parallel.recompute = model::Recompute::kSelectiveOp;
+  SimOptions o = options(s);
+  o.trace_step = 0;
+  o.trace_layers = true;
+  const JobResult r = simulate_job(s, o);
+  int checked = 0;
+  for (const TraceEvent& e : r.trace_events) {
+    if (e.rank != 0 || e.kind != "backward") continue;
+    double flops = 0, rerun = 0;
+    for (const TraceEvent& x : r.trace_events) {
+      if (x.rank != e.rank || x.microbatch != e.microbatch || x.chunk != e.chunk) continue;
+      if (x.stream != model::Stream::kCompute || x.layer < 0) continue;
+      const auto ends_with = [&](const std::string& tail) {
+        return x.kind.size() > tail.size() && x.kind.compare(x.kind.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      if (ends_with(".recompute")) rerun += x.flops;
+      if (ends_with(".recompute") || ends_with(".bwd")) flops += x.flops;
+    }
+    EXPECT_NEAR(flops, e.flops, 1e-6 * e.flops);
+    EXPECT_GT(rerun, 0);
+    EXPECT_LT(rerun, 0.25 * flops);  // a part of the forward (1/3 of the backward), not all of it
+    if (++checked >= 4) break;
+  }
+  EXPECT_GE(checked, 4);
+}
+
 TEST_F(SimOutputs, NoTraceWhenNotAsked) {
   const model::Scenario s = scenario();
   SimOptions o = options(s);
