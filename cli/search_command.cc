@@ -88,7 +88,7 @@ CommandEntry search_command() {
             {"--top", Kind::kInt, "K", "layouts ranked (default 10)", 1, kMaxInt},
             {"--refine", Kind::kInt, "N", "re-simulate the best N at event level and re-rank them by\nit (a line per layout on stderr)", 1, kMaxInt},
             {"--fix", Kind::kText, "tp=8,pp=4,...", "keep dimensions (tp, cp, pp, vpp, dp, micro_batch, zero_stage,\n"
-             "sequence_parallel=true|false, recompute=none|selective|full)"},
+             "sequence_parallel=true|false, recompute=none|selective|full|selective_op)"},
             {"--min-headroom", Kind::kFraction, "10%", "memory each GPU keeps free (default 0)", 0, 0.9, headroom},
             {"--headroom", Kind::kFraction, "0.1", "the same as --min-headroom", 0, 0.9, headroom},
             {"--csv", Kind::kOutFile, "FILE", "the ranking, then every valid layout"},

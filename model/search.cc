@@ -44,6 +44,10 @@ void rank(const Candidate& c, size_t keep, std::vector<Candidate>* top) {
 }  // namespace
 
 std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
+  // A framework offers one selective form: torchtitan's op-level policy or
+  // Megatron-LM's attention-core re-run.
+  const Recompute selective =
+      s.parallel.recompute == Recompute::kSelectiveOp ? Recompute::kSelectiveOp : Recompute::kSelective;
   // The job as written: a scenario read with cp > 1 carries a folded model and batch.
   const ModelConfig m = context_parallel_model(s.model, s.parallel.cp, 1);
   const int batch = s.parallel.global_batch / std::max(1, s.parallel.cp);
@@ -80,7 +84,7 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
             if (vpp > 1 && (pp == 1 || microbatches % pp != 0)) continue;
             for (int sp = 0; sp <= (sequence_splits ? 1 : 0); ++sp) {
               for (int zero = 0; zero <= (engine ? 2 : 3); ++zero) {
-                for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+                for (Recompute rc : {Recompute::kNone, selective, Recompute::kFull}) {
                   if (engine && rc != Recompute::kNone) continue;
                   ParallelConfig p;
                   p.tp = tp;
@@ -348,10 +352,11 @@ LayoutConstraints parse_layout_constraints(const std::string& text) {
       continue;
     }
     if (key == "recompute") {
-      for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+      for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kSelectiveOp})
         if (text_value == to_string(r)) f.recompute = r;
       if (!f.recompute) {
-        throw std::invalid_argument(fmt::format("recompute={}: expected none, selective or full", text_value));
+        throw std::invalid_argument(
+            fmt::format("recompute={}: expected none, selective, full or selective_op", text_value));
       }
       continue;
     }

@@ -2,7 +2,9 @@
 //
 // For a scenario's model, global batch, GPU count and optimisations, enumerates
 // every (tp, cp, pp, vpp, dp, micro_batch, sequence_parallel, zero_stage,
-// recompute) that is a valid layout (check_layout(), tp dividing gpus_per_node and a CP group of tp x cp
+// recompute: none, full and the selective form of the scenario's framework,
+// torchtitan's "selective_op" when the scenario uses it, else Megatron's
+// "selective") that is a valid layout (check_layout(), tp dividing gpus_per_node and a CP group of tp x cp
 // below it dividing it too, check_placement in model/scenario.cc; cp > 1
 // where the sequence splits into 2 x cp chunks, Megatron-Core's load-balanced
 // form, and not for the engine, which has no CP; tp dividing the heads, KV heads
@@ -48,7 +50,7 @@ struct LayoutConstraints {
 
 // "tp=8,pp=4,recompute=selective": the dimensions a search keeps (`megascale
 // search --fix`): tp, cp, pp, vpp, dp, micro_batch >= 1, zero_stage 0..3,
-// sequence_parallel true|false, recompute none|selective|full (the scenario
+// sequence_parallel true|false, recompute none|selective|full|selective_op (the scenario
 // keys' values). Throws std::invalid_argument naming the item that is not one
 // of them.
 LayoutConstraints parse_layout_constraints(const std::string& text);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "model/scenario.h"
 
 namespace megascale::model {
@@ -22,6 +24,20 @@ Scenario small_job() {
   s.parallel.global_batch = 64;
   s.cluster.gpus = 16;
   return s;
+}
+
+// The selective form searched is the scenario's framework's: a torchtitan job
+// (recompute = "selective_op") is offered its op-level policy, not Megatron's.
+TEST(Search, TheSelectiveFormFollowsTheScenariosFramework) {
+  Scenario s = small_job();
+  for (Recompute own : {Recompute::kNone, Recompute::kSelectiveOp}) {
+    s.parallel.recompute = own;
+    std::set<Recompute> modes;
+    for (const ParallelConfig& p : enumerate_layouts(s, 16)) modes.insert(p.recompute);
+    const Recompute selective = own == Recompute::kSelectiveOp ? Recompute::kSelectiveOp : Recompute::kSelective;
+    EXPECT_EQ(modes, (std::set<Recompute>{Recompute::kNone, selective, Recompute::kFull})) << to_string(own);
+  }
+  EXPECT_EQ(parse_layout_constraints("recompute=selective_op").recompute, Recompute::kSelectiveOp);
 }
 
 TEST(Search, EnumeratesEveryLayoutOnce) {
@@ -281,7 +297,7 @@ TEST(Search, FixesSequenceParallelismAndRecomputation) {
   try {
     parse_layout_constraints("recompute=some");
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "recompute=some: expected none, selective or full");
+    EXPECT_STREQ(e.what(), "recompute=some: expected none, selective, full or selective_op");
   }
 }
 
