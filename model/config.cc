@@ -30,6 +30,22 @@ const char* to_string(BlockKind v) {
   return "?";
 }
 
+const char* to_string(NormKind v) {
+  switch (v) {
+    case NormKind::kLayerNorm: return "layernorm";
+    case NormKind::kRmsNorm: return "rmsnorm";
+  }
+  return "?";
+}
+
+const char* to_string(PositionKind v) {
+  switch (v) {
+    case PositionKind::kLearned: return "learned";
+    case PositionKind::kRope: return "rope";
+  }
+  return "?";
+}
+
 int64_t megatron_default_dp_bucket_params(int dp) {
   return std::max<int64_t>(40'000'000, 1'000'000 * static_cast<int64_t>(dp));
 }
@@ -101,6 +117,7 @@ const char* to_string(CrossEntropyImpl v) {
     case CrossEntropyImpl::kUnfused: return "unfused";
     case CrossEntropyImpl::kJitFused: return "jit-fused";
     case CrossEntropyImpl::kSingleKernel: return "single-kernel";
+    case CrossEntropyImpl::kPytorch: return "pytorch";
   }
   return "?";
 }
@@ -206,9 +223,11 @@ int64_t ModelConfig::parameters_per_layer() const {
 int64_t ModelConfig::parameters() const {
   const int64_t h = hidden;
   // Megatron-LM GPT: layers, word embedding (tied with the output layer, or a
-  // separate output matrix), learned position embedding, final LayerNorm.
-  return layers * parameters_per_layer() + static_cast<int64_t>(vocab) * h * (tie_embeddings ? 1 : 2) +
-         static_cast<int64_t>(seq_len) * h + 2 * h;
+  // separate output matrix), learned position embedding (none with RoPE), final
+  // LayerNorm.
+  const int64_t positions = position == PositionKind::kLearned ? static_cast<int64_t>(seq_len) * h : 0;
+  return layers * parameters_per_layer() + static_cast<int64_t>(vocab) * h * (tie_embeddings ? 1 : 2) + positions +
+         2 * h;
 }
 
 }  // namespace megascale::model

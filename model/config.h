@@ -22,6 +22,11 @@ namespace megascale::model {
 
 enum class MlpKind { kGelu, kSwiGlu };
 enum class BlockKind { kSequential, kParallel };
+enum class NormKind { kLayerNorm, kRmsNorm };
+// Learned absolute positions (GPT: a table beside the word embedding, no work in
+// the layers) or rotary embeddings (Llama: each layer rotates q and k; RoFormer,
+// Su et al. 2021).
+enum class PositionKind { kLearned, kRope };
 // kSelective: Megatron-LM's (the attention core re-run; Korthikanti et al. 2022);
 // kSelectiveOp: torchtitan's op-level selective AC (model/op_recompute.h).
 enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
@@ -31,8 +36,10 @@ enum class OptimizerKind { kAdam, kLamb };
 // separate max / subtract / exp / sum / divide passes); kJitFused: Megatron-Core's
 // --cross-entropy-loss-fusion (the same steps, fused by its jit in fewer passes);
 // kSingleKernel: one kernel that reads the bf16 logits once per pass (flash-attn's
-// xentropy, Transformer Engine's fused cross-entropy).
-enum class CrossEntropyImpl { kUnfused, kJitFused, kSingleKernel };
+// xentropy, Transformer Engine's fused cross-entropy); kPytorch: PyTorch's
+// F.cross_entropy over an fp32 copy of the logits (torchtitan's loss), whose
+// log_softmax output is kept for backward beside the copy.
+enum class CrossEntropyImpl { kUnfused, kJitFused, kSingleKernel, kPytorch };
 // How tp_overlap moves a TP collective beside its GEMM (model/fused_overlap.h):
 // kNccl: NCCL collectives on a side stream beside GEMM pieces, each NCCL kernel
 // holding one SM per channel (MegaScale section 3.2; Megatron-LM's chunked
@@ -57,6 +64,8 @@ enum class RankOrder { kTpCpDpPp, kTpCpPpDp };
 
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
+const char* to_string(NormKind v);
+const char* to_string(PositionKind v);
 const char* to_string(Recompute v);
 
 // Megatron's default DP bucket: max(40M, 1M x DP) parameters (Megatron-Core
@@ -82,6 +91,10 @@ struct ModelConfig {
   MlpKind mlp = MlpKind::kGelu;
   BlockKind block = BlockKind::kSequential;
   int attention_window = 0;  // sliding window W (keys i-W..i); 0 = full causal
+  // LayerNorm or RMSNorm: timed alike as one fused kernel; under
+  // Optimizations::eager_elementwise RMSNorm runs as PyTorch composite ops.
+  NormKind norm = NormKind::kLayerNorm;
+  PositionKind position = PositionKind::kLearned;
   // Input embedding and output layer share one matrix (GPT, Megatron-LM's
   // default); false: separate matrices (Llama, --untie-embeddings-and-output-weights):
   // no embedding-gradient all-reduce between the first and last stage, and one
@@ -261,6 +274,11 @@ struct Optimizations {
   bool pp_overlap = false;           // async decoupled send/recv
   bool dp_overlap = false;           // prefetched AG, per-chunk RS
   bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU
+  // PyTorch eager kernels where a fused one would run (torchtitan without
+  // torch.compile): RMSNorm as its composite ops over an fp32 copy, SwiGLU's
+  // SiLU and product apart, RoPE as a complex multiply over fp32 copies
+  // (model/op_cost.h apply_eager_elementwise). Off in every preset.
+  bool eager_elementwise = false;
   bool data_pipeline = false;        // async preprocessing, one loader per node
   // Hopper's fused attention kernel (cuDNN fused attention / FlashAttention-3
   // class, Transformer Engine) where the profile has its efficiencies; else FA2.

@@ -202,7 +202,8 @@ const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
 
 std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu) {
   if (!gpu.models_engine()) {
-    std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+    std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, s.optimizations.efficient_operators,
+                                                    s.optimizations.eager_elementwise);
     if (s.optimizations.efficient_operators) {
       const FlashKernel kernel = s.optimizations.fused_attention ? FlashKernel::kFused
                                  : s.optimizations.attention_kernel == AttentionKernel::kFlashTriton
@@ -260,7 +261,8 @@ std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuPr
 }
 
 std::vector<OperatorCost> job_output_operators(const Scenario& s, const GpuProfile& gpu) {
-  std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, s.optimizations.cross_entropy);
+  std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, s.optimizations.cross_entropy,
+                                                   s.optimizations.eager_elementwise && !gpu.models_engine());
   if (!gpu.models_engine()) return ops;
   const EngineDims d = dims(s.model, s.parallel);
   const double shard = static_cast<double>(d.Nl) * d.C;

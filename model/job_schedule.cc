@@ -84,7 +84,7 @@ Schedule build_job_schedule(const Scenario& s) {
     }
   }
   const std::vector<OperatorCost> ops =
-      layer_operators(s.model, s.parallel, s.optimizations.efficient_operators);
+      layer_operators(s.model, s.parallel, s.optimizations.efficient_operators, s.optimizations.eager_elementwise);
   sch.layer_forward = layer_forward_program(s.model, s.parallel, ops);
   sch.layer_backward = layer_backward_program(s.model, s.parallel, ops);
   return sch;

@@ -32,9 +32,19 @@ constexpr double kZero3UnsharedUnits = 2.0;
 // upcast the bf16 logits to an fp32 copy that is kept as the softmax for
 // backward (bf16 2 + fp32 4 while both exist; in backward the fp32 gradient,
 // written in place, and its bf16 cast); a single-kernel loss keeps the bf16
-// logits and writes a bf16 gradient (2 + 2).
+// logits and writes a bf16 gradient (2 + 2). PyTorch's F.cross_entropy over an
+// fp32 copy (torchtitan's loss, which drops the bf16 logits before backward)
+// keeps log_softmax's fp32 output; in backward NLL's fp32 gradient and
+// log_softmax's fp32 input gradient exist beside it (4 + 4 + 4; the forward's
+// bf16 logits, fp32 copy and output are 2 + 4 + 4).
 double loss_bytes_per_logit(CrossEntropyImpl impl) {
-  return impl == CrossEntropyImpl::kSingleKernel ? 4.0 : 6.0;
+  switch (impl) {
+    case CrossEntropyImpl::kSingleKernel: return 4.0;
+    case CrossEntropyImpl::kPytorch: return 12.0;
+    case CrossEntropyImpl::kUnfused:
+    case CrossEntropyImpl::kJitFused: break;
+  }
+  return 6.0;
 }
 
 // Megatron-LM's distributed-optimizer bucket (megatron_default_dp_bucket_params),
@@ -146,8 +156,9 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
   double embed_params = 0;
   if (pp_rank == 0) {
     // Untied on a single stage: the output matrix is a second vocab x hidden.
+    // The learned position table (none with RoPE).
     embed_params += vocab_params * (!m.tie_embeddings && p.pp == 1 ? 2 : 1) +
-                    static_cast<double>(m.seq_len) * m.hidden;
+                    (m.position == PositionKind::kLearned ? static_cast<double>(m.seq_len) * m.hidden : 0.0);
   } else if (pp_rank == p.pp - 1) {
     embed_params += vocab_params;  // the output layer's (tied copy or own) matrix
   }

@@ -75,6 +75,38 @@ OperatorCost layer_norm(const std::string& name, double tokens, double h) {
   return memory(name, 2 * kBf16Bytes * elems, 3 * kBf16Bytes * elems, 1, 2);
 }
 
+// RMSNorm as PyTorch eager runs torchtitan's (torchtitan/models/norms.py
+// RMSNorm: (x.float() * rsqrt(mean(x.float()^2) + eps)).type_as(x) * weight),
+// bytes per element from the kernels' reads and writes: forward the fp32 copy
+// (read 2, write 4), pow (4 + 4), mean (4), the product with the per-token
+// rsqrt (4 + 4), the cast back (4 + 2) and the weight product (2 + 2) = 36 in
+// 6 full-size kernels (eps and rsqrt act on one value per token); backward
+// autograd's mirror: weight product and its reduction (2 + 2 + 2, + 2 + 2),
+// cast (2 + 4), rsqrt product (4 + 4) and the per-token reduction of g x x
+// (4 + 4 + 4 + 4), the mean's expansion (4 + 4), pow (4 + 4 + 4), the sum of
+// the two paths into x (4 + 4 + 4) and the cast to bf16 (4 + 2) = 78 in 11.
+// Apex / Transformer Engine fused RMSNorm is one kernel, as layer_norm().
+OperatorCost eager_rms_norm(const std::string& name, double tokens, double h) {
+  const double elems = tokens * h;
+  return memory(name, 36 * elems, 78 * elems, 6, 11);
+}
+
+// Rotary embeddings on this rank's q and k (`elems` of both). Fused (Transformer
+// Engine / Apex fused_apply_rotary_pos_emb, one kernel per tensor): read and
+// write bf16, the same backward. Eager (torchtitan/models/llama3/model.py
+// apply_rotary_emb: view_as_complex(x.float()) * freqs_cis, view_as_real,
+// type_as): the fp32 copy (2 + 4), the complex product (4 + 4) and the cast
+// back (4 + 2) = 20 bytes an element in 3 kernels per tensor, backward the
+// same three in reverse.
+OperatorCost rope(double elems, bool eager) {
+  if (eager) return memory("rope", 20 * elems, 20 * elems, 6, 6);
+  return memory("rope", 2 * kBf16Bytes * elems, 2 * kBf16Bytes * elems, 2, 2);
+}
+
+OperatorCost norm(const ModelConfig& m, const std::string& name, double tokens, double h, bool eager) {
+  return eager && m.norm == NormKind::kRmsNorm ? eager_rms_norm(name, tokens, h) : layer_norm(name, tokens, h);
+}
+
 // Bias + dropout + residual add on `tokens` x h. Fused (one kernel): read x and
 // residual, write out and the mask. Unfused: bias add, dropout, add as three
 // kernels each reading and writing the whole tensor.
@@ -92,8 +124,13 @@ OperatorCost bias_dropout_add(const std::string& name, double tokens, double h, 
   return memory(name, fwd, bwd, 3, 2);
 }
 
-// Activation of the MLP on `elems` inner elements (per rank).
-OperatorCost activation(MlpKind mlp, double elems, bool fused) {
+// Activation of the MLP on `elems` inner elements (per rank). Eager SwiGLU
+// (torchtitan FeedForward: silu(w1 x) * w3 x): SiLU (read 2, write 2) then the
+// product (2 + 2 + 2) = 10 bytes an element in 2 kernels; backward the
+// product's two gradients (2 + 2 + 2 each) and SiLU's (2 + 2 + 2) = 18 in 3.
+// Eager GeLU is PyTorch's one native kernel, as the fused one.
+OperatorCost activation(MlpKind mlp, double elems, bool fused, bool eager = false) {
+  if (mlp == MlpKind::kSwiGlu && eager) return memory("swiglu", 10 * elems, 18 * elems, 2, 3);
   if (mlp == MlpKind::kSwiGlu) {
     // silu(gate) * up: read 2, write 1; backward reads 3, writes 2.
     return memory("swiglu", 3 * kBf16Bytes * elems, 5 * kBf16Bytes * elems, fused ? 1 : 3,
@@ -175,29 +212,35 @@ double gemm_weight_elems_per_layer(const ModelConfig& m) {
 }  // namespace
 
 std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelConfig& p,
-                                          bool efficient_operators) {
+                                          bool efficient_operators, bool eager) {
   const Dims x = dims(m, p);
   const double qkv_out = (x.h + 2 * x.kv * x.d) / x.t;
   const double fc1_out = (m.mlp == MlpKind::kSwiGlu ? 2 * x.f : x.f) / x.t;
   const bool fused = efficient_operators;
+  // RoPE rotates this rank's queries and keys: (h + kv heads x d) / t a token.
+  auto add_rope = [&](std::vector<OperatorCost>* ops) {
+    if (m.position == PositionKind::kRope) ops->push_back(rope(x.tokens * (x.h + x.kv * x.d) / x.t, eager));
+  };
   std::vector<OperatorCost> ops;
   if (m.block == BlockKind::kParallel) {
-    ops.push_back(layer_norm("ln", x.sp_tokens, x.h));
+    ops.push_back(norm(m, "ln", x.sp_tokens, x.h, eager));
     ops.push_back(gemm("qkv_fc1", x.tokens, qkv_out + fc1_out, x.h));
+    add_rope(&ops);
     append_attention_core(m, x, efficient_operators, &ops);
-    ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused));
+    ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused, eager));
     ops.push_back(gemm("proj_fc2", x.tokens, x.h, (x.h + x.f) / x.t));
     ops.push_back(bias_dropout_add("bias_dropout_add", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
     return ops;
   }
-  ops.push_back(layer_norm("ln1", x.sp_tokens, x.h));
+  ops.push_back(norm(m, "ln1", x.sp_tokens, x.h, eager));
   ops.push_back(gemm("qkv", x.tokens, qkv_out, x.h));
+  add_rope(&ops);
   append_attention_core(m, x, efficient_operators, &ops);
   ops.push_back(gemm("proj", x.tokens, x.h, x.h / x.t));
   ops.push_back(bias_dropout_add("bias_dropout_add1", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
-  ops.push_back(layer_norm("ln2", x.sp_tokens, x.h));
+  ops.push_back(norm(m, "ln2", x.sp_tokens, x.h, eager));
   ops.push_back(gemm("fc1", x.tokens, fc1_out, x.h));
-  ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused));
+  ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused, eager));
   ops.push_back(gemm("fc2", x.tokens, x.h, x.f / x.t));
   ops.push_back(bias_dropout_add("bias_dropout_add2", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
   return ops;
@@ -262,12 +305,20 @@ std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const Parall
 // - single-kernel (flash-attn's xentropy, Transformer Engine's fused
 //   cross-entropy): the forward reads the bf16 logits once (2), the backward
 //   reads them again and writes the bf16 gradient (4), one kernel each.
+// - pytorch (F.cross_entropy(logits.float(), labels), torchtitan's loss): the
+//   upcast (6), log_softmax reading the row for its max, for its sum of
+//   exponentials and for the output it writes (4 + 4 + 4 + 4), NLL's gather
+//   (negligible) = 22 in 3 kernels; backward NLL's zero-filled gradient (4)
+//   and its scatter, log_softmax's backward reading the gradient for its sum
+//   and again with the output to write the input gradient (4 + 4 + 4 + 4), the
+//   cast back to bf16 (6) = 26 in 4 kernels.
 OperatorCost cross_entropy(double elems, CrossEntropyImpl impl) {
   switch (impl) {
     case CrossEntropyImpl::kUnfused: return memory("cross_entropy", 38 * elems, 14 * elems, 6, 2);
     case CrossEntropyImpl::kJitFused: return memory("cross_entropy", 26 * elems, 14 * elems, 4, 2);
     case CrossEntropyImpl::kSingleKernel:
       return memory("cross_entropy", kBf16Bytes * elems, 2 * kBf16Bytes * elems, 1, 1);
+    case CrossEntropyImpl::kPytorch: return memory("cross_entropy", 22 * elems, 26 * elems, 3, 4);
   }
   throw std::logic_error("cross_entropy: unknown implementation");
 }
@@ -278,10 +329,10 @@ double logits_per_rank(const ModelConfig& m, const ParallelConfig& p) {
 }
 
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
-                                           CrossEntropyImpl cross_entropy_impl) {
+                                           CrossEntropyImpl cross_entropy_impl, bool eager) {
   const Dims x = dims(m, p);
   std::vector<OperatorCost> ops;
-  ops.push_back(layer_norm("final_ln", x.sp_tokens, x.h));
+  ops.push_back(norm(m, "final_ln", x.sp_tokens, x.h, eager));
   ops.push_back(gemm("logits", x.tokens, x.v / x.t, x.h));
   ops.push_back(cross_entropy(logits_per_rank(m, p), cross_entropy_impl));
   return ops;

@@ -81,9 +81,11 @@ struct OperatorCost {
   double fwd_extra_s = 0, bwd_extra_s = 0;
 };
 
-// All operators of one transformer layer in execution order.
+// All operators of one transformer layer in execution order. `eager`
+// (Optimizations::eager_elementwise): PyTorch eager kernels for RMSNorm, the
+// SwiGLU product and RoPE (op_cost.cc eager_rms_norm, eager_swiglu, rope).
 std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelConfig& p,
-                                          bool efficient_operators);
+                                          bool efficient_operators, bool eager = false);
 
 // Transformer Engine's FP8 recipe on one layer's operators: every linear GEMM
 // runs `gemm_speedup` times faster than in BF16 (GpuProfile::fp8_gemm_speedup),
@@ -104,7 +106,7 @@ double logits_per_rank(const ModelConfig& m, const ParallelConfig& p);
 // The loss is `cross_entropy_impl`'s (model/config.h CrossEntropyImpl; bytes per
 // logit element in op_cost.cc cross_entropy).
 std::vector<OperatorCost> output_operators(const ModelConfig& m, const ParallelConfig& p,
-                                           CrossEntropyImpl cross_entropy_impl);
+                                           CrossEntropyImpl cross_entropy_impl, bool eager = false);
 
 // Seconds of a list of calls on `gpu` from its measured tables (busy_ranks for
 // the concurrency), each class times the profile's in-situ scale. A kernel the

@@ -61,7 +61,7 @@ bool has_control_character(std::string_view text) {
 constexpr std::string_view kModelKeys[] = {"name",     "layers",  "hidden",          "heads",
                                            "kv_heads", "seq_len", "vocab",           "ffn_hidden",
                                            "mlp",      "block",   "attention_window", "tie_embeddings",
-                                           "hidden_dropout", "attention_dropout"};
+                                           "hidden_dropout", "attention_dropout", "norm", "position"};
 
 ModelConfig read_model(const Section& s) {
   s.reject_unknown_keys(kModelKeys);
@@ -85,6 +85,8 @@ ModelConfig read_model(const Section& s) {
       s.enum_choice("block", {BlockKind::kSequential, BlockKind::kParallel}).value_or(m.block);
   m.attention_window = s.integer("attention_window", 0).value_or(m.attention_window);
   m.tie_embeddings = s.boolean("tie_embeddings").value_or(m.tie_embeddings);
+  m.norm = s.enum_choice("norm", {NormKind::kLayerNorm, NormKind::kRmsNorm}).value_or(m.norm);
+  m.position = s.enum_choice("position", {PositionKind::kLearned, PositionKind::kRope}).value_or(m.position);
   for (const char* key : {"hidden_dropout", "attention_dropout"}) {
     const std::optional<double> p = s.fraction(key);
     if (p && *p >= 1.0) s.fail(key, fmt::format("a dropout probability must be below 1, got {}", *p));
@@ -347,7 +349,8 @@ std::optional<Violation> check_placement(const HardwareConfig& hw, const Paralle
 constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
-    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel"};
+    "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
+    "eager_elementwise"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -405,6 +408,7 @@ Optimizations read_optimizations(const Section& s) {
   o.pp_overlap = s.boolean("pp_overlap").value_or(o.pp_overlap);
   o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
+  o.eager_elementwise = s.boolean("eager_elementwise").value_or(o.eager_elementwise);
   o.data_pipeline = s.boolean("data_pipeline").value_or(o.data_pipeline);
   o.fused_attention = s.boolean("fused_attention").value_or(o.fused_attention);
   if (const std::optional<AttentionKernel> k =
@@ -427,7 +431,7 @@ Optimizations read_optimizations(const Section& s) {
   o.optimizer = s.enum_choice("optimizer", {OptimizerKind::kAdam, OptimizerKind::kLamb})
                     .value_or(o.optimizer);
   o.cross_entropy = s.enum_choice("cross_entropy", {CrossEntropyImpl::kUnfused, CrossEntropyImpl::kJitFused,
-                                                   CrossEntropyImpl::kSingleKernel})
+                                                   CrossEntropyImpl::kSingleKernel, CrossEntropyImpl::kPytorch})
                         .value_or(o.cross_entropy);
   return o;
 }
@@ -691,6 +695,15 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
                                   std::to_string(sc.train.steps) + ")");
     }
   }
+  // The CPU engine (engine/layers.cc) runs LayerNorm and learned positions;
+  // its measured profile times those kernels only.
+  if (sc.hardware.gpu == "cpu" && sc.model.norm != NormKind::kLayerNorm) {
+    top.fail("model.norm", "the CPU engine runs LayerNorm, got \"" + std::string(to_string(sc.model.norm)) + "\"");
+  }
+  if (sc.hardware.gpu == "cpu" && sc.model.position != PositionKind::kLearned) {
+    top.fail("model.position",
+             "the CPU engine learns absolute positions, got \"" + std::string(to_string(sc.model.position)) + "\"");
+  }
   if (sc.parallel.cp > 1) {
     // Context parallelism, folded (model/config.h ParallelConfig): Megatron-Core
     // splits each sequence into 2 cp chunks, two per CP rank (causal load balance).
@@ -903,6 +916,19 @@ void check_trainable(const Scenario& s) {
   }
   if (const std::optional<EngineLimit> limit = engine_limit(s.parallel)) {
     throw ScenarioError(s.source, 0, 0, limit->key, limit->reason);
+  }
+  // engine/layers.cc: LayerNorm and a learned position table, on either device.
+  if (s.model.norm != NormKind::kLayerNorm) {
+    throw ScenarioError(s.source, 0, 0, "model.norm",
+                        fmt::format("the engine runs LayerNorm, got \"{}\"; set norm = \"layernorm\" to train this "
+                                    "scenario",
+                                    to_string(s.model.norm)));
+  }
+  if (s.model.position != PositionKind::kLearned) {
+    throw ScenarioError(s.source, 0, 0, "model.position",
+                        fmt::format("the engine learns absolute positions, got \"{}\"; set position = \"learned\" to "
+                                    "train this scenario",
+                                    to_string(s.model.position)));
   }
   // The engine's output layer holds vocab / tp rows per TP rank and does not
   // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as

@@ -103,6 +103,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["pp_overlap"] = o.pp_overlap;
   opt["dp_overlap"] = o.dp_overlap;
   opt["efficient_operators"] = o.efficient_operators;
+  opt["eager_elementwise"] = o.eager_elementwise;
   opt["data_pipeline"] = o.data_pipeline;
   opt["fused_attention"] = o.fused_attention;
   opt["attention_kernel"] = model::to_string(o.attention_kernel);

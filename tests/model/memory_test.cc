@@ -167,6 +167,11 @@ TEST(Memory, OneStageHoldsTheLossLogits) {
   const MemoryBreakdown unfused = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   EXPECT_NEAR(unfused.other_bytes - staged.other_bytes, 6 * logits, 1.0);
   EXPECT_NEAR(single.other_bytes - staged.other_bytes, 4 * logits, 1.0);
+  // PyTorch's F.cross_entropy keeps log_softmax's fp32 output beside the
+  // backward's two fp32 gradients: 12.
+  s.optimizations.cross_entropy = CrossEntropyImpl::kPytorch;
+  EXPECT_NEAR(memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).other_bytes - staged.other_bytes, 12 * logits,
+              1.0);
 }
 
 TEST(Memory, ZeroThreeGathersOneLayerAtATimeNotTheWholeChunk) {

@@ -172,6 +172,53 @@ TEST(OpCost, CrossEntropyBytesFollowTheImplementation) {
     EXPECT_LT(t, previous_s) << to_string(c.impl);
     previous_s = t;
   }
+  // PyTorch's F.cross_entropy over an fp32 copy (torchtitan): 22 + 26.
+  const OperatorCost torch = output_operators(s.model, s.parallel, CrossEntropyImpl::kPytorch).back();
+  EXPECT_DOUBLE_EQ(torch.fwd_bytes / elems, 22);
+  EXPECT_DOUBLE_EQ(torch.bwd_bytes / elems, 26);
+}
+
+// RoPE (model.position = "rope") rotates this rank's q and k in every layer,
+// after the QKV GEMM: fused 4 bytes an element each way; eager PyTorch
+// (optimizations.eager_elementwise, torchtitan's complex multiply) 20.
+// Eager also runs RMSNorm as its composite ops (36 + 78 bytes an element
+// against the fused 4 + 6) and SwiGLU's SiLU and product apart (10 + 18
+// against 6 + 10); LayerNorm and GeLU stay one native kernel.
+TEST(OpCost, RopeAndEagerElementwiseMoveTheBytesOfTheirKernels) {
+  Scenario s = gpt175(8);
+  s.model.mlp = MlpKind::kSwiGlu;
+  s.model.kv_heads = 8;
+  const double tokens = static_cast<double>(s.parallel.micro_batch) * s.model.seq_len;
+  const double h = s.model.hidden, f = s.model.ffn_hidden;
+  const double qk = tokens * (h + 8 * s.model.head_dim()) / 8;
+  EXPECT_EQ(find_operator(layer_operators(s.model, s.parallel, true), "rope"), -1);  // learned positions
+  s.model.position = PositionKind::kRope;
+  const std::vector<OperatorCost> fused = layer_operators(s.model, s.parallel, true);
+  const int rope = find_operator(fused, "rope");
+  ASSERT_EQ(rope, find_operator(fused, "qkv") + 1);
+  EXPECT_DOUBLE_EQ(fused[rope].fwd_bytes, 4 * qk);
+  EXPECT_DOUBLE_EQ(fused[rope].bwd_bytes, 4 * qk);
+  std::vector<OperatorCost> eager = layer_operators(s.model, s.parallel, true, /*eager=*/true);
+  EXPECT_DOUBLE_EQ(eager[rope].fwd_bytes, 20 * qk);
+  const int ln = find_operator(eager, "ln1"), act = find_operator(eager, "swiglu");
+  EXPECT_DOUBLE_EQ(eager[ln].fwd_bytes, fused[ln].fwd_bytes);  // LayerNorm: one kernel either way
+  EXPECT_DOUBLE_EQ(eager[act].fwd_bytes, 10 * tokens * f / 8);
+  EXPECT_DOUBLE_EQ(eager[act].bwd_bytes, 18 * tokens * f / 8);
+  s.model.norm = NormKind::kRmsNorm;
+  const double norm_elems = tokens * h / 8;  // sequence parallel: this rank's shard of the tokens
+  ASSERT_TRUE(s.parallel.sequence_parallel);
+  EXPECT_DOUBLE_EQ(layer_operators(s.model, s.parallel, true)[ln].fwd_bytes, 4 * norm_elems);
+  eager = layer_operators(s.model, s.parallel, true, /*eager=*/true);
+  EXPECT_DOUBLE_EQ(eager[ln].fwd_bytes, 36 * norm_elems);
+  EXPECT_DOUBLE_EQ(eager[ln].bwd_bytes, 78 * norm_elems);
+  EXPECT_DOUBLE_EQ(output_operators(s.model, s.parallel, CrossEntropyImpl::kUnfused, true)[0].fwd_bytes,
+                   36 * norm_elems);
+  // Slower on a GPU than the fused kernels, the GEMMs unchanged.
+  const GpuProfile& gpu = gpu_profile("H100-SXM5-80GB");
+  const std::vector<OperatorCost> fast = layer_operators(s.model, s.parallel, true);
+  EXPECT_GT(forward_time_s(eager, gpu) + backward_time_s(eager, gpu),
+            forward_time_s(fast, gpu) + backward_time_s(fast, gpu));
+  EXPECT_DOUBLE_EQ(gemm_fwd_flops(eager), gemm_fwd_flops(fast));
 }
 
 TEST(OpCost, SequenceParallelShardsTheNormsAcrossTp) {

@@ -74,7 +74,9 @@ TEST(OpRecompute, EverySecondMatmulAndEveryUnsavedOpReRuns) {
   const std::vector<OperatorCost> unfused = layer_operators(s.model, s.parallel, false);
   const std::vector<double> unfused_share = op_recompute_shares(s.model, s.parallel, unfused);
   for (size_t i = 0; i < unfused.size(); ++i) {
-    if (unfused[i].attention_core) EXPECT_DOUBLE_EQ(unfused_share[i], 1.0) << unfused[i].name;
+    if (unfused[i].attention_core) {
+      EXPECT_DOUBLE_EQ(unfused_share[i], 1.0) << unfused[i].name;
+    }
   }
   // GeLU MLP: fc1 is the 5th matmul (saved), fc2 the 6th (re-run).
   Scenario gelu = s;

@@ -375,6 +375,45 @@ TEST(ScenarioTest, DropoutKeysAreProbabilitiesTheEngineRefuses) {
   }
 }
 
+// model.norm / model.position and optimizations.eager_elementwise are read;
+// the engine, which runs LayerNorm and learned positions, refuses the others.
+TEST(ScenarioTest, NormPositionAndEagerKeysAreReadAndTheEngineRefusesWhatItLacks) {
+  auto with = [](const std::string& line) {
+    std::string text = kValid;
+    text.replace(text.find("vocab = 51200\n"), 14, "vocab = 51200\n" + line + "\n");
+    return text;
+  };
+  const Scenario plain = parse_scenario(kValid, "t.toml");
+  EXPECT_EQ(plain.model.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(plain.model.position, PositionKind::kLearned);
+  EXPECT_FALSE(plain.optimizations.eager_elementwise);
+  const Scenario llama =
+      parse_scenario(with("norm = \"rmsnorm\"\nposition = \"rope\"") + "[optimizations]\neager_elementwise = true\n",
+                     "t.toml");
+  EXPECT_EQ(llama.model.norm, NormKind::kRmsNorm);
+  EXPECT_EQ(llama.model.position, PositionKind::kRope);
+  EXPECT_TRUE(llama.optimizations.eager_elementwise);
+  // RoPE has no position table: seq_len x hidden fewer parameters.
+  EXPECT_EQ(plain.model.parameters() - llama.model.parameters(),
+            static_cast<int64_t>(plain.model.seq_len) * plain.model.hidden);
+  expect_error(with("norm = \"batchnorm\""), 7, "model.norm", "");
+  expect_error(with("position = \"alibi\""), 7, "model.position", "");
+  for (const char* key : {"model.norm", "model.position"}) {
+    Scenario train = parse_scenario(with("hidden_dropout = 0.0\nattention_dropout = 0"), "t.toml");
+    train.train.device = "cpu";
+    train.hardware.gpu = "cpu";
+    EXPECT_NO_THROW(check_trainable(train));
+    if (std::string(key) == "model.norm") train.model.norm = NormKind::kRmsNorm;
+    else train.model.position = PositionKind::kRope;
+    try {
+      check_trainable(train);
+      ADD_FAILURE() << key << " accepted for the engine";
+    } catch (const ScenarioError& e) {
+      EXPECT_EQ(e.key(), key) << e.what();
+    }
+  }
+}
+
 TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
   const ScenarioError e = error_of(text);
