@@ -342,24 +342,26 @@ TEST(ScenarioTest, CheckTrainableRefusesWhatTheEngineCannotRun) {
       << engine_limit(t.parallel)->reason;
 }
 
+// The valid scenario with `lines` added to its [model] table (from line 7).
+std::string with_model_lines(const std::string& lines) {
+  std::string text = kValid;
+  text.replace(text.find("vocab = 51200\n"), 14, "vocab = 51200\n" + lines + "\n");
+  return text;
+}
+
 // Dropout: unset means Megatron-LM's 0.1; a probability is below 1; the
 // engine, which trains without dropout, refuses one above 0.
 TEST(ScenarioTest, DropoutKeysAreProbabilitiesTheEngineRefuses) {
-  auto with = [](const std::string& line) {
-    std::string text = kValid;
-    text.replace(text.find("vocab = 51200\n"), 14, "vocab = 51200\n" + line + "\n");
-    return text;
-  };
   const Scenario unset = parse_scenario(kValid, "t.toml");
   EXPECT_FALSE(unset.model.hidden_dropout);
   EXPECT_TRUE(unset.model.hidden_dropout_on());
   EXPECT_TRUE(unset.model.attention_dropout_on());
-  const Scenario off = parse_scenario(with("hidden_dropout = 0.0\nattention_dropout = 0"), "t.toml");
+  const Scenario off = parse_scenario(with_model_lines("hidden_dropout = 0.0\nattention_dropout = 0"), "t.toml");
   EXPECT_FALSE(off.model.hidden_dropout_on());
   EXPECT_FALSE(off.model.attention_dropout_on());
-  expect_error(with("hidden_dropout = 1.0"), 7, "model.hidden_dropout", "must be below 1");
-  expect_error(with("attention_dropout = -0.1"), 7, "model.attention_dropout", "");
-  expect_error(with("hidden_dropout = \"none\""), 7, "model.hidden_dropout", "");
+  expect_error(with_model_lines("hidden_dropout = 1.0"), 7, "model.hidden_dropout", "must be below 1");
+  expect_error(with_model_lines("attention_dropout = -0.1"), 7, "model.attention_dropout", "");
+  expect_error(with_model_lines("hidden_dropout = \"none\""), 7, "model.hidden_dropout", "");
 
   Scenario train = off;
   train.train.device = "cpu";
@@ -378,28 +380,22 @@ TEST(ScenarioTest, DropoutKeysAreProbabilitiesTheEngineRefuses) {
 // model.norm / model.position and optimizations.eager_elementwise are read;
 // the engine, which runs LayerNorm and learned positions, refuses the others.
 TEST(ScenarioTest, NormPositionAndEagerKeysAreReadAndTheEngineRefusesWhatItLacks) {
-  auto with = [](const std::string& line) {
-    std::string text = kValid;
-    text.replace(text.find("vocab = 51200\n"), 14, "vocab = 51200\n" + line + "\n");
-    return text;
-  };
   const Scenario plain = parse_scenario(kValid, "t.toml");
   EXPECT_EQ(plain.model.norm, NormKind::kLayerNorm);
   EXPECT_EQ(plain.model.position, PositionKind::kLearned);
   EXPECT_FALSE(plain.optimizations.eager_elementwise);
-  const Scenario llama =
-      parse_scenario(with("norm = \"rmsnorm\"\nposition = \"rope\"") + "[optimizations]\neager_elementwise = true\n",
-                     "t.toml");
+  const std::string eager = "[optimizations]\neager_elementwise = true\n";
+  const Scenario llama = parse_scenario(with_model_lines("norm = \"rmsnorm\"\nposition = \"rope\"") + eager, "t.toml");
   EXPECT_EQ(llama.model.norm, NormKind::kRmsNorm);
   EXPECT_EQ(llama.model.position, PositionKind::kRope);
   EXPECT_TRUE(llama.optimizations.eager_elementwise);
   // RoPE has no position table: seq_len x hidden fewer parameters.
   EXPECT_EQ(plain.model.parameters() - llama.model.parameters(),
             static_cast<int64_t>(plain.model.seq_len) * plain.model.hidden);
-  expect_error(with("norm = \"batchnorm\""), 7, "model.norm", "");
-  expect_error(with("position = \"alibi\""), 7, "model.position", "");
+  expect_error(with_model_lines("norm = \"batchnorm\""), 7, "model.norm", "");
+  expect_error(with_model_lines("position = \"alibi\""), 7, "model.position", "");
   for (const char* key : {"model.norm", "model.position"}) {
-    Scenario train = parse_scenario(with("hidden_dropout = 0.0\nattention_dropout = 0"), "t.toml");
+    Scenario train = parse_scenario(with_model_lines("hidden_dropout = 0.0\nattention_dropout = 0"), "t.toml");
     train.train.device = "cpu";
     train.hardware.gpu = "cpu";
     EXPECT_NO_THROW(check_trainable(train));
