@@ -176,9 +176,16 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
                      100 * g.plan.ettr_p95, g.plan.restarts_mean, g.plan.days_to_finish);
     }
   }
-  fmt::format_to(o, "  best checkpoint interval {} s (ETTR {}%); Young/Daly sqrt(2 x {} s x MTBF) = {} s\n",
+  fmt::format_to(o, "  best checkpoint interval {} s (ETTR {}%); Young/Daly sqrt(2 x {} s x MTBF) = {} s{}\n",
                  fixed(study.best.interval_s, study.best.interval_s < 10 ? 2 : 0), fixed(100 * study.best.ettr_mean, 2), fixed(m.checkpoint_stall_s, 2),
-                 fixed(study.young_daly_s, 0));
+                 fixed(study.young_daly_s, 0),
+                 // Young/Daly's cost is the stall; below the persist time each
+                 // checkpoint would also wait for the one before (run_model.h).
+                 study.young_daly_s < m.checkpoint_persist_s
+                     ? fmt::format(" (shorter than the {} s a save takes to reach storage: at it each checkpoint "
+                                   "would wait for the one before)",
+                                   fixed(m.checkpoint_persist_s, 1))
+                     : "");
   out += "  assumptions (value: source):\n";
   for (const reliability::Assumption& a : study.assumptions) {
     fmt::format_to(o, "    {}{}: {}\n", padded(a.key, 24), a.value, a.source);

@@ -88,6 +88,14 @@ TEST(PlanReport, TheWaitForThePreviousCheckpointIsNamedWhenItExists) {
             std::string::npos)
       << text;
   EXPECT_DOUBLE_EQ(plan_json(s, request, st, {})["checkpoint_cycle_stall_s"].get<double>(), 30);
+  // Young/Daly's interval (170 s here) below a 200 s persist says so.
+  EXPECT_EQ(text.find("would wait for the one before"), std::string::npos);
+  st.model.checkpoint_persist_s = 200;
+  EXPECT_NE(plan_text(s, request, st, false)
+                .find("= 170 s (shorter than the 200.0 s a save takes to reach storage: at it each checkpoint would "
+                      "wait for the one before)\n"),
+            std::string::npos)
+      << plan_text(s, request, st, false);
 }
 
 TEST(PlanReport, JsonAndChartFollowTheStudy) {
