@@ -158,7 +158,7 @@ LayerPasses layer_passes(const Scenario& s);
 
 // The same pass step by step (program_time() is their sum): a compute step's
 // kernels (op_s[j] for operator step.ops[j], run forward when !backward or the
-// step is recomputation); a collective's full time (collective_s) and what it
+// step is recomputation, times its share, LayerStep::share); a collective's full time (collective_s) and what it
 // adds to the pass (added_s: all of it when blocking, the fused pair's extra
 // over its GEMM under tp_overlap). Used for per-layer traces (sim/layer_trace.h).
 struct StepTime {

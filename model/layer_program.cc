@@ -1,6 +1,8 @@
 // model/layer_program.cc: compute segments and TP/SP collectives of one layer.
 #include "model/layer_program.h"
 
+#include <algorithm>
+
 #include "model/op_recompute.h"
 
 namespace megascale::model {
@@ -28,9 +30,7 @@ class ProgramBuilder {
     step.kind = LayerStepKind::kCompute;
     step.name = "compute";
     step.ops = pending_;
-    for (double x : shares_) {
-      if (x != 1.0) step.op_share = shares_;
-    }
+    if (std::any_of(shares_.begin(), shares_.end(), [](double x) { return x != 1.0; })) step.op_share = shares_;
     step.recompute = recompute_;
     program_.push_back(step);
     pending_.clear();
@@ -67,47 +67,33 @@ int64_t activation_bytes(const ModelConfig& m, const ParallelConfig& p) {
   return static_cast<int64_t>(p.micro_batch) * m.seq_len * m.hidden * 2;
 }
 
-LayerProgram forward_program(const ModelConfig& m, const ParallelConfig& p,
-                             const std::vector<OperatorCost>& ops, bool recompute) {
+// The forward over `ops`. `shares` (recompute = "selective_op", the re-run
+// before a backward; op_recompute.h): each operator's re-run share, an
+// operator at 0 skipped with the all-gather feeding it (all-gathers are not in
+// torchtitan's save list, so one feeding a re-run GEMM runs again), and SP's
+// reduce-scatters skipped (their outputs are saved); without SP the all-reduce
+// after a re-run row-parallel GEMM runs again.
+LayerProgram forward_program(const ModelConfig& m, const ParallelConfig& p, const std::vector<OperatorCost>& ops,
+                             bool recompute, const std::vector<double>* shares = nullptr) {
   ProgramBuilder b(recompute);
   const bool tp = p.tp > 1;
   const bool sp = p.sequence_parallel;
   const int64_t bytes = activation_bytes(m, p);
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const double share = shares != nullptr ? (*shares)[i] : 1.0;
+    if (share <= 0) continue;
     const std::string& name = ops[i].name;
     if (tp && sp && opens_tp_region(name)) {
       b.add_collective(LayerStepKind::kTpAllGather, "ag_" + name, bytes, i);
     }
-    b.add_compute(i);
+    b.add_compute(i, share);
     if (tp && closes_tp_region(name)) {
-      if (sp) {
-        b.add_collective(LayerStepKind::kTpReduceScatter, "rs_" + name, bytes, i);
-      } else {
+      if (!sp) {
         b.add_collective(LayerStepKind::kTpAllReduce, "ar_" + name, bytes, -1);
+      } else if (shares == nullptr) {
+        b.add_collective(LayerStepKind::kTpReduceScatter, "rs_" + name, bytes, i);
       }
     }
-  }
-  return b.take();
-}
-
-// torchtitan's op-level policy re-runs what it did not save (op_recompute.h),
-// with the collectives that feed it: the all-gather before a re-run
-// column-parallel GEMM (all-gathers are not in the save list) and, without
-// SP, the all-reduce after a re-run row-parallel one (SP's reduce-scatter
-// output is saved).
-LayerProgram op_recompute_program(const ModelConfig& m, const ParallelConfig& p,
-                                  const std::vector<OperatorCost>& ops) {
-  const std::vector<double> shares = op_recompute_shares(m, p, ops);
-  ProgramBuilder b(/*recompute=*/true);
-  const bool tp = p.tp > 1;
-  const bool sp = p.sequence_parallel;
-  const int64_t bytes = activation_bytes(m, p);
-  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
-    if (shares[i] <= 0) continue;
-    const std::string& name = ops[i].name;
-    if (tp && sp && opens_tp_region(name)) b.add_collective(LayerStepKind::kTpAllGather, "ag_" + name, bytes, i);
-    b.add_compute(i, shares[i]);
-    if (tp && !sp && closes_tp_region(name)) b.add_collective(LayerStepKind::kTpAllReduce, "ar_" + name, bytes, -1);
   }
   return b.take();
 }
@@ -129,7 +115,8 @@ LayerProgram layer_backward_program(const ModelConfig& m, const ParallelConfig& 
   if (p.recompute == Recompute::kFull) {
     program = forward_program(m, p, ops, /*recompute=*/true);
   } else if (p.recompute == Recompute::kSelectiveOp) {
-    program = op_recompute_program(m, p, ops);
+    const std::vector<double> shares = op_recompute_shares(m, p, ops);
+    program = forward_program(m, p, ops, /*recompute=*/true, &shares);
   } else if (p.recompute == Recompute::kSelective) {
     LayerStep step;
     step.kind = LayerStepKind::kCompute;
