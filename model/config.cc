@@ -112,6 +112,14 @@ const char* to_string(AttentionKernel v) {
   return "?";
 }
 
+const char* to_string(GradReduceDtype v) {
+  switch (v) {
+    case GradReduceDtype::kFp32: return "fp32";
+    case GradReduceDtype::kBf16: return "bf16";
+  }
+  return "?";
+}
+
 const char* to_string(CrossEntropyImpl v) {
   switch (v) {
     case CrossEntropyImpl::kUnfused: return "unfused";

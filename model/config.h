@@ -53,6 +53,14 @@ enum class TpOverlapComm { kNccl, kUserBuffers };
 // which llm-foundry's attn_impl "triton" copies), slower than FlashAttention-2 by
 // the ratios model/hardware.h states.
 enum class AttentionKernel { kFlash2, kFlashTriton };
+// The dtype data-parallel gradients are reduced in (model/payload.h): kFp32,
+// Megatron-LM's main-grad buffer for bf16 training (arguments.py turns
+// accumulate_allreduce_grads_in_fp32 on with --bf16), PyTorch FSDP's and
+// torchtitan's default reduce_dtype, Llama 3's FSDP (section 3.3.4); kBf16,
+// Megatron-Core's DistributedDataParallelConfig.grad_reduce_in_fp32 = False
+// (NeMo's optim.grad_sync_dtype = bf16) or FSDP's reduce_dtype = bf16
+// (Composer's PURE mixed precision).
+enum class GradReduceDtype { kFp32, kBf16 };
 // How the parallel dimensions are laid over the GPUs, fastest first (a GPU's
 // number is its server x gpus_per_node + its index there). kTpCpDpPp: Megatron-LM's and
 // Megatron-Core's default (rank = tp + cp*TP + dp*TP*CP + pp*TP*CP*DP:
@@ -76,6 +84,7 @@ const char* to_string(OptimizerKind v);
 const char* to_string(CrossEntropyImpl v);
 const char* to_string(TpOverlapComm v);
 const char* to_string(AttentionKernel v);
+const char* to_string(GradReduceDtype v);
 const char* to_string(RankOrder v);
 
 // The transformer. Units: counts of elements (not bytes).
@@ -299,6 +308,9 @@ struct Optimizations {
   // Megatron-Bridge's GPTModelProvider turn the fusion on.
   CrossEntropyImpl cross_entropy = CrossEntropyImpl::kUnfused;
   OptimizerKind optimizer = OptimizerKind::kAdam;
+  // fp32 in every preset: Megatron-LM's pretrain_gpt.py reduces bf16 training's
+  // gradients in fp32 whether or not it runs Megatron-Core's DDP.
+  GradReduceDtype grad_reduce_dtype = GradReduceDtype::kFp32;
 
   static Optimizations megatron();
   static Optimizations megascale();

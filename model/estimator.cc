@@ -31,6 +31,11 @@ namespace {
 constexpr double kAdamBytesPerParam = 30.0;
 constexpr double kLambBytesPerParam = 38.0;
 constexpr double kClipBytesPerParam = 4.0;
+// bf16 gradients (grad_reduce_dtype) leave these counts as they are: Megatron-
+// Core's distributed optimizer steps on an fp32 copy of its shard (+6 B:
+// _copy_model_grads_to_main_grads, shard_model_grad.float()), Apex's
+// DistributedFusedAdam (NeMo 24.07) reads the bf16 gradient in its kernel
+// (-2 B); either is under a millisecond on the shards of the runs here.
 // FP8: Transformer Engine casts every linear weight to FP8 with its transpose
 // (2 + 1 + 1 B) once per step, on the first micro-batch, and reuses the copies
 // for the rest (is_first_microbatch, which Megatron-Core's TE layers pass).
@@ -583,7 +588,7 @@ Estimate estimate(const Scenario& s) {
     // last stage before the optimizer (Megatron-LM), fp32. The CPU engine keeps
     // a separate output layer (model/engine_ops.h): nothing to reduce.
     if (embedding_sync_needed(s)) {
-      const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * kGradElementBytes;
+      const double emb_grad = static_cast<double>(m.vocab) * m.hidden / p.tp * grad_element_bytes(o);
       Link emb_link = link.pp_inside_node ? link.pp : network_link(link.pp.busbw_gbs);
       emb_link.measured = link.pp.measured;
       b.embedding_sync_s = collective_time_s(CollectiveKind::kAllReduce, 2, emb_grad, emb_link);

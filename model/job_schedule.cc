@@ -29,7 +29,8 @@ int64_t p2p_message_bytes(const Scenario& s) {
 // The largest chunk's layers (each DP op's own bytes are set per rank below).
 int64_t dp_chunk_bytes(const Scenario& s) {
   const double layers = PipelineLayout(s.model, s.parallel).max_chunk_layers();
-  return static_cast<int64_t>(layers * s.model.parameters_per_layer() / s.parallel.tp * kGradElementBytes);
+  return static_cast<int64_t>(layers * s.model.parameters_per_layer() / s.parallel.tp *
+                              grad_element_bytes(s.optimizations));
 }
 
 ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, const Optimizations& opt) {

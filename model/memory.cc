@@ -48,8 +48,10 @@ double loss_bytes_per_logit(CrossEntropyImpl impl) {
 }
 
 // Megatron-LM's distributed-optimizer bucket (megatron_default_dp_bucket_params),
-// fp32, one in flight.
-double bucket_bytes(int dp) { return static_cast<double>(megatron_default_dp_bucket_params(dp)) * kGradElementBytes; }
+// in the reduce dtype, one in flight.
+double bucket_bytes(int dp, const Optimizations& o) {
+  return static_cast<double>(megatron_default_dp_bucket_params(dp)) * grad_element_bytes(o);
+}
 
 // (micro-batch, chunk) activations pipeline rank r keeps at its peak: its
 // warm-up forwards + 1 (model/schedule.h warmup_forwards()).
@@ -165,14 +167,17 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
   const double params = layer_params * layout.stage_layers(pp_rank) + embed_params;
   const double dp = p.dp;
   r.parameters_bytes = params * kParamBytes / (p.zero_stage >= 3 ? dp : 1.0);
-  r.gradients_bytes = params * kGradElementBytes / (p.zero_stage >= 2 ? dp : 1.0);
+  // With bf16 gradients Megatron's optimizer steps on an fp32 copy of its shard
+  // (4 B x params / dp): allocated at the step, after the last backward freed
+  // every activation, so it raises the peak only past them; not counted.
+  r.gradients_bytes = params * grad_memory_element_bytes(o, p.zero_stage) / (p.zero_stage >= 2 ? dp : 1.0);
   r.optimizer_bytes = params * kOptimizerBytes / (p.zero_stage >= 1 ? dp : 1.0);
 
   r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators, o.fp8);
   r.activations_bytes = r.activation_bytes_per_layer * chunk_layers * r.inflight_chunks;
 
   r.other_bytes = kFixedOverheadBytes;
-  if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp);
+  if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp, o);
   if (p.pp == 1) {
     // Rank 0 is also the last stage: one micro-batch's logits while the loss runs.
     r.other_bytes += loss_bytes_per_logit(o.cross_entropy) * logits_per_rank(m, p);
@@ -183,8 +188,9 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
     // #104900) keeps two units unsharded, the one computing and the prefetched
     // next (FSDP docstring); in backward the computing unit's unsharded fp32
     // gradient lives until its reduce-scatter. DeepSpeed ZeRO-3 likewise gathers
-    // per submodule (stage3_prefetch_bucket_size).
-    r.other_bytes += layer_params * (kZero3UnsharedUnits * kParamBytes + kGradElementBytes);
+    // per submodule (stage3_prefetch_bucket_size). The unsharded gradient is
+    // in the reduce dtype (FSDP casts it there for the reduce-scatter).
+    r.other_bytes += layer_params * (kZero3UnsharedUnits * kParamBytes + grad_element_bytes(o));
   }
   r.total_bytes =
       r.parameters_bytes + r.gradients_bytes + r.optimizer_bytes + r.activations_bytes + r.other_bytes;

@@ -1,7 +1,8 @@
 // model/memory.h: HBM needed per GPU by a parallel configuration.
 //
-// Mixed-precision training as Megatron-LM does it (bf16 parameters, fp32 gradient
-// buffer, fp32 master weights and two fp32 optimizer moments for Adam and LAMB),
+// Mixed-precision training as Megatron-LM does it (bf16 parameters, a gradient
+// buffer in the reduce dtype, fp32 by default (model/payload.h), fp32 master
+// weights and two fp32 optimizer moments for Adam and LAMB),
 // with ZeRO stages 0-3 sharding optimizer state (1), gradients (2) and parameters
 // (3) over the data-parallel group. Activations per layer per micro-batch follow
 // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer

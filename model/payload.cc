@@ -7,6 +7,18 @@
 
 namespace megascale::model {
 
+// fp32 and bf16 element sizes.
+constexpr double kFp32Bytes = 4.0;
+constexpr double kBf16Bytes = 2.0;
+
+double grad_element_bytes(const Optimizations& o) {
+  return o.grad_reduce_dtype == GradReduceDtype::kBf16 ? kBf16Bytes : kFp32Bytes;
+}
+
+double grad_memory_element_bytes(const Optimizations& o, int zero_stage) {
+  return zero_stage >= 3 ? kFp32Bytes : grad_element_bytes(o);
+}
+
 double layer_chunk_params(const Scenario& s, int pp_rank, int chunk) {
   const int layers = PipelineLayout(s.model, s.parallel).chunk_layers(pp_rank, chunk);
   return static_cast<double>(layers) * s.model.parameters_per_layer() / s.parallel.tp;
@@ -30,7 +42,7 @@ bool embedding_sync_needed(const Scenario& s) {
 
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) {
   const double params = dp_chunk_params(s, pp_rank, chunk);
-  return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes : params * kGradElementBytes;
+  return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes : params * grad_element_bytes(s.optimizations);
 }
 
 }  // namespace megascale::model

@@ -2,11 +2,12 @@
 // closed form (model/estimator.h), the event simulation (sim/comm_costs.h) and
 // the Schedule IR's op bytes (model/job_schedule.h).
 //
-// defines: kGradElementBytes, layer_chunk_params, dp_chunk_params, dp_payload_bytes,
-//          embedding_sync_needed
+// defines: grad_element_bytes, grad_memory_element_bytes, layer_chunk_params,
+//          dp_chunk_params, dp_payload_bytes, embedding_sync_needed
 //
-// Gradients are reduced in fp32 (Megatron-LM's main-grad buffer for bf16
-// training; the CPU engine is fp32 throughout); parameters are all-gathered at
+// Gradients are reduced in Optimizations::grad_reduce_dtype (fp32 by default:
+// Megatron-LM's main-grad buffer for bf16 training; the CPU engine is fp32
+// throughout and refuses bf16, model/scenario.h); parameters are all-gathered at
 // the profile's param_gather_bytes (2: bf16 on GPUs; 4: the CPU engine).
 // A chunk's parameters per GPU: its layers / TP, plus on pipeline rank 0's
 // chunk 0 the word embedding and on the last rank's last chunk its tied copy
@@ -21,8 +22,17 @@
 
 namespace megascale::model {
 
-// fp32 gradients (Megatron-LM's default main-grad dtype for bf16 training).
-constexpr double kGradElementBytes = 4.0;
+// Bytes of one gradient element as the DP collectives (and the tied
+// embedding's all-reduce) move it: 4 for fp32, 2 for bf16.
+double grad_element_bytes(const Optimizations& o);
+
+// Bytes per element of the gradients memory keeps between micro-batches
+// (MemoryBreakdown::gradients_bytes): at ZeRO 0-2 the reduce dtype, the dtype
+// of Megatron-Core's grad buffer (param_and_grad_buffer.py: grad_dtype is fp32
+// only with grad_reduce_in_fp32) and of DeepSpeed's partitioned gradients; at
+// ZeRO 3 fp32, since PyTorch FSDP casts each reduced shard back to its fp32
+// sharded parameter's dtype (keep_low_precision_grads defaults to False).
+double grad_memory_element_bytes(const Optimizations& o, int zero_stage);
 
 // Parameters per GPU of the transformer layers of chunk `chunk` of pipeline rank
 // `pp_rank`: its layers (model/pipeline_layout.h) x parameters_per_layer / TP (no

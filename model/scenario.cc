@@ -350,7 +350,7 @@ constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
-    "eager_elementwise"};
+    "eager_elementwise", "grad_reduce_dtype"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -433,6 +433,8 @@ Optimizations read_optimizations(const Section& s) {
   o.cross_entropy = s.enum_choice("cross_entropy", {CrossEntropyImpl::kUnfused, CrossEntropyImpl::kJitFused,
                                                    CrossEntropyImpl::kSingleKernel, CrossEntropyImpl::kPytorch})
                         .value_or(o.cross_entropy);
+  o.grad_reduce_dtype = s.enum_choice("grad_reduce_dtype", {GradReduceDtype::kFp32, GradReduceDtype::kBf16})
+                            .value_or(o.grad_reduce_dtype);
   return o;
 }
 
@@ -704,6 +706,10 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
     top.fail("model.position",
              "the CPU engine learns absolute positions, got \"" + std::string(to_string(sc.model.position)) + "\"");
   }
+  if (sc.hardware.gpu == "cpu" && sc.optimizations.grad_reduce_dtype != GradReduceDtype::kFp32) {
+    top.fail("optimizations.grad_reduce_dtype", "the CPU engine reduces fp32 gradients, got \"" +
+                                                    std::string(to_string(sc.optimizations.grad_reduce_dtype)) + "\"");
+  }
   if (sc.parallel.cp > 1) {
     // Context parallelism, folded (model/config.h ParallelConfig): Megatron-Core
     // splits each sequence into 2 cp chunks, two per CP rank (causal load balance).
@@ -929,6 +935,13 @@ void check_trainable(const Scenario& s) {
                         fmt::format("the engine learns absolute positions, got \"{}\"; set position = \"learned\" to "
                                     "train this scenario",
                                     to_string(s.model.position)));
+  }
+  // engine/cuda/comm_nccl.cc: every collective is ncclFloat32.
+  if (s.optimizations.grad_reduce_dtype != GradReduceDtype::kFp32) {
+    throw ScenarioError(s.source, 0, 0, "optimizations.grad_reduce_dtype",
+                        fmt::format("the engine reduces fp32 gradients, got \"{}\"; set grad_reduce_dtype = \"fp32\" "
+                                    "to train this scenario",
+                                    to_string(s.optimizations.grad_reduce_dtype)));
   }
   // The engine's output layer holds vocab / tp rows per TP rank and does not
   // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as

@@ -113,6 +113,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["dp_bucket_params"] = model::effective_dp_bucket_params(s);
   opt["dp_buckets_per_chunk"] = model::dp_buckets_per_chunk(s);
   opt["cross_entropy"] = model::to_string(o.cross_entropy);
+  opt["grad_reduce_dtype"] = model::to_string(o.grad_reduce_dtype);
   opt["tp_overlap_comm"] = model::to_string(o.tp_overlap_comm);
   opt["tp_overlap_sm_margin"] = o.tp_overlap_sm_margin;
   // Each userbuffers GEMM overlap as modelled (TE's defaults and the

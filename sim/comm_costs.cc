@@ -158,7 +158,9 @@ void fill_network(const model::Scenario& s, const FabricInputs& f, CommTimes* t)
                         *std::max_element(t->p2p_prev_s.begin(), t->p2p_prev_s.end()));
     if (model::embedding_sync_needed(s)) {
       t->embedding_sync_s =
-          net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp * model::kGradElementBytes, t);
+          net.embedding(static_cast<double>(s.model.vocab) * s.model.hidden / p.tp *
+                                 model::grad_element_bytes(s.optimizations),
+                         t);
     }
   }
   if (p.dp > 1) {

@@ -8,7 +8,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/estimator.h"
 #include "model/job_schedule.h"
+#include "model/memory.h"
+#include "model/profile.h"
 #include "model/op_cost.h"
 #include "model/scenario.h"
 #include "model/throughput.h"
@@ -116,7 +119,39 @@ TEST(ScheduleOptions, TheEnginesShapeIsTheSimulatorsWithoutBytes) {
   EXPECT_TRUE(shape.pp_overlap);
   EXPECT_FALSE(shape.dp_overlap);
   EXPECT_EQ(shape.data_pipeline, full.data_pipeline);
-  EXPECT_EQ(full.dp_bytes_per_chunk, static_cast<int64_t>(layer_chunk_params(s, 0, 0) * kGradElementBytes));
+  EXPECT_EQ(full.dp_bytes_per_chunk, static_cast<int64_t>(layer_chunk_params(s, 0, 0) * 4.0));  // fp32
+}
+
+// grad_reduce_dtype = bf16 halves what the DP reduce and the tied embedding's
+// all-reduce move and the gradient buffer at ZeRO 0-2; the all-gather moves
+// parameters either way, and ZeRO-3's shards stay fp32 (FSDP casts back).
+TEST(Payload, Bf16GradientsHalveTheReduceAndTheBuffer) {
+  for (int zero : {1, 3}) {
+    const Scenario fp32 = gpu_job(zero);
+    Scenario bf16 = fp32;
+    bf16.optimizations.grad_reduce_dtype = GradReduceDtype::kBf16;
+    for (OpKind k : {OpKind::kDpReduceScatter, OpKind::kDpAllGather}) {
+      const double ratio = dp_payload_bytes(bf16, 0, 0, k) / dp_payload_bytes(fp32, 0, 0, k);
+      EXPECT_DOUBLE_EQ(ratio, k == OpKind::kDpAllGather ? 1.0 : 0.5) << to_string(k);
+    }
+    EXPECT_EQ(schedule_options(bf16).dp_bytes_per_chunk * 2, schedule_options(fp32).dp_bytes_per_chunk);
+    const GpuProfile& gpu = hardware_profile(fp32);
+    const MemoryBreakdown a = memory_per_gpu(fp32.model, fp32.parallel, fp32.optimizations, gpu);
+    const MemoryBreakdown b = memory_per_gpu(bf16.model, bf16.parallel, bf16.optimizations, gpu);
+    EXPECT_DOUBLE_EQ(b.gradients_bytes / a.gradients_bytes, zero >= 3 ? 1.0 : 0.5) << "ZeRO " << zero;
+    EXPECT_DOUBLE_EQ(a.parameters_bytes, b.parameters_bytes);
+    EXPECT_DOUBLE_EQ(a.optimizer_bytes, b.optimizer_bytes);
+  }
+  // The estimate: the embedding's all-reduce and the DP reduce shrink.
+  Scenario fp32 = gpu_job(1);
+  fp32.optimizations.dp_overlap = false;
+  Scenario bf16 = fp32;
+  bf16.optimizations.grad_reduce_dtype = GradReduceDtype::kBf16;
+  const Estimate a = estimate(fp32);
+  const Estimate b = estimate(bf16);
+  EXPECT_LT(b.breakdown.embedding_sync_s, a.breakdown.embedding_sync_s);
+  EXPECT_LT(b.breakdown.dp_exposed_s, a.breakdown.dp_exposed_s);
+  EXPECT_DOUBLE_EQ(b.breakdown.optimizer_s, a.breakdown.optimizer_s);
 }
 
 TEST(Throughput, MfuAndTokensFromOneFormula) {

@@ -410,6 +410,29 @@ TEST(ScenarioTest, NormPositionAndEagerKeysAreReadAndTheEngineRefusesWhatItLacks
   }
 }
 
+TEST(ScenarioTest, TheGradientReduceDtypeIsReadAndTheEnginesRefuseBf16) {
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.grad_reduce_dtype, GradReduceDtype::kFp32);
+  const std::string bf16 = "[optimizations]\ngrad_reduce_dtype = \"bf16\"\n";
+  const Scenario s = parse_scenario(std::string(kValid) + bf16, "t.toml");
+  EXPECT_EQ(s.optimizations.grad_reduce_dtype, GradReduceDtype::kBf16);
+  // kValid is 12 lines: [optimizations] is line 13, the key line 14.
+  expect_error(std::string(kValid) + "[optimizations]\ngrad_reduce_dtype = \"fp16\"\n", 14,
+               "optimizations.grad_reduce_dtype", "not allowed");
+  expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n" + bf16, 16, "optimizations.grad_reduce_dtype",
+               "the CPU engine reduces fp32 gradients");
+  Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n" + bf16 +
+                                      "[train]\ndevice = \"cuda\"\n",
+                                  "t.toml");
+  try {
+    check_trainable(train);
+    ADD_FAILURE() << "bf16 gradients accepted for the engine";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.key(), "optimizations.grad_reduce_dtype") << e.what();
+  }
+  train.optimizations.grad_reduce_dtype = GradReduceDtype::kFp32;
+  EXPECT_NO_THROW(check_trainable(train));
+}
+
 TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
   const ScenarioError e = error_of(text);
