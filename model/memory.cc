@@ -177,6 +177,17 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
   r.activations_bytes = r.activation_bytes_per_layer * chunk_layers * r.inflight_chunks;
 
   r.other_bytes = kFixedOverheadBytes;
+  if (p.recompute != Recompute::kNone) {
+    // The layer whose backward runs first re-creates what the plain forward
+    // would have kept (full: the whole layer beside its input; selective: the
+    // attention scores; selective_op: the re-run operators' outputs), for one
+    // micro-batch, while every in-flight stash is still held: the backward
+    // that follows the peak forward. Korthikanti et al.'s totals leave it out.
+    ParallelConfig plain = p;
+    plain.recompute = Recompute::kNone;
+    r.other_bytes +=
+        activation_bytes_per_layer(m, plain, o.efficient_operators, o.fp8) - r.activation_bytes_per_layer;
+  }
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp, o);
   if (p.pp == 1) {
     // Rank 0 is also the last stage: one micro-batch's logits while the loss runs.

@@ -33,7 +33,8 @@ struct MemoryBreakdown {
   double optimizer_bytes = 0;
   double activations_bytes = 0;
   double other_bytes = 0;           // CUDA context, NCCL buffers, DP bucket, ZeRO-3 gathers,
-                                    // the loss's logits (PP 1: rank 0 is the last stage)
+                                    // the loss's logits (PP 1: rank 0 is the last stage),
+                                    // under recompute the re-run layer's activations
   double total_bytes = 0;
   double capacity_bytes = 0;        // the profile's HBM
   int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by that rank

@@ -174,6 +174,31 @@ TEST(Memory, OneStageHoldsTheLossLogits) {
               1.0);
 }
 
+// Under recompute the first backward after the peak forward re-creates one
+// layer's plain activations while every stash is held: full recompute adds the
+// whole layer beside its input, selective the attention scores (nothing with
+// FlashAttention, which saves no scores), none nothing.
+TEST(Memory, RecomputeHoldsTheReRunLayerOnTopOfTheStash) {
+  Scenario s = base();  // SP, TP 8, no FlashAttention
+  const GpuProfile& gpu = hardware_profile(s);
+  const double sbh = 2048.0 * 12288, t = 8, a = 128, sq = 2048, h = 12288;
+  s.parallel.recompute = Recompute::kNone;
+  const MemoryBreakdown none = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.parallel.recompute = Recompute::kSelective;
+  const MemoryBreakdown selective = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_NEAR(selective.other_bytes - none.other_bytes, sbh * 5 * a * sq / (h * t), 1.0);
+  s.parallel.recompute = Recompute::kFull;
+  const MemoryBreakdown full = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_NEAR(full.other_bytes - none.other_bytes, sbh * (34 / t + 5 * a * sq / (h * t)) - sbh * 2 / t, 1.0);
+  // The peak counts the stash of every in-flight chunk plus that one layer.
+  EXPECT_NEAR(full.activations_bytes, full.inflight_chunks * (s.model.layers / (8.0 * 6)) * sbh * 2 / t, 1.0);
+  s.optimizations.efficient_operators = true;
+  s.parallel.recompute = Recompute::kSelective;
+  const MemoryBreakdown flash_selective = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  s.parallel.recompute = Recompute::kNone;
+  EXPECT_DOUBLE_EQ(flash_selective.other_bytes, memory_per_gpu(s.model, s.parallel, s.optimizations, gpu).other_bytes);
+}
+
 TEST(Memory, ZeroThreeGathersOneLayerAtATimeNotTheWholeChunk) {
   // FSDP / ZeRO-3 with PP 1: the whole model is one chunk, but only the layer
   // computing and the prefetched next are unsharded (plus one layer's fp32
