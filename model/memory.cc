@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <vector>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "model/engine_ops.h"
 #include "model/op_cost.h"
@@ -185,13 +187,15 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
     // that follows the peak forward. Korthikanti et al.'s totals leave it out.
     ParallelConfig plain = p;
     plain.recompute = Recompute::kNone;
-    r.other_bytes +=
+    r.rerun_layer_bytes =
         activation_bytes_per_layer(m, plain, o.efficient_operators, o.fp8) - r.activation_bytes_per_layer;
+    r.other_bytes += r.rerun_layer_bytes;
   }
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp, o);
   if (p.pp == 1) {
     // Rank 0 is also the last stage: one micro-batch's logits while the loss runs.
-    r.other_bytes += loss_bytes_per_logit(o.cross_entropy) * logits_per_rank(m, p);
+    r.loss_logits_bytes = loss_bytes_per_logit(o.cross_entropy) * logits_per_rank(m, p);
+    r.other_bytes += r.loss_logits_bytes;
   }
   if (p.zero_stage >= 3) {
     // ZeRO-3 / FSDP gathers one unit (a transformer layer) at a time, never a
@@ -234,12 +238,20 @@ double unsharded_gradient_extra_bytes(const ModelConfig& m, const ParallelConfig
   return rank_memory(m, whole, o, gpu, layout, sharded.pp_rank).gradients_bytes - sharded.gradients_bytes;
 }
 
+std::string MemoryBreakdown::other_parts() const {
+  std::vector<std::string> parts;
+  if (loss_logits_bytes > 0) parts.push_back(fmt::format("loss logits {:.1f}", loss_logits_bytes / 1e9));
+  if (rerun_layer_bytes > 0) parts.push_back(fmt::format("re-run layer {:.1f}", rerun_layer_bytes / 1e9));
+  return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, ", "));
+}
+
 std::string MemoryBreakdown::describe() const {
   return fmt::format(
       "needs {:.1f} GB of {:.1f} GB: parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
       "activations {:.1f} ({} in-flight chunks x {:.2f} GB/layer), other {:.1f}",
       total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9, gradients_bytes / 1e9, optimizer_bytes / 1e9,
       activations_bytes / 1e9, inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9) +
+         other_parts() +
          (pp_rank > 0 ? fmt::format(", on pipeline rank {}", pp_rank) : std::string());
 }
 

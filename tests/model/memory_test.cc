@@ -2,7 +2,10 @@
 #include "model/memory.h"
 #include "model/profile.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "model/scenario.h"
 
@@ -166,6 +169,9 @@ TEST(Memory, OneStageHoldsTheLossLogits) {
   s.optimizations.cross_entropy = CrossEntropyImpl::kUnfused;
   const MemoryBreakdown unfused = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   EXPECT_NEAR(unfused.other_bytes - staged.other_bytes, 6 * logits, 1.0);
+  EXPECT_NEAR(unfused.loss_logits_bytes, 6 * logits, 1.0);
+  EXPECT_DOUBLE_EQ(staged.loss_logits_bytes, 0.0);
+  EXPECT_NE(unfused.describe().find("(loss logits "), std::string::npos) << unfused.describe();
   EXPECT_NEAR(single.other_bytes - staged.other_bytes, 4 * logits, 1.0);
   // PyTorch's F.cross_entropy keeps log_softmax's fp32 output beside the
   // backward's two fp32 gradients: 12.
@@ -190,6 +196,11 @@ TEST(Memory, RecomputeHoldsTheReRunLayerOnTopOfTheStash) {
   s.parallel.recompute = Recompute::kFull;
   const MemoryBreakdown full = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   EXPECT_NEAR(full.other_bytes - none.other_bytes, sbh * (34 / t + 5 * a * sq / (h * t)) - sbh * 2 / t, 1.0);
+  EXPECT_DOUBLE_EQ(full.rerun_layer_bytes, full.other_bytes - none.other_bytes);
+  EXPECT_DOUBLE_EQ(none.rerun_layer_bytes, 0.0);
+  EXPECT_NE(full.describe().find(fmt::format("(re-run layer {:.1f})", full.rerun_layer_bytes / 1e9)), std::string::npos)
+      << full.describe();
+  EXPECT_EQ(none.describe().find("re-run"), std::string::npos) << none.describe();
   // The peak counts the stash of every in-flight chunk plus that one layer.
   EXPECT_NEAR(full.activations_bytes, full.inflight_chunks * (s.model.layers / (8.0 * 6)) * sbh * 2 / t, 1.0);
   s.optimizations.efficient_operators = true;
