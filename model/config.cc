@@ -104,6 +104,14 @@ const char* to_string(RankOrder v) {
   return "?";
 }
 
+const char* to_string(CpComm v) {
+  switch (v) {
+    case CpComm::kP2p: return "p2p";
+    case CpComm::kAllGather: return "all_gather";
+  }
+  return "?";
+}
+
 const char* to_string(AttentionKernel v) {
   switch (v) {
     case AttentionKernel::kFlash2: return "flash2";

@@ -69,6 +69,15 @@ enum class GradReduceDtype { kFp32, kBf16 };
 // [TP, CP, PP, DP] order of Meta's Llama 3 training (Llama 3 section 3.3.2):
 // pipeline neighbours sit next to each other, data-parallel peers far apart.
 enum class RankOrder { kTpCpDpPp, kTpCpPpDp };
+// How context parallelism moves keys and values (Megatron-Core --cp-comm-type,
+// Transformer Engine's attention with CP): kP2p, the ring: cp - 1 exchanges of
+// this rank's K/V block, each beside the attention of the block in hand;
+// kAllGather, all-gather the whole sequence's K/V before the attention (and
+// again in backward, whose K/V gradients are reduce-scattered), not overlapped:
+// Llama 3's CP (arXiv 2407.21783 section 3.3.2), Transformer Engine's
+// AttnFuncWithCPAndKVAllGather (it saves the local K/V only, so the gathered
+// copy is a transient of the layer's attention, not a stash).
+enum class CpComm { kP2p, kAllGather };
 
 const char* to_string(MlpKind v);
 const char* to_string(BlockKind v);
@@ -86,6 +95,7 @@ const char* to_string(TpOverlapComm v);
 const char* to_string(AttentionKernel v);
 const char* to_string(GradReduceDtype v);
 const char* to_string(RankOrder v);
+const char* to_string(CpComm v);
 
 // The transformer. Units: counts of elements (not bytes).
 struct ModelConfig {
@@ -145,6 +155,7 @@ struct ModelConfig {
 struct ParallelConfig {
   int tp = 1;                    // tensor-parallel size
   int cp = 1;                    // context-parallel size (folded into dp, see above)
+  CpComm cp_comm = CpComm::kP2p;  // how CP moves keys / values (cp > 1)
   int pp = 1;                    // pipeline-parallel size (stages)
   int vpp = 1;                   // model chunks per stage (1 = plain 1F1B)
   // Layers of the first / last pipeline stage, 0 = an even split (Megatron-Core's

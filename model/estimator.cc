@@ -308,14 +308,14 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
   return out;
 }
 
-// Context parallelism's ring attention (Megatron-Core / Transformer Engine, P2P
-// form): each of a layer's passes sends this rank's key/value block to the next
+// Context parallelism (ParallelConfig::cp_comm). The ring attention (Megatron-
+// Core / Transformer Engine, P2P form): each of a layer's passes sends this rank's key/value block to the next
 // CP rank cp - 1 times (backward: keys/values and their gradients, twice the
 // bytes), each step overlapping the attention of the block in hand; what the
 // exchange takes beyond the layer's attention is exposed. The CP group strides
 // TP ranks (rank order tp-cp-dp-pp): NVLink while tp x cp fits a node, else a
-// NIC. Reported with the TP exposure (tp_exposed_s).
-double cp_ring_exposed_s(const std::vector<OperatorCost>& ops, bool backward, const Scenario& s,
+// NIC. The all-gather form: below. Reported with the TP exposure (tp_exposed_s).
+double cp_exposed_s(const std::vector<OperatorCost>& ops, bool backward, const Scenario& s,
                          const GpuProfile& gpu) {
   const ParallelConfig& p = s.parallel;
   if (p.cp <= 1) return 0.0;
@@ -327,6 +327,15 @@ double cp_ring_exposed_s(const std::vector<OperatorCost>& ops, bool backward, co
   const bool in_node = static_cast<int64_t>(p.tp) * p.cp <= hw.gpus_per_node;
   const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);
   const Link link = in_node ? nvlink_link(gpu.nvlink_busbw_gbs) : network_link(nic_busbw_gbs(hw.nic_gbps) * nic_share);
+  if (p.cp_comm == CpComm::kAllGather) {
+    // Every rank's block gathered before the attention, none of it overlapped
+    // (Llama 3 section 3.3.2: "the all-gather communication latency is exposed
+    // in the critical path"); backward gathers again and reduce-scatters the
+    // K/V gradients.
+    const double gathered = block_bytes * p.cp;  // nccl-tests size: the whole output
+    const double ag_s = collective_time_s(CollectiveKind::kAllGather, p.cp, gathered, link);
+    return backward ? ag_s + collective_time_s(CollectiveKind::kReduceScatter, p.cp, gathered, link) : ag_s;
+  }
   const double step_s = p2p_time_s((backward ? 2.0 : 1.0) * block_bytes, link);
   double attention_s = 0;
   for (const OperatorCost& op : ops) {
@@ -353,7 +362,7 @@ ProgramTime program_time(const LayerProgram& program, const std::vector<Operator
       t.tp_exposed_s += steps[k].added_s;
     }
   }
-  t.tp_exposed_s += cp_ring_exposed_s(ops, backward, s, gpu);
+  t.tp_exposed_s += cp_exposed_s(ops, backward, s, gpu);
   return t;
 }
 

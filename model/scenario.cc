@@ -100,7 +100,7 @@ ModelConfig read_model(const Section& s) {
 }
 
 constexpr std::string_view kParallelKeys[] = {
-    "tp",         "cp",        "pp",         "vpp", "first_stage_layers", "last_stage_layers", "pipeline_layout",
+    "tp",         "cp",        "cp_comm",   "pp",         "vpp", "first_stage_layers", "last_stage_layers", "pipeline_layout",
     "dp",         "micro_batch", "global_batch", "sequence_parallel",
     "zero_stage", "recompute", "rank_order"};
 
@@ -150,6 +150,10 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus, int layers) {
   ParallelConfig p;
   p.tp = s.required_integer("tp", 1);
   p.cp = s.integer("cp", 1, 4096).value_or(1);
+  if (const std::optional<CpComm> c = s.enum_choice("cp_comm", {CpComm::kP2p, CpComm::kAllGather})) {
+    if (p.cp <= 1) s.fail("cp_comm", "context parallelism is off (cp = 1): there are no keys and values to move");
+    p.cp_comm = *c;
+  }
   p.pp = s.required_integer("pp", 1);
   p.vpp = s.integer("vpp", 1).value_or(1);
   p.first_stage_layers = s.integer("first_stage_layers", 1).value_or(0);
@@ -325,7 +329,7 @@ std::optional<Violation> check_fabric(const NetworkConfig& n, const HardwareConf
 // servers does not have. A tp above gpus_per_node is timed on the fabric.
 // The same holds for a context-parallel group of tp x cp consecutive GPUs,
 // whose ring-attention exchanges are timed on NVLink when tp x cp fits one
-// server (model/estimator.cc cp_ring_exposed_s).
+// server (model/estimator.cc cp_exposed_s).
 std::optional<Violation> check_placement(const HardwareConfig& hw, const ParallelConfig& p) {
   const int node = hw.gpus_per_node;
   if (p.tp < node && node % p.tp != 0) {

@@ -89,6 +89,7 @@ std::vector<ParallelConfig> enumerate_layouts(const Scenario& s, int gpus) {
                   ParallelConfig p;
                   p.tp = tp;
                   p.cp = cp;
+                  p.cp_comm = s.parallel.cp_comm;  // the job's attention's, not searched
                   p.pp = pp;
                   p.vpp = vpp;
                   if (ends) {

@@ -48,6 +48,7 @@ std::string layout_line(const model::ParallelConfig& p) {
   }
   // A free-form layout (model/megatron_layout.h): every stage's layers.
   if (p.pipeline_chunk_layers != nullptr) order += fmt::format("  stage layers {}", fmt::join(stage_layers(p), "+"));
+  if (p.cp > 1 && p.cp_comm != model::CpComm::kP2p) order += fmt::format("  CP {}", model::to_string(p.cp_comm));
   if (p.cp > 1) {  // the user's figures (CP is folded into dp and global_batch, model/config.h)
     return fmt::format("TP {}  CP {}  PP {}  VPP {}  DP {}  micro-batch {}  global batch {}{}  ZeRO-{}  recompute {}{}",
                        p.tp, p.cp, p.pp, p.vpp, p.replicas(), p.micro_batch, p.global_batch / p.cp,
@@ -76,6 +77,7 @@ Json parallel_json(const model::ParallelConfig& p) {
   j["dp"] = p.replicas();
   if (p.cp > 1) {
     j["dp_cp"] = p.dp;
+    j["cp_comm"] = model::to_string(p.cp_comm);
   }
   j["micro_batch"] = p.micro_batch;
   j["global_batch"] = p.global_batch / p.cp;

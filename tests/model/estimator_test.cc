@@ -6,7 +6,9 @@
 #include <cmath>
 #include <memory>
 
+#include "model/collective_cost.h"
 #include "model/engine_ops.h"
+#include "model/hardware.h"
 #include "model/job_schedule.h"
 #include "model/payload.h"
 #include "model/replay.h"
@@ -497,22 +499,54 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
 // Context parallelism: the same job on twice the GPUs with CP 2 does the same
 // model FLOPs, each GPU half the token work, plus the ring-attention exchange
 // (exposed only beyond the attention it overlaps).
-TEST(Estimator, ContextParallelismHalvesTheTokenWork) {
-  Scenario s = small();
-  s.model.seq_len = 8192;
-  const Estimate base = estimate(s);
-  Scenario cp = s;
+// `s` on twice the GPUs with CP 2 (folded as model/config.h says).
+Scenario with_cp2(Scenario cp) {
   cp.parallel.cp = 2;
   cp.model.attention_span = cp.model.seq_len;
   cp.model.seq_len /= 2;
   cp.parallel.dp *= 2;
   cp.parallel.global_batch *= 2;
   cp.cluster.gpus *= 2;
-  const Estimate e = estimate(cp);
+  return cp;
+}
+
+TEST(Estimator, ContextParallelismHalvesTheTokenWork) {
+  Scenario s = small();
+  s.model.seq_len = 8192;
+  const Estimate base = estimate(s);
+  const Estimate e = estimate(with_cp2(s));
   EXPECT_DOUBLE_EQ(e.model_flops, base.model_flops);
   EXPECT_LT(e.breakdown.compute_s, 0.6 * base.breakdown.compute_s);
   EXPECT_GT(e.breakdown.compute_s, 0.45 * base.breakdown.compute_s);
   EXPECT_LT(e.memory.activations_bytes, 0.6 * base.memory.activations_bytes);
+}
+
+// cp_comm = "all_gather" (Llama 3's CP): every layer gathers the sequence's K/V
+// before its attention and, in backward, gathers again and reduce-scatters
+// their gradients, none of it overlapped; the ring hides its exchange behind
+// the attention here. Per micro-batch and layer the step pays those three
+// collectives (CP 2 x TP 8 spans two servers: one NIC per GPU).
+TEST(Estimator, AllGatherContextParallelismExposesItsCollectives) {
+  Scenario s = small();
+  s.model.seq_len = 8192;
+  Scenario cp = with_cp2(s);
+  cp.parallel.pp = 1;
+  cp.parallel.vpp = 1;
+  cp.parallel.dp *= 8;
+  cp.parallel.global_batch *= 8;
+  const Estimate ring = estimate(cp);
+  Scenario ag = cp;
+  ag.parallel.cp_comm = CpComm::kAllGather;
+  const Estimate gathered = estimate(ag);
+  const double kv_heads = std::max(1.0, static_cast<double>(cp.model.kv_heads) / cp.parallel.tp);
+  const double block = 2.0 * cp.model.seq_len * kv_heads * cp.model.head_dim() * 2;  // K and V, bf16
+  const Link nic = network_link(nic_busbw_gbs(cp.hardware.nic_gbps));
+  const double per_layer = 2 * collective_time_s(CollectiveKind::kAllGather, 2, 2 * block, nic) +
+                           collective_time_s(CollectiveKind::kReduceScatter, 2, 2 * block, nic);
+  const double expected = per_layer * cp.model.layers * cp.parallel.microbatches();
+  EXPECT_NEAR(gathered.breakdown.tp_exposed_s - ring.breakdown.tp_exposed_s, expected, 0.05 * expected);
+  EXPECT_GT(gathered.iteration_time_s, ring.iteration_time_s);
+  EXPECT_DOUBLE_EQ(gathered.breakdown.compute_s, ring.breakdown.compute_s);
 }
 
 // The GPUs' speed spread slows the step's compute (and recompute) by the

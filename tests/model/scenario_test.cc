@@ -279,6 +279,24 @@ TEST(ScenarioTest, ContextParallelismFoldsIntoDataParallel) {
   }
 }
 
+// parallel.cp_comm: "p2p" (the ring, the default) or "all_gather" (Llama 3's
+// CP); refused where CP is off, at its line.
+TEST(ScenarioTest, TheCpCommunicationIsReadWhereCpIsOn) {
+  std::string text = kValid;
+  const size_t at = text.find("[parallel]\n");
+  ASSERT_NE(at, std::string::npos);
+  const std::string gpus = "cluster.gpus=32";
+  EXPECT_EQ(parse_scenario(std::string(text).insert(at + 11, "cp = 2\n"), "t.toml", {gpus}).parallel.cp_comm,
+            CpComm::kP2p);
+  EXPECT_EQ(parse_scenario(std::string(text).insert(at + 11, "cp = 2\ncp_comm = \"all_gather\"\n"), "t.toml", {gpus})
+                .parallel.cp_comm,
+            CpComm::kAllGather);
+  // [parallel] is line 7 of kValid: the key is line 8.
+  expect_error(std::string(text).insert(at + 11, "cp_comm = \"all_gather\"\n"), 8, "parallel.cp_comm",
+               "context parallelism is off");
+  expect_error(std::string(text).insert(at + 11, "cp = 2\ncp_comm = \"a2a\"\n"), 9, "parallel.cp_comm", "not allowed");
+}
+
 // FP8 needs a profile with FP8 tensor cores: refused on A100 at the key.
 // The engine trains a scenario only on the device its GPU profile describes.
 TEST(ScenarioTest, CheckTrainableMatchesTheDeviceAndTheProfile) {
