@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <vector>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "model/engine_ops.h"
 #include "model/op_cost.h"
@@ -189,14 +188,15 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
     plain.recompute = Recompute::kNone;
     r.rerun_layer_bytes =
         activation_bytes_per_layer(m, plain, o.efficient_operators, o.fp8) - r.activation_bytes_per_layer;
-    r.other_bytes += r.rerun_layer_bytes;
   }
   if (p.dp > 1 && p.zero_stage >= 1) r.other_bytes += bucket_bytes(p.dp, o);
   if (p.pp == 1) {
     // Rank 0 is also the last stage: one micro-batch's logits while the loss runs.
     r.loss_logits_bytes = loss_bytes_per_logit(o.cross_entropy) * logits_per_rank(m, p);
-    r.other_bytes += r.loss_logits_bytes;
   }
+  // Never live at once: the loss's tensors are freed by the output layer's
+  // backward, before the last transformer layer's backward re-runs it.
+  r.other_bytes += std::max(r.loss_logits_bytes, r.rerun_layer_bytes);
   if (p.zero_stage >= 3) {
     // ZeRO-3 / FSDP gathers one unit (a transformer layer) at a time, never a
     // whole chunk: PyTorch FSDP's limit_all_gathers (default True since PR
@@ -242,7 +242,8 @@ std::string MemoryBreakdown::other_parts() const {
   std::vector<std::string> parts;
   if (loss_logits_bytes > 0) parts.push_back(fmt::format("loss logits {:.1f}", loss_logits_bytes / 1e9));
   if (rerun_layer_bytes > 0) parts.push_back(fmt::format("re-run layer {:.1f}", rerun_layer_bytes / 1e9));
-  return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, ", "));
+  if (parts.size() == 2) return fmt::format(" ({} or {}, never at once: the larger counted)", parts[0], parts[1]);
+  return parts.empty() ? std::string() : fmt::format(" ({})", parts[0]);
 }
 
 std::string MemoryBreakdown::describe() const {

@@ -35,8 +35,10 @@ struct MemoryBreakdown {
   double other_bytes = 0;           // CUDA context, NCCL buffers, DP bucket, ZeRO-3 gathers,
                                     // the loss's logits (PP 1: rank 0 is the last stage),
                                     // under recompute the re-run layer's activations
-  double loss_logits_bytes = 0;     // of other_bytes: the loss's logits (PP 1)
-  double rerun_layer_bytes = 0;     // of other_bytes: the re-run layer's activations
+  // Of other_bytes, the larger of the two (never live at once): the loss's
+  // logits (PP 1) and the layer a recompute's backward re-runs.
+  double loss_logits_bytes = 0;
+  double rerun_layer_bytes = 0;
   double total_bytes = 0;
   double capacity_bytes = 0;        // the profile's HBM
   int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by that rank
@@ -44,9 +46,10 @@ struct MemoryBreakdown {
   double activation_bytes_per_layer = 0;  // one micro-batch, one layer
   bool fits() const { return total_bytes <= capacity_bytes; }
   // "needs 93.1 GB of 85.9 GB: parameters 5.5, gradients 10.9, ..., other 1.7
-  // (loss logits 0.2, re-run layer 0.4)" (GB = 1e9 B; the parts of other that exist).
+  // (re-run layer 0.4)" (GB = 1e9 B; other_parts()).
   std::string describe() const;
-  // " (loss logits 0.2, re-run layer 0.4)", or "" when other has neither.
+  // " (loss logits 0.2)", " (re-run layer 0.4)", " (loss logits 0.2 or re-run
+  // layer 0.4, never at once: the larger counted)", or "" when other has neither.
   std::string other_parts() const;
 };
 

@@ -99,7 +99,8 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   memory["activations"] = e.memory.activations_bytes;
   memory["other"] = e.memory.other_bytes;
   // Parts of "other" (not to be added to it): the loss's logits with one
-  // pipeline stage, and the re-run layer a recompute's backward holds.
+  // pipeline stage, and the re-run layer a recompute's backward holds; never
+  // live at once, "other" counts the larger.
   memory["other_loss_logits"] = e.memory.loss_logits_bytes;
   memory["other_rerun_layer"] = e.memory.rerun_layer_bytes;
   const model::Optimizations& o = s.optimizations;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "model/scenario.h"
@@ -170,6 +171,14 @@ TEST(Memory, OneStageHoldsTheLossLogits) {
   const MemoryBreakdown unfused = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   EXPECT_NEAR(unfused.other_bytes - staged.other_bytes, 6 * logits, 1.0);
   EXPECT_NEAR(unfused.loss_logits_bytes, 6 * logits, 1.0);
+  // With recompute the re-run layer comes after the loss's tensors are freed:
+  // other holds the larger of the two, and names both.
+  s.parallel.recompute = Recompute::kSelective;
+  const MemoryBreakdown rerun = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  ASSERT_GT(rerun.rerun_layer_bytes, 0.0);
+  EXPECT_NEAR(rerun.other_bytes - staged.other_bytes, std::max(6 * logits, rerun.rerun_layer_bytes), 1.0);
+  EXPECT_NE(rerun.describe().find("never at once"), std::string::npos) << rerun.describe();
+  s.parallel.recompute = Recompute::kNone;
   EXPECT_DOUBLE_EQ(staged.loss_logits_bytes, 0.0);
   EXPECT_NE(unfused.describe().find("(loss logits "), std::string::npos) << unfused.describe();
   EXPECT_NEAR(single.other_bytes - staged.other_bytes, 4 * logits, 1.0);
