@@ -42,7 +42,8 @@ bool embedding_sync_needed(const Scenario& s) {
 
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) {
   const double params = dp_chunk_params(s, pp_rank, chunk);
-  return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes : params * grad_element_bytes(s.optimizations);
+  return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes
+                                      : params * grad_element_bytes(s.optimizations);
 }
 
 }  // namespace megascale::model

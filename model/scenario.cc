@@ -150,10 +150,9 @@ ParallelConfig read_parallel(const Section& s, int cluster_gpus, int layers) {
   ParallelConfig p;
   p.tp = s.required_integer("tp", 1);
   p.cp = s.integer("cp", 1, 4096).value_or(1);
-  if (const std::optional<CpComm> c = s.enum_choice("cp_comm", {CpComm::kP2p, CpComm::kAllGather})) {
-    if (p.cp <= 1) s.fail("cp_comm", "context parallelism is off (cp = 1): there are no keys and values to move");
-    p.cp_comm = *c;
-  }
+  // Read with cp = 1 too, where it moves nothing: `--set parallel.cp=1` on a
+  // context-parallel scenario is a what-if, not an error.
+  p.cp_comm = s.enum_choice("cp_comm", {CpComm::kP2p, CpComm::kAllGather}).value_or(CpComm::kP2p);
   p.pp = s.required_integer("pp", 1);
   p.vpp = s.integer("vpp", 1).value_or(1);
   p.first_stage_layers = s.integer("first_stage_layers", 1).value_or(0);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/estimator.h"
 #include "model/pipeline_layout.h"
 #include "tests/model/valid_scenario.h"
 
@@ -280,7 +281,8 @@ TEST(ScenarioTest, ContextParallelismFoldsIntoDataParallel) {
 }
 
 // parallel.cp_comm: "p2p" (the ring, the default) or "all_gather" (Llama 3's
-// CP); refused where CP is off, at its line.
+// CP); read where CP is off too, where it moves nothing (a what-if that sets
+// cp = 1 on a CP scenario must not fail); any other value is refused at its line.
 TEST(ScenarioTest, TheCpCommunicationIsReadWhereCpIsOn) {
   std::string text = kValid;
   const size_t at = text.find("[parallel]\n");
@@ -291,9 +293,9 @@ TEST(ScenarioTest, TheCpCommunicationIsReadWhereCpIsOn) {
   EXPECT_EQ(parse_scenario(std::string(text).insert(at + 11, "cp = 2\ncp_comm = \"all_gather\"\n"), "t.toml", {gpus})
                 .parallel.cp_comm,
             CpComm::kAllGather);
-  // [parallel] is line 7 of kValid: the key is line 8.
-  expect_error(std::string(text).insert(at + 11, "cp_comm = \"all_gather\"\n"), 8, "parallel.cp_comm",
-               "context parallelism is off");
+  const Scenario off = parse_scenario(std::string(text).insert(at + 11, "cp_comm = \"all_gather\"\n"), "t.toml");
+  EXPECT_EQ(off.parallel.cp, 1);
+  EXPECT_DOUBLE_EQ(estimate(off).iteration_time_s, estimate(parse_scenario(kValid, "t.toml")).iteration_time_s);
   expect_error(std::string(text).insert(at + 11, "cp = 2\ncp_comm = \"a2a\"\n"), 9, "parallel.cp_comm", "not allowed");
 }
 
