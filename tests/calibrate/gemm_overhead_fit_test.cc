@@ -1,5 +1,5 @@
 // tests/calibrate/gemm_overhead_fit_test.cc: the per-call GEMM overhead fit
-// (calibrate/gemm_overhead_fit.h) and the H100 profile value it produced.
+// (calibrate/gemm_overhead_fit.h) and the H100 and B200 profile values it produced.
 #include "calibrate/gemm_overhead_fit.h"
 
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 namespace megascale::calibrate {
 namespace {
 
-std::string fixture() {
-  return std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/xla_sm90_gemm_bf16.csv";
+std::string fixture(const char* name) {
+  return std::string(MEGASCALE_SOURCE_DIR) + "/tests/calibrate/fixtures/" + name;
 }
 
 // Times made by the roofline plus a known overhead give that overhead back,
@@ -44,21 +44,29 @@ TEST(GemmOverheadFit, RecoversAKnownOverhead) {
   EXPECT_THROW(fit_gemm_overhead({}, gpu), std::invalid_argument);
 }
 
-// The shipped H100 profile's gemm_overhead_us is this fit on OpenXLA's measured
-// sm_90 table, and the fit explains that table far better than the bare
+// A shipped profile's gemm_overhead_us is this fit on OpenXLA's measured GEMM
+// table of its GPU, and the fit explains that table far better than the bare
 // roofline does (printed: the figures the profile's provenance quotes).
-TEST(GemmOverheadFit, H100ProfileCarriesTheFitOnOpenXlasTable) {
-  const std::vector<GemmSweepRow> rows = read_gemm_sweep_file(fixture());
+void expect_profile_carries_the_fit(const char* profile, const char* table) {
+  const std::vector<GemmSweepRow> rows = read_gemm_sweep_file(fixture(table));
   ASSERT_EQ(rows.size(), 125u);
-  const model::GpuProfile& h100 = model::gpu_profile("H100-SXM5-80GB");
-  const GemmOverheadFit f = fit_gemm_overhead(rows, h100);
-  std::printf("gemm_overhead_us fit on %d shapes: %.2f us; |time error| median / max: roofline %.1f%% / %.1f%%, "
-              "fitted %.1f%% / %.1f%%, leave-one-out %.1f%% / %.1f%%\n",
-              f.points, f.overhead_us, 100 * f.roofline_median_error, 100 * f.roofline_max_error,
+  const model::GpuProfile& gpu = model::gpu_profile(profile);
+  const GemmOverheadFit f = fit_gemm_overhead(rows, gpu);
+  std::printf("%s gemm_overhead_us fit on %d shapes of %s: %.2f us; |time error| median / max: roofline %.1f%% / "
+              "%.1f%%, fitted %.1f%% / %.1f%%, leave-one-out %.1f%% / %.1f%%\n",
+              profile, f.points, table, f.overhead_us, 100 * f.roofline_median_error, 100 * f.roofline_max_error,
               100 * f.fitted_median_error, 100 * f.fitted_max_error, 100 * f.loo_median_error, 100 * f.loo_max_error);
-  EXPECT_NEAR(h100.gemm_overhead_us, f.overhead_us, 0.01);
-  EXPECT_LT(f.fitted_median_error, 0.5 * f.roofline_median_error);
-  EXPECT_LT(f.loo_median_error, 0.08);
+  EXPECT_NEAR(gpu.gemm_overhead_us, f.overhead_us, 0.01) << profile;
+  EXPECT_LT(f.fitted_median_error, 0.5 * f.roofline_median_error) << profile;
+  EXPECT_LT(f.loo_median_error, 0.08) << profile;
+}
+
+TEST(GemmOverheadFit, H100ProfileCarriesTheFitOnOpenXlasTable) {
+  expect_profile_carries_the_fit("H100-SXM5-80GB", "xla_sm90_gemm_bf16.csv");
+}
+
+TEST(GemmOverheadFit, B200ProfileCarriesTheFitOnOpenXlasTable) {
+  expect_profile_carries_the_fit("B200-SXM-180GB", "xla_sm100_gemm_bf16.csv");
 }
 
 }  // namespace

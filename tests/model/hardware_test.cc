@@ -24,10 +24,15 @@ TEST(Hardware, ProfilesCarrySpecSheetFigures) {
   const GpuProfile& h200 = gpu_profile("H200-SXM-141GB");
   EXPECT_EQ(h200.memory_bytes, 143771.0 * 1048576);
   EXPECT_EQ(h200.memory_gbs, 4800.0);
-  EXPECT_EQ(gpu_profile_names().size(), 5u);  // and "cpu"
+  const GpuProfile& b200 = gpu_profile("B200-SXM-180GB");
+  EXPECT_EQ(b200.peak_tflops, 2250.0);
+  EXPECT_EQ(b200.memory_gbs, 8000.0);
+  EXPECT_EQ(b200.nvlink_gbs, 1800.0);
+  EXPECT_EQ(gpu_profile_names().size(), 6u);  // and "cpu"
   // PCIe x16 per direction: Gen4 on A100 (64 GB/s bidirectional), Gen5 on Hopper.
   EXPECT_NEAR(a80.pcie_gbps / 8 * 2, 64.0, 1.5);
   EXPECT_NEAR(h200.pcie_gbps / 8 * 2, 128.0, 3.0);
+  EXPECT_NEAR(b200.pcie_gbps / 8 * 2, 128.0, 3.0);
 }
 
 TEST(Hardware, UnknownProfileNamesTheKnownOnes) {

@@ -52,7 +52,7 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(Profile, ShippedProfilesLoadFromTheirFilesWithProvenance) {
-  for (const char* name_c : {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB"}) {
+  for (const char* name_c : {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB"}) {
     const std::string name = name_c;
     const GpuProfile from_file = load_profile(source_path("calibrate/profiles/" + name + ".toml"));
     const GpuProfile& builtin = builtin_profile(name);
@@ -96,6 +96,25 @@ TEST(Profile, ShippedValuesAreTheFormerConstants) {
   EXPECT_EQ(h.pcie_gbps, 16.0 * 32.0 * 128.0 / 130.0);
   EXPECT_EQ(h.nccl_nvlink_ctas, 24);  // NCCL 2.30.7 search.cc + connect.cc: 24 coll channels on 8 H100/H200
   EXPECT_EQ(h.data_load_s_per_sample, 1e-3);
+}
+
+// The B200 profile's NCCL inputs: Blackwell's tuning rows, 32 channels (NCCL's
+// search on 18 x SM100_NVLINK_BW, logged on a DGX B200), NVLink SHARP; its
+// GEMM fraction is the MAMF table's, its FlashAttention-2 one the sm80 path's.
+TEST(Profile, B200CarriesBlackwellsFigures) {
+  const GpuProfile& b = builtin_profile("B200-SXM-180GB");
+  EXPECT_EQ(b.peak_tflops, 2250.0);
+  EXPECT_EQ(b.fp8_peak_tflops, 4500.0);
+  EXPECT_EQ(b.compute_capability, 100);
+  EXPECT_EQ(b.nccl_nvlink_ctas, 32);
+  EXPECT_EQ(b.sm_count, 148);
+  EXPECT_EQ(b.max_gemm_efficiency, 0.776);
+  EXPECT_GT(b.nvls_busbw_gbs, b.nvlink_busbw_gbs);
+  EXPECT_LT(b.flash_fwd_efficiency, b.fused_attention_fwd_efficiency);
+  EXPECT_EQ(b.provenance.at("fused_attention_fwd_efficiency").source, "assumption");
+  EXPECT_EQ(b.provenance.at("gemm_overhead_us").source, "fitted");
+  // 183359 MiB, what nvidia-smi prints for the part.
+  EXPECT_EQ(b.memory_bytes, 183359.0 * 1024 * 1024);
 }
 
 TEST(Profile, MinimalProfileParses) {
