@@ -265,9 +265,14 @@ struct NetworkConfig {
   }
 };
 
+// How Transformer Engine's userbuffers overlap one GEMM's TP collective
+// (model/fused_overlap.h: each GEMM's default and the methods TE allows it).
+enum class UbMethod { kRingExchange, kPipeline, kBulk };
+
 // One userbuffers GEMM overlap as Transformer Engine's initialize_ub takes it
 // (ub_cfgs[name]); an unset field keeps TE's default (model/fused_overlap.h).
 struct UbOverlapConfig {
+  std::optional<UbMethod> method;     // else the GEMM's default (kUbGemms)
   std::optional<int> num_sm;          // pipeline, bulk: SMs the communication holds
   std::optional<int> num_splits;      // pipeline: GEMM pieces
   std::optional<bool> set_sm_margin;  // pipeline, bulk: else Optimizations::tp_overlap_sm_margin

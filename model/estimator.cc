@@ -110,16 +110,19 @@ std::string ub_gemm_name(const LayerStep& step, const OperatorCost& op, bool bac
 // that GEMM), `comm_s` its whole time. `held`: the GPU less the SMs the
 // communication holds (u.num_sm); with u.sm_margin the GEMM runs on them
 // throughout (TE's set_sm_margin), else only while the communication runs.
-//  - ring exchange (the all-gather before a GEMM): u.num_splits pieces, the
-//    GEMM on all SMs but one while a piece is in flight;
+//  - ring exchange: u.num_splits pieces, the GEMM on the SMs u.num_sm leave
+//    while a piece is in flight (throughout with u.sm_margin); before the
+//    GEMM for an all-gather, after each piece for a reduce-scatter (`side`),
+//    which then sums the tp partial output chunks in one bandwidth-bound
+//    kernel (TE's reduce_bf16: tp chunks read, one written);
 //  - pipeline (the forward reduce-scatter after proj / fc2): u.num_splits
 //    pieces;
 //  - bulk (backward input re-gather beside the dgrad GEMM, and the input
 //    gradient's reduce-scatter beside the wgrad GEMM, timed as the dgrad GEMM:
 //    the same FLOPs): the collective beside one whole GEMM, exposed where it
 //    outlasts it.
-double userbuffers_extra_s(const OperatorCost& op, bool backward, double comm_s, const UbOverlap& u,
-                           const GpuProfile& gpu, const GpuProfile& held) {
+double userbuffers_extra_s(const OperatorCost& op, bool backward, double comm_s, const UbOverlap& u, CommSide side,
+                           int tp, const GpuProfile& gpu, const GpuProfile& held) {
   auto gemm_s = [&](const GpuProfile& g, int64_t rows) {
     return backward ? fp8_gemm_time_s(g, rows, op.k, op.n, op.gemm_speedup)
                     : fp8_gemm_time_s(g, rows, op.n, op.k, op.gemm_speedup);
@@ -131,11 +134,17 @@ double userbuffers_extra_s(const OperatorCost& op, bool backward, double comm_s,
       if (u.sm_margin || comm_s >= beside_s) return std::max(comm_s, beside_s) - whole_s;
       return comm_s * (1.0 - whole_s / beside_s);  // shared while it runs, then all SMs
     }
-    case UbMethod::kRingExchange:
+    case UbMethod::kRingExchange: {
       if (u.num_splits < 2 || op.m % u.num_splits != 0) return comm_s;
-      return fused_pair_time_s(u.num_splits, gemm_s(gpu, op.m / u.num_splits), gemm_s(held, op.m / u.num_splits),
-                               comm_s, CommSide::kBefore) -
-             whole_s;
+      const double shared_s = gemm_s(held, op.m / u.num_splits);
+      const double piece_s = u.sm_margin ? shared_s : gemm_s(gpu, op.m / u.num_splits);
+      const double pair_s = fused_pair_time_s(u.num_splits, piece_s, shared_s, comm_s, side);
+      if (side == CommSide::kBefore) return pair_s - whole_s;
+      // Forward output: op.m x op.n; its tp partial chunks of op.m / tp rows.
+      const double out_elements = static_cast<double>(op.m) * static_cast<double>(op.n);
+      const double reduce_s = memory_time_s(gpu, out_elements * (1.0 + 1.0 / std::max(1, tp)) * gpu.activation_bytes);
+      return pair_s + reduce_s - whole_s;
+    }
     case UbMethod::kPipeline: {
       if (u.num_splits < 2 || op.m % u.num_splits != 0) return comm_s;
       const double shared_s = gemm_s(held, op.m / u.num_splits);
@@ -282,7 +291,8 @@ std::vector<StepTime> program_step_times(const LayerProgram& program, const std:
         const auto held = shared.ub_held.find(u.num_sm);
         std::optional<GpuProfile> fresh;  // an SM count comm_sm_profiles() did not build
         if (held == shared.ub_held.end()) fresh = without_comm_sms(gpu, u.num_sm);
-        st.added_s = std::max(0.0, userbuffers_extra_s(op, !as_forward, st.collective_s, u, gpu,
+        const CommSide side = step.kind == LayerStepKind::kTpAllGather ? CommSide::kBefore : CommSide::kAfter;
+        st.added_s = std::max(0.0, userbuffers_extra_s(op, !as_forward, st.collective_s, u, side, s.parallel.tp, gpu,
                                                        fresh ? *fresh : held->second));
         out.push_back(std::move(st));
         continue;

@@ -101,18 +101,29 @@ std::optional<UbMethod> ub_default_method(std::string_view te_gemm) {
   return std::nullopt;
 }
 
+bool ub_method_allowed(std::string_view te_gemm, UbMethod m) {
+  const std::optional<UbMethod> d = ub_default_method(te_gemm);
+  if (!d) throw std::logic_error("ub_method_allowed: '" + std::string(te_gemm) + "' is not a userbuffers GEMM");
+  // TE's initialize_ub: the forward reduce-scatters (layers_reduce_scatter_overlap
+  // proj_fprop, fc2_fprop) take "pipeline" or "ring_exchange"; the all-gathers
+  // only "ring_exchange"; the dgrad / wgrad overlaps only "bulk".
+  return m == *d || (*d == UbMethod::kPipeline && m == UbMethod::kRingExchange);
+}
+
 UbOverlap ub_overlap(const Optimizations& o, std::string_view te_gemm, int tp) {
   UbOverlap u;
   const std::optional<UbMethod> method = ub_default_method(te_gemm);
   if (!method) throw std::logic_error("ub_overlap: '" + std::string(te_gemm) + "' is not a userbuffers GEMM");
-  u.method = *method;
   const auto it = o.userbuffers.find(std::string(te_gemm));
   const UbOverlapConfig cfg = it != o.userbuffers.end() ? it->second : UbOverlapConfig{};
+  u.method = cfg.method.value_or(*method);
   switch (u.method) {
     case UbMethod::kRingExchange:
-      u.num_sm = kUbRingExchangeSms;
-      u.num_splits = cfg.aggregate.value_or(false) && tp >= 4 ? tp / 2 : tp;
-      u.sm_margin = false;
+      u.num_sm = cfg.num_sm.value_or(kUbRingExchangeSms);
+      // aggregate pairs the all-gather's pieces (split_overlap_ag); the
+      // reduce-scatter ring always runs tp pieces (split_overlap_rs).
+      u.num_splits = *method == UbMethod::kRingExchange && cfg.aggregate.value_or(false) && tp >= 4 ? tp / 2 : tp;
+      u.sm_margin = cfg.set_sm_margin.value_or(false);
       break;
     case UbMethod::kPipeline:
       u.num_sm = cfg.num_sm.value_or(kUbCommSms);

@@ -42,7 +42,12 @@ double fused_pair_time_s(int chunks, double piece_s, double piece_shared_s, doub
 //    before a GEMM): num_splits = tp, the pieces moved peer to peer by the copy
 //    engines (use_ce = True) with num_sm = 1 and no SM margin for the GEMM;
 //  - "pipeline" (proj_fprop, fc2_fprop: the reduce-scatter after a GEMM):
-//    num_splits = 4, num_sm = 16;
+//    num_splits = 4, num_sm = 16; a ub_cfg may run these two as "ring_exchange"
+//    instead (NeMo's and Megatron-Bridge's tuned B200 files do: num_sm 1,
+//    set_sm_margin True): tp pieces, each piece's partial output sent to its
+//    owner peer to peer while the next piece computes, then one reduce_bf16
+//    kernel on the GEMM's stream sums the tp partial chunks (TE
+//    comm_gemm_overlap.cpp CommOverlapP2PBase::split_overlap_rs);
 //  - "bulk" (qkv/fc1 dgrad and wgrad: the backward's input re-gather beside the
 //    input-gradient GEMM, and the input gradient's reduce-scatter beside the
 //    weight-gradient GEMM): one collective beside one whole GEMM, num_sm = 16.
@@ -58,8 +63,9 @@ constexpr int kUbPipelineSplits = 4;
 
 // TE's userbuffers GEMM names and the method each runs by default; a scenario
 // may retune the SMs, pieces and margin of each ([optimizations.userbuffers],
-// Optimizations::userbuffers), as NeMo's tuned ub_cfg files do, not its method.
-enum class UbMethod { kRingExchange, kPipeline, kBulk };
+// Optimizations::userbuffers), as NeMo's tuned ub_cfg files do, and run a
+// forward reduce-scatter (proj_fprop, fc2_fprop) as a ring exchange
+// (ub_method_allowed).
 const char* to_string(UbMethod m);
 struct UbGemm {
   std::string_view name;
@@ -76,12 +82,16 @@ constexpr std::array<UbGemm, 10> kUbGemms = {{{"qkv_fprop", UbMethod::kRingExcha
                                               {"fc1_dgrad", UbMethod::kBulk},
                                               {"fc1_wgrad", UbMethod::kBulk}}};
 std::optional<UbMethod> ub_default_method(std::string_view te_gemm);
+// Whether TE runs `te_gemm` by `m`: its default, or a ring exchange for the
+// forward reduce-scatters. REQUIRES: te_gemm is in kUbGemms.
+bool ub_method_allowed(std::string_view te_gemm, UbMethod m);
 
 // One GEMM's overlap as it runs: TE's defaults with the scenario's settings
-// over them. num_sm: SMs the communication holds (ring exchange: 1, the copy
-// engines move the data); num_splits: GEMM pieces (ring exchange: tp, tp / 2
-// when aggregate; bulk: 1); sm_margin: the GEMM runs on the SMs left for its
-// whole run (ring exchange: never).
+// over them. num_sm: SMs the communication holds (ring exchange: 1 unless set,
+// the copy engines move the data); num_splits: GEMM pieces (ring exchange: tp,
+// tp / 2 when aggregate; bulk: 1); sm_margin: the GEMM runs on the SMs left
+// for its whole run (ring exchange: only where set, TE's default being
+// "not ring_exchange").
 struct UbOverlap {
   UbMethod method = UbMethod::kBulk;
   int num_sm = kUbCommSms;

@@ -357,9 +357,10 @@ constexpr std::string_view kOptimizationKeys[] = {
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
-// for that GEMM's method (model/fused_overlap.h kUbGemms); the method itself
-// may only be restated.
-constexpr std::string_view kUbRingKeys[] = {"method", "aggregate"};
+// for that GEMM's method (model/fused_overlap.h kUbGemms): its default, or a
+// ring exchange for a forward reduce-scatter (ub_method_allowed). A ring
+// exchange always runs tp pieces (num_splits is not its key).
+constexpr std::string_view kUbRingKeys[] = {"method", "aggregate", "num_sm", "set_sm_margin"};
 constexpr std::string_view kUbPipelineKeys[] = {"method", "num_sm", "num_splits", "set_sm_margin"};
 constexpr std::string_view kUbBulkKeys[] = {"method", "num_sm", "set_sm_margin"};
 
@@ -371,24 +372,29 @@ std::map<std::string, UbOverlapConfig> read_userbuffers(const Section& s) {
   for (const UbGemm& g : kUbGemms) {
     const std::optional<Section> t = s.subsection(g.name);
     if (!t) continue;
-    if (g.method == UbMethod::kRingExchange) {
-      for (std::string_view k : {"num_sm", "num_splits", "set_sm_margin"}) {
-        if (t->node(k) != nullptr) {
-          t->fail(k, "a ring exchange moves its pieces on the copy engines (1 SM, tp pieces, no SM margin); "
-                     "only aggregate is modelled for " + std::string(g.name));
-        }
+    UbMethod method = g.method;
+    if (const std::optional<std::string> m = t->string("method")) {
+      const std::optional<UbMethod> named = *m == "ring_exchange" ? std::optional(UbMethod::kRingExchange)
+                                            : *m == "pipeline"    ? std::optional(UbMethod::kPipeline)
+                                            : *m == "bulk"        ? std::optional(UbMethod::kBulk)
+                                                                  : std::nullopt;
+      if (!named || !ub_method_allowed(g.name, *named)) {
+        t->fail("method", fmt::format("Transformer Engine runs {} as \"{}\"{}; got \"{}\"", g.name, to_string(g.method),
+                                      g.method == UbMethod::kPipeline ? " or \"ring_exchange\"" : " only", *m));
       }
+      method = *named;
     }
-    switch (g.method) {
+    if (method == UbMethod::kRingExchange && t->node("num_splits") != nullptr) {
+      t->fail("num_splits", "a ring exchange runs tp pieces (tp / 2 with aggregate), one per peer; num_splits is "
+                            "a pipeline key");
+    }
+    switch (method) {
       case UbMethod::kRingExchange: t->reject_unknown_keys(kUbRingKeys); break;
       case UbMethod::kPipeline: t->reject_unknown_keys(kUbPipelineKeys); break;
       case UbMethod::kBulk: t->reject_unknown_keys(kUbBulkKeys); break;
     }
-    if (const std::optional<std::string> m = t->string("method"); m && *m != to_string(g.method)) {
-      t->fail("method", "Transformer Engine runs " + std::string(g.name) + " as \"" + to_string(g.method) +
-                            "\" by default and only that method is modelled for it");
-    }
     UbOverlapConfig c;
+    if (method != g.method) c.method = method;
     c.num_sm = t->integer("num_sm", 1, 1024);
     c.num_splits = t->integer("num_splits", 2, 64);
     c.set_sm_margin = t->boolean("set_sm_margin");

@@ -253,6 +253,59 @@ TEST(LayerProgram, UserbuffersSettingsApplyPerGemm) {
   EXPECT_THROW(ub_overlap(s.optimizations, "router_fprop", 8), std::logic_error);
 }
 
+// A forward reduce-scatter run as a ring exchange (NeMo's / Megatron-Bridge's
+// B200 ub_cfg files: proj_fprop and fc2_fprop = RingExchangeOverlapCfg(num_sm 1,
+// set_sm_margin True)): tp pieces on the SMs one leaves, each piece's partial
+// output sent while the next computes, then TE's reduce_bf16 over the tp
+// chunks; only those two collectives move, and the all-gathers' ring
+// exchanges keep their default (no margin).
+TEST(LayerProgram, UserbuffersRingExchangeReduceScatter) {
+  Scenario s = userbuffers_job();
+  const GpuProfile gpu = hardware_profile(s);
+  const std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, false);
+  const Link tp = parallel_links(s, gpu).tp;
+  const int t = s.parallel.tp;
+  const LayerProgram fwd = layer_forward_program(s.model, s.parallel, ops);
+  const std::vector<StepTime> before = program_step_times(fwd, ops, false, s, tp, gpu);
+  UbOverlapConfig ring;
+  ring.method = UbMethod::kRingExchange;
+  ring.num_sm = 1;
+  ring.set_sm_margin = true;
+  s.optimizations.userbuffers["proj_fprop"] = ring;
+  s.optimizations.userbuffers["fc2_fprop"] = ring;
+  const UbOverlap u = ub_overlap(s.optimizations, "fc2_fprop", t);
+  EXPECT_EQ(u.method, UbMethod::kRingExchange);
+  EXPECT_EQ(u.num_splits, t);
+  EXPECT_TRUE(u.sm_margin);
+  s.optimizations.userbuffers["fc2_fprop"].aggregate = true;  // pairs all-gather pieces only
+  EXPECT_EQ(ub_overlap(s.optimizations, "fc2_fprop", t).num_splits, t);
+  EXPECT_FALSE(ub_overlap(s.optimizations, "qkv_fprop", t).sm_margin);
+  const std::vector<StepTime> after = program_step_times(fwd, ops, false, s, tp, gpu);
+  const GpuProfile held = without_comm_sms(gpu, 1);
+  int moved = 0;
+  for (size_t k = 0; k < fwd.size(); ++k) {
+    const LayerStep& step = fwd[k];
+    if (step.kind == LayerStepKind::kCompute || step.fused_with < 0) continue;
+    if (step.kind != LayerStepKind::kTpReduceScatter) {
+      EXPECT_DOUBLE_EQ(after[k].added_s, before[k].added_s) << step.name;
+      continue;
+    }
+    const OperatorCost& op = ops[step.fused_with];
+    const double whole = gemm_time_s(gpu, op.m, op.n, op.k);
+    const double piece = gemm_time_s(held, op.m / t, op.n, op.k);
+    const double reduce = memory_time_s(gpu, static_cast<double>(op.m) * op.n * (1.0 + 1.0 / t) * gpu.activation_bytes);
+    const double want = fused_pair_time_s(t, piece, piece, after[k].collective_s, CommSide::kAfter) + reduce - whole;
+    EXPECT_NEAR(after[k].added_s, std::max(0.0, want), 1e-12) << op.name;
+    EXPECT_NE(after[k].added_s, before[k].added_s) << op.name;
+    EXPECT_GT(reduce, 0.0);
+    ++moved;
+  }
+  EXPECT_EQ(moved, 2);
+  EXPECT_TRUE(ub_method_allowed("proj_fprop", UbMethod::kRingExchange));
+  EXPECT_FALSE(ub_method_allowed("qkv_fprop", UbMethod::kPipeline));
+  EXPECT_FALSE(ub_method_allowed("qkv_wgrad", UbMethod::kRingExchange));
+}
+
 // Under FP8, Transformer Engine's userbuffers all-gather FP8 copies (fp8_buf),
 // and so do TE's blocking gathers without overlap: half the BF16 bytes;
 // reduce-scatters keep BF16; the chunked NCCL overlap keeps BF16.

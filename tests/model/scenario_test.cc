@@ -186,11 +186,27 @@ TEST(ScenarioTest, UserbuffersTable) {
   EXPECT_TRUE(parse_scenario(std::string(kValid), "t.toml").optimizations.userbuffers.empty());
   const int line = static_cast<int>(std::count(opt.begin(), opt.end(), '\n')) + 1;
   expect_error(opt + "qkv_fprp = { num_sm = 8 }\n", line, "optimizations.userbuffers.qkv_fprp", "qkv_fprop");
-  expect_error(opt + "qkv_fprop = { num_sm = 8 }\n", line, "optimizations.userbuffers.qkv_fprop.num_sm", "copy engines");
+  expect_error(opt + "qkv_fprop = { num_splits = 2 }\n", line, "optimizations.userbuffers.qkv_fprop.num_splits",
+               "tp pieces");
+  expect_error(opt + "qkv_fprop = { method = \"pipeline\" }\n", line, "optimizations.userbuffers.qkv_fprop.method",
+               "\"ring_exchange\" only");
   expect_error(opt + "qkv_dgrad = { aggregate = true }\n", line, "optimizations.userbuffers.qkv_dgrad.aggregate",
                "unknown key");
   expect_error(opt + "proj_fprop = { method = \"bulk\" }\n", line, "optimizations.userbuffers.proj_fprop.method",
-               "\"pipeline\"");
+               "\"pipeline\" or \"ring_exchange\"");
+  expect_error(opt + "proj_fprop = { method = \"ring_exchange\", num_splits = 4 }\n", line,
+               "optimizations.userbuffers.proj_fprop.num_splits", "tp pieces");
+  // A forward reduce-scatter run as a ring exchange (NeMo's and Megatron-Bridge's
+  // B200 files): the method is kept with its SMs and margin.
+  const Scenario ring = parse_scenario(
+      opt + "proj_fprop = { method = \"ring_exchange\", num_sm = 1, set_sm_margin = true, aggregate = false }\n",
+      "t.toml");
+  const UbOverlapConfig& r = ring.optimizations.userbuffers.at("proj_fprop");
+  ASSERT_TRUE(r.method.has_value());
+  EXPECT_EQ(*r.method, UbMethod::kRingExchange);
+  EXPECT_EQ(r.num_sm, 1);
+  EXPECT_EQ(r.set_sm_margin, true);
+  EXPECT_FALSE(q.method.has_value());  // restating the default keeps it unset
   expect_error(opt + "proj_fprop = { num_splits = 1 }\n", line, "optimizations.userbuffers.proj_fprop.num_splits", "2");
   expect_error(opt + "fc1_wgrad = { set_sm_margin = 1 }\n", line, "optimizations.userbuffers.fc1_wgrad.set_sm_margin",
                "a boolean");
