@@ -227,7 +227,9 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
       ops.push_back(extra);
     }
     // After the layer's own ops: FP8's casts append theirs.
-    if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) apply_fp8(&ops, gpu.fp8_gemm_speedup());
+    if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) {
+      apply_fp8(&ops, gpu.fp8_gemm_speedup(), gpu.fp8_gemm_any_layout());
+    }
     return ops;
   }
   // The engine's attention is one kernel whatever efficient_operators says.

@@ -38,8 +38,11 @@ constexpr double kClipBytesPerParam = 4.0;
 // (-2 B); either is under a millisecond on the shards of the runs here.
 // FP8: Transformer Engine casts every linear weight to FP8 with its transpose
 // (2 + 1 + 1 B) once per step, on the first micro-batch, and reuses the copies
-// for the rest (is_first_microbatch, which Megatron-Core's TE layers pass).
+// for the rest (is_first_microbatch, which Megatron-Core's TE layers pass);
+// without the transpose (2 + 1 B) where the FP8 GEMM takes any layout
+// (GpuProfile::fp8_gemm_any_layout).
 constexpr double kFp8WeightCastBytesPerParam = 4.0;
+constexpr double kFp8WeightCastNoTransposeBytesPerParam = 3.0;
 
 CollectiveKind collective_kind(LayerStepKind k) {
   switch (k) {
@@ -709,7 +712,11 @@ Estimate estimate(const Scenario& s) {
   b.optimizer_s = memory_time_s(gpu, shard * per_param);
   // The step's FP8 weight copies (the transformer layers' weights, counted with
   // the step's weight work).
-  if (o.fp8) b.optimizer_s += memory_time_s(gpu, stage_layer_params * kFp8WeightCastBytesPerParam);
+  if (o.fp8) {
+    const double cast_bytes = gpu.fp8_gemm_any_layout() ? kFp8WeightCastNoTransposeBytesPerParam
+                                                        : kFp8WeightCastBytesPerParam;
+    b.optimizer_s += memory_time_s(gpu, stage_layer_params * cast_bytes);
+  }
   // Global gradient norm (and LAMB's per-tensor norms when sharded): small
   // all-reduces over the whole job, latency-bound.
   const Link& norm_link = p.dp > 1 ? link.dp : link.tp;

@@ -100,6 +100,14 @@ struct GpuProfile {
                ? fp8_peak_tflops * fp8_gemm_efficiency / (peak_tflops * max_gemm_efficiency)
                : 0.0;
   }
+  // Whether the GPU's FP8 GEMMs take either operand layout, so Transformer
+  // Engine makes no FP8 transposes for the backward (its Float8Quantizer
+  // creates the column-wise copy only where !nvte_is_non_tn_fp8_gemm_supported():
+  // compute capability 10.x-11.x and 13.0+, i.e. Blackwell data-centre parts;
+  // Hopper's FP8 GEMMs are TN only).
+  bool fp8_gemm_any_layout() const {
+    return (compute_capability >= 100 && compute_capability < 120) || compute_capability >= 130;
+  }
   double kernel_launch_us = 0;         // minimum time of one kernel (launch + drain)
   // GPU-side time every GEMM call adds to its roofline time (grid launch, the
   // first wave's fill and the last one's drain, the epilogue): fitted on a

@@ -246,7 +246,7 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
   return ops;
 }
 
-void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup) {
+void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_layout) {
   // Hopper's FP8 GEMMs take both operands K-major (TN only), so the weight
   // gradient needs each FP8 operand transposed as well. Transformer Engine
   // (pytorch/module/linear.py, layernorm_linear.py; v1.x fp8_cast_transpose_fused,
@@ -256,8 +256,12 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup) {
   //    and its transpose: 2 + 1 + 1 bytes per element;
   //  - after a LayerNorm that already wrote FP8, the transpose alone reads and
   //    writes one byte each: 1 + 1.
-  constexpr double kCastTransposeBytesPerElement = kBf16Bytes + 1.0 + 1.0;
-  constexpr double kFp8TransposeBytesPerElement = 1.0 + 1.0;
+  // Where the FP8 GEMM takes any layout (Blackwell), TE makes no transposes
+  // (Float8Quantizer: create_transpose = columnwise_usage &&
+  // !nvte_is_non_tn_fp8_gemm_supported()): a cast reads 2 and writes 1 byte,
+  // and the LayerNorm-fed inputs need nothing more.
+  const double kCastTransposeBytesPerElement = any_layout ? kBf16Bytes + 1.0 : kBf16Bytes + 1.0 + 1.0;
+  const double kFp8TransposeBytesPerElement = any_layout ? 0.0 : 1.0 + 1.0;
   double fwd_bytes = 0, bwd_bytes = 0;
   int fwd_kernels = 0, bwd_kernels = 0;
   for (OperatorCost& op : *ops) {
@@ -268,8 +272,10 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup) {
     const bool after_layer_norm = op.name == "qkv" || op.name == "fc1" || op.name == "qkv_fc1";
     const double input_elements = static_cast<double>(op.m) * op.k;
     if (after_layer_norm) {
-      bwd_bytes += kFp8TransposeBytesPerElement * input_elements;
-      ++bwd_kernels;
+      if (kFp8TransposeBytesPerElement > 0) {
+        bwd_bytes += kFp8TransposeBytesPerElement * input_elements;
+        ++bwd_kernels;
+      }
     } else {
       fwd_bytes += kCastTransposeBytesPerElement * input_elements;
       ++fwd_kernels;

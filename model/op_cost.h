@@ -93,8 +93,10 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
 // LayerNorm (forward, E4M3) and the GEMM output gradients (backward, E5M2) cast
 // to FP8 with their transposes (Hopper's FP8 GEMM is TN only), 4 bytes per
 // element moved, and the LayerNorm-fed inputs transposed for the weight
-// gradient, 2 bytes. Attention and the norms stay BF16.
-void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup);
+// gradient, 2 bytes. With `any_layout` (GpuProfile::fp8_gemm_any_layout,
+// Blackwell) no transpose is made: 3 bytes per cast, nothing for the
+// LayerNorm-fed inputs. Attention and the norms stay BF16.
+void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_layout = false);
 
 // Operators outside the layers: the first stage's embedding and the last stage's
 // final LayerNorm, logits GEMM and loss.

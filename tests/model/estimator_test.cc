@@ -496,6 +496,41 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
   EXPECT_DOUBLE_EQ(e8.model_flops, e16.model_flops);  // MFU stays against the same FLOPs and BF16 peak
 }
 
+// On Blackwell the FP8 GEMM takes any operand layout, so Transformer Engine
+// casts without transposes: 3 bytes per cast element instead of 4, nothing for
+// the LayerNorm-fed inputs, and the step's weight copies 3 bytes a parameter.
+TEST(Estimator, Fp8CastsOnBlackwellMakeNoTransposes) {
+  const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
+  const GpuProfile& b200 = gpu_profile("B200-SXM-180GB");
+  EXPECT_FALSE(h100.fp8_gemm_any_layout());
+  EXPECT_TRUE(b200.fp8_gemm_any_layout());
+  Scenario s = small();
+  s.hardware.gpu = "B200-SXM-180GB";
+  const std::vector<OperatorCost> bf16 = job_layer_operators(s, b200);
+  s.optimizations.fp8 = true;
+  const std::vector<OperatorCost> fp8 = job_layer_operators(s, b200);
+  ASSERT_EQ(fp8.back().name, "fp8_cast");
+  double inputs = 0, outputs = 0;
+  for (const OperatorCost& op : bf16) {
+    if (op.cls != OpClass::kGemm || op.name == "qkv" || op.name == "fc1") {
+      if (op.cls == OpClass::kGemm) outputs += static_cast<double>(op.m) * op.n;
+      continue;
+    }
+    inputs += static_cast<double>(op.m) * op.k;
+    outputs += static_cast<double>(op.m) * op.n;
+  }
+  EXPECT_DOUBLE_EQ(fp8.back().fwd_bytes, 3 * inputs);
+  EXPECT_DOUBLE_EQ(fp8.back().bwd_bytes, 3 * outputs);
+  EXPECT_EQ(fp8.back().bwd_kernels, 4);  // the four output gradients, no transposes
+  // The same job on a profile that differs only in its compute capability
+  // (Hopper's TN-only FP8 GEMMs) pays the transposes.
+  GpuProfile hopper_like = b200;
+  hopper_like.compute_capability = 90;
+  const std::vector<OperatorCost> tn = job_layer_operators(s, hopper_like);
+  EXPECT_GT(tn.back().fwd_bytes, fp8.back().fwd_bytes);
+  EXPECT_GT(tn.back().bwd_bytes, fp8.back().bwd_bytes);
+}
+
 // Context parallelism: the same job on twice the GPUs with CP 2 does the same
 // model FLOPs, each GPU half the token work, plus the ring-attention exchange
 // (exposed only beyond the attention it overlaps).
