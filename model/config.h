@@ -273,9 +273,10 @@ enum class UbMethod { kRingExchange, kPipeline, kBulk };
 // (ub_cfgs[name]); an unset field keeps TE's default (model/fused_overlap.h).
 struct UbOverlapConfig {
   std::optional<UbMethod> method;     // else the GEMM's default (kUbGemms)
-  std::optional<int> num_sm;          // pipeline, bulk: SMs the communication holds
+  std::optional<int> num_sm;          // SMs the communication holds (ring exchange: else 1)
   std::optional<int> num_splits;      // pipeline: GEMM pieces
-  std::optional<bool> set_sm_margin;  // pipeline, bulk: else Optimizations::tp_overlap_sm_margin
+  std::optional<bool> set_sm_margin;  // pipeline, bulk: else Optimizations::tp_overlap_sm_margin;
+                                      // ring exchange: else false
   std::optional<bool> aggregate;      // ring exchange: two pieces per GEMM
   bool operator==(const UbOverlapConfig&) const = default;
 };

@@ -260,8 +260,8 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_lay
   // (Float8Quantizer: create_transpose = columnwise_usage &&
   // !nvte_is_non_tn_fp8_gemm_supported()): a cast reads 2 and writes 1 byte,
   // and the LayerNorm-fed inputs need nothing more.
-  const double kCastTransposeBytesPerElement = any_layout ? kBf16Bytes + 1.0 : kBf16Bytes + 1.0 + 1.0;
-  const double kFp8TransposeBytesPerElement = any_layout ? 0.0 : 1.0 + 1.0;
+  const double cast_bytes_per_element = any_layout ? kBf16Bytes + 1.0 : kBf16Bytes + 1.0 + 1.0;
+  const double transpose_bytes_per_element = any_layout ? 0.0 : 1.0 + 1.0;
   double fwd_bytes = 0, bwd_bytes = 0;
   int fwd_kernels = 0, bwd_kernels = 0;
   for (OperatorCost& op : *ops) {
@@ -272,17 +272,17 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_lay
     const bool after_layer_norm = op.name == "qkv" || op.name == "fc1" || op.name == "qkv_fc1";
     const double input_elements = static_cast<double>(op.m) * op.k;
     if (after_layer_norm) {
-      if (kFp8TransposeBytesPerElement > 0) {
-        bwd_bytes += kFp8TransposeBytesPerElement * input_elements;
+      if (transpose_bytes_per_element > 0) {
+        bwd_bytes += transpose_bytes_per_element * input_elements;
         ++bwd_kernels;
       }
     } else {
-      fwd_bytes += kCastTransposeBytesPerElement * input_elements;
+      fwd_bytes += cast_bytes_per_element * input_elements;
       ++fwd_kernels;
     }
     // Backward: the output gradient (m x n) to E5M2 and its transpose, before
     // dgrad and wgrad.
-    bwd_bytes += kCastTransposeBytesPerElement * static_cast<double>(op.m) * op.n;
+    bwd_bytes += cast_bytes_per_element * static_cast<double>(op.m) * op.n;
     ++bwd_kernels;
   }
   ops->push_back(memory("fp8_cast", fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels));
