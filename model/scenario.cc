@@ -359,8 +359,10 @@ constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
 // for that GEMM's method (model/fused_overlap.h kUbGemms): its default, or a
 // ring exchange for a forward reduce-scatter (ub_method_allowed). A ring
-// exchange always runs tp pieces (num_splits is not its key).
+// exchange always runs tp pieces: num_splits is refused on an all-gather's and
+// left unused on a reduce-scatter switched from its pipeline.
 constexpr std::string_view kUbRingKeys[] = {"method", "aggregate", "num_sm", "set_sm_margin"};
+constexpr std::string_view kUbPipelineRingKeys[] = {"method", "aggregate", "num_sm", "set_sm_margin", "num_splits"};
 constexpr std::string_view kUbPipelineKeys[] = {"method", "num_sm", "num_splits", "set_sm_margin"};
 constexpr std::string_view kUbBulkKeys[] = {"method", "num_sm", "set_sm_margin"};
 
@@ -384,12 +386,19 @@ std::map<std::string, UbOverlapConfig> read_userbuffers(const Section& s) {
       }
       method = *named;
     }
-    if (method == UbMethod::kRingExchange && t->node("num_splits") != nullptr) {
+    // A forward reduce-scatter switched to a ring exchange keeps its pipeline
+    // tuning's num_splits unused, as TE does (split_overlap_rs runs tp pieces),
+    // so `--set ...proj_fprop.method=ring_exchange` works on a tuned file; an
+    // all-gather's ring exchange has no such key.
+    if (method == UbMethod::kRingExchange && g.method == UbMethod::kRingExchange && t->node("num_splits") != nullptr) {
       t->fail("num_splits", "a ring exchange runs tp pieces (tp / 2 with aggregate), one per peer; num_splits is "
                             "a pipeline key");
     }
     switch (method) {
-      case UbMethod::kRingExchange: t->reject_unknown_keys(kUbRingKeys); break;
+      case UbMethod::kRingExchange:
+        t->reject_unknown_keys(g.method == UbMethod::kPipeline ? std::span<const std::string_view>(kUbPipelineRingKeys)
+                                                               : std::span<const std::string_view>(kUbRingKeys));
+        break;
       case UbMethod::kPipeline: t->reject_unknown_keys(kUbPipelineKeys); break;
       case UbMethod::kBulk: t->reject_unknown_keys(kUbBulkKeys); break;
     }

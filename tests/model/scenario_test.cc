@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "model/estimator.h"
+#include "model/fused_overlap.h"
 #include "model/pipeline_layout.h"
 #include "tests/model/valid_scenario.h"
 
@@ -194,8 +195,6 @@ TEST(ScenarioTest, UserbuffersTable) {
                "unknown key");
   expect_error(opt + "proj_fprop = { method = \"bulk\" }\n", line, "optimizations.userbuffers.proj_fprop.method",
                "\"pipeline\" or \"ring_exchange\"");
-  expect_error(opt + "proj_fprop = { method = \"ring_exchange\", num_splits = 4 }\n", line,
-               "optimizations.userbuffers.proj_fprop.num_splits", "tp pieces");
   // A forward reduce-scatter run as a ring exchange (NeMo's and Megatron-Bridge's
   // B200 files): the method is kept with its SMs and margin.
   const Scenario ring = parse_scenario(
@@ -207,6 +206,13 @@ TEST(ScenarioTest, UserbuffersTable) {
   EXPECT_EQ(r.num_sm, 1);
   EXPECT_EQ(r.set_sm_margin, true);
   EXPECT_FALSE(q.method.has_value());  // restating the default keeps it unset
+  // A tuned pipeline's num_splits stays in the file when the method is switched
+  // (--set ...proj_fprop.method=ring_exchange): unused, as TE leaves it, the
+  // ring running tp pieces.
+  const Scenario switched =
+      parse_scenario(opt + "proj_fprop = { method = \"ring_exchange\", num_sm = 24, num_splits = 4 }\n", "t.toml");
+  EXPECT_EQ(ub_overlap(switched.optimizations, "proj_fprop", 8).num_splits, 8);
+  EXPECT_EQ(ub_overlap(switched.optimizations, "proj_fprop", 8).method, UbMethod::kRingExchange);
   expect_error(opt + "proj_fprop = { num_splits = 1 }\n", line, "optimizations.userbuffers.proj_fprop.num_splits", "2");
   expect_error(opt + "fc1_wgrad = { set_sm_margin = 1 }\n", line, "optimizations.userbuffers.fc1_wgrad.set_sm_margin",
                "a boolean");
