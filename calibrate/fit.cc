@@ -174,6 +174,17 @@ FitResult fit_profile(const std::string& base_file, const std::vector<MeasuredRu
         model::Provenance{"assumption", "calibrate fit: replaced by the fit (calibrate/fit.h)", "", "", {}, -1};
     base_path = write_to(base, (fs::path(scratch_dir) / "base.toml").string());
   }
+  if (const auto prov = base.provenance.find("tables.insitu");
+      params.compute_scale && base.tables && !base.tables->insitu.empty() && prov != base.provenance.end() &&
+      prov->second.source == "fitted") {
+    // An in-situ table an earlier fit wrote is fitted again from 1, as the
+    // element overhead is from 0, so a refit on a fitted profile gives the
+    // same scale; a measured table (calibrate micro) is scaled, not replaced.
+    auto tables = std::make_shared<model::ProfileTables>(*base.tables);
+    tables->insitu = model::InsituTable{};
+    base.tables = tables;
+    base_path = write_to(base, (fs::path(scratch_dir) / "base.toml").string());
+  }
   constexpr double kProbeScale = 1.25;
   constexpr double kProbeElementNs = 0.1;
   const std::string probe_file = write_to(scaled(base, kProbeScale, 0.0), (fs::path(scratch_dir) / "probe.toml").string());

@@ -61,6 +61,37 @@ TEST(Fit, RecoversScaleAndOverheadAndJudgesOnHeldOutRuns) {
   fs::remove_all(dir);
 }
 
+// A base whose in-situ table an earlier fit wrote: the scale is fitted again
+// from 1 (a refit on a fitted profile gives the same value), not multiplied.
+TEST(Fit, RefitsAFittedComputeScaleFromOne) {
+  const fs::path dir = fs::temp_directory_path() / "megascale-fit-refit-test";
+  fs::create_directories(dir);
+  const std::string base = (dir / "base.toml").string();
+  {
+    model::GpuProfile p = model::builtin_profile("A100-SXM4-80GB");
+    auto tables = std::make_shared<model::ProfileTables>();
+    tables->insitu = model::InsituTable({{1, "gemm", 1.5}, {1, "attention", 1.5}, {1, "kernel", 1.5}});
+    p.tables = tables;
+    p.provenance["tables.insitu"] = model::Provenance{"fitted", "earlier fit", "", "", {"a", "b"}, 0.1};
+    std::ofstream(base) << model::write_profile(p);
+  }
+  ASSERT_NEAR(model::load_profile(base).measured()->insitu.value("gemm", 1).value_or(0), 1.5, 1e-9);
+  auto run = [](const std::string& n, double base_s) {
+    MeasuredRun r;
+    r.scenario_file = n;
+    r.name = n;
+    r.iteration_s = base_s * 1.1;
+    return r;
+  };
+  const FitResult r = fit_profile(base, {run("a", 10), run("b", 20), run("c", 40)}, {run("e", 5)},
+                                  FitParams{false, true}, fake_predict, dir.string());
+  EXPECT_NEAR(r.compute_scale, 1.1, 1e-6);
+  EXPECT_NEAR(r.profile.measured()->insitu.value("gemm", 1).value_or(0), 1.1, 1e-6);  // not 1.5 x 1.1
+  EXPECT_NEAR(r.rows[0].before_s, 10.0, 1e-9);  // "before" is the model without the old table
+  EXPECT_EQ(r.profile.provenance.at("tables.insitu").runs, (std::vector<std::string>{"a", "b", "c"}));
+  fs::remove_all(dir);
+}
+
 // A "simulator" whose iteration time is its own time plus the profile's
 // element_overhead_ns times the run's activation elements (x 1e9 per ns).
 double fake_element_predict(const std::string& scenario, const std::string& profile_file) {
