@@ -45,7 +45,8 @@ std::string sensitivity_text(const model::Sensitivity& r, const std::string& fid
   for (const model::Sensitivity::Refused& x : r.refused)
     out += "    " + x.input + ": not timed, the scenario refuses both changed values (" + x.reason + ")\n";
   if (!r.measured_tables.empty()) {
-    out += "    measured tables, not changed (the kernels they time ignore the values they replace):";
+    out += "    profile tables, not changed (a measured table times its kernels in place of the values it "
+           "replaces; an in-situ table scales every kernel time):";
     for (const std::string& name : r.measured_tables) out += " " + name;
     out += "\n";
   }
