@@ -376,10 +376,10 @@ std::map<std::string, UbOverlapConfig> read_userbuffers(const Section& s) {
     if (!t) continue;
     UbMethod method = g.method;
     if (const std::optional<std::string> m = t->string("method")) {
-      const std::optional<UbMethod> named = *m == "ring_exchange" ? std::optional(UbMethod::kRingExchange)
-                                            : *m == "pipeline"    ? std::optional(UbMethod::kPipeline)
-                                            : *m == "bulk"        ? std::optional(UbMethod::kBulk)
-                                                                  : std::nullopt;
+      std::optional<UbMethod> named;
+      for (UbMethod candidate : {UbMethod::kRingExchange, UbMethod::kPipeline, UbMethod::kBulk}) {
+        if (*m == to_string(candidate)) named = candidate;
+      }
       if (!named || !ub_method_allowed(g.name, *named)) {
         t->fail("method", fmt::format("Transformer Engine runs {} as \"{}\"{}; got \"{}\"", g.name, to_string(g.method),
                                       g.method == UbMethod::kPipeline ? " or \"ring_exchange\"" : " only", *m));
