@@ -531,6 +531,27 @@ TEST(Estimator, Fp8CastsOnBlackwellMakeNoTransposes) {
   EXPECT_GT(tn.back().bwd_bytes, fp8.back().bwd_bytes);
 }
 
+// A GB200 NVL72 job: the NVLink domain is the rack (the scenario's 64-GPU
+// partitions), not an 8-GPU server. Megatron's order (tp, cp, dp, pp) puts
+// the 512-GPU layout's DP groups (TP 4 x CP 2 apart, 8 of them) inside one
+// 64-GPU domain, so their reduce-scatters and gathers stay on NVLink; on 8-GPU
+// servers they cross the fabric. Pipeline neighbours are 64 GPUs apart: on the
+// fabric either way.
+TEST(Estimator, AnNvl72DomainKeepsDpTrafficOnNvlink) {
+  const Scenario rack = load_scenario(std::string(MEGASCALE_SOURCE_DIR) +
+                                      "/scenarios/published/dgxc-llama31-405b-512-gb200-fp8.toml");
+  ASSERT_EQ(rack.hardware.gpus_per_node, 64);
+  Scenario servers = rack;
+  servers.hardware.gpus_per_node = 8;
+  servers.hardware.nics_per_node = 8;
+  const Estimate in_rack = estimate(rack);
+  const Estimate on_fabric = estimate(servers);
+  EXPECT_LT(in_rack.breakdown.dp_exposed_s, on_fabric.breakdown.dp_exposed_s);
+  EXPECT_LT(in_rack.iteration_time_s, on_fabric.iteration_time_s);
+  EXPECT_DOUBLE_EQ(in_rack.breakdown.pp_exposed_s, on_fabric.breakdown.pp_exposed_s);
+  EXPECT_DOUBLE_EQ(in_rack.breakdown.compute_s, on_fabric.breakdown.compute_s);  // the same kernels
+}
+
 // Context parallelism: the same job on twice the GPUs with CP 2 does the same
 // model FLOPs, each GPU half the token work, plus the ring-attention exchange
 // (exposed only beyond the attention it overlaps).

@@ -28,7 +28,11 @@ TEST(Hardware, ProfilesCarrySpecSheetFigures) {
   EXPECT_EQ(b200.peak_tflops, 2250.0);
   EXPECT_EQ(b200.memory_gbs, 8000.0);
   EXPECT_EQ(b200.nvlink_gbs, 1800.0);
-  EXPECT_EQ(gpu_profile_names().size(), 6u);  // and "cpu"
+  const GpuProfile& gb200 = gpu_profile("GB200-NVL72-186GB");
+  EXPECT_EQ(gb200.peak_tflops, 2500.0);
+  EXPECT_EQ(gb200.memory_gbs, 8000.0);
+  EXPECT_EQ(gb200.memory_bytes, 186.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(gpu_profile_names().size(), 7u);  // and "cpu"
   // PCIe x16 per direction: Gen4 on A100 (64 GB/s bidirectional), Gen5 on Hopper.
   EXPECT_NEAR(a80.pcie_gbps / 8 * 2, 64.0, 1.5);
   EXPECT_NEAR(h200.pcie_gbps / 8 * 2, 128.0, 3.0);

@@ -52,7 +52,8 @@ std::string error_of(const std::string& text) {
 }
 
 TEST(Profile, ShippedProfilesLoadFromTheirFilesWithProvenance) {
-  for (const char* name_c : {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB"}) {
+  for (const char* name_c : {"A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB",
+                             "GB200-NVL72-186GB"}) {
     const std::string name = name_c;
     const GpuProfile from_file = load_profile(source_path("calibrate/profiles/" + name + ".toml"));
     const GpuProfile& builtin = builtin_profile(name);
@@ -115,6 +116,33 @@ TEST(Profile, B200CarriesBlackwellsFigures) {
   EXPECT_EQ(b.provenance.at("gemm_overhead_us").source, "fitted");
   // 183359 MiB, what nvidia-smi prints for the part.
   EXPECT_EQ(b.memory_bytes, 183359.0 * 1024 * 1024);
+}
+
+// The GB200 profile: its own datasheet and MAMF figures (a higher clock than
+// B200's: more peak, a lower achieved fraction), and what no GB200 measurement
+// gives carried over from the B200 profile, each labelled an assumption, the
+// in-situ compute scale included (the same value, not a fit of its own).
+TEST(Profile, Gb200CarriesItsFiguresAndLabelsWhatItBorrowsFromB200) {
+  const GpuProfile& g = builtin_profile("GB200-NVL72-186GB");
+  const GpuProfile& b = builtin_profile("B200-SXM-180GB");
+  EXPECT_EQ(g.peak_tflops, 2500.0);
+  EXPECT_EQ(g.fp8_peak_tflops, 5000.0);
+  EXPECT_EQ(g.sm_count, 152);
+  EXPECT_EQ(g.max_gemm_efficiency, 0.729);
+  EXPECT_EQ(g.fp8_gemm_efficiency, 0.723);
+  EXPECT_EQ(g.compute_capability, 100);
+  EXPECT_EQ(g.default_nics_per_node, 72);
+  EXPECT_GT(g.max_gemm_efficiency * g.peak_tflops, b.max_gemm_efficiency * b.peak_tflops);  // 1822 vs 1745
+  for (const char* key : {"nvlink_busbw_gbs", "nvls_busbw_gbs", "nccl_nvlink_ctas", "flash_fwd_efficiency",
+                          "fused_attention_fwd_efficiency", "gemm_overhead_us", "memory_bytes"})
+    EXPECT_EQ(g.provenance.at(key).source, "assumption") << key;
+  EXPECT_EQ(g.nvls_busbw_gbs, b.nvls_busbw_gbs);
+  EXPECT_EQ(g.gemm_overhead_us, b.gemm_overhead_us);
+  ASSERT_NE(g.measured(), nullptr);
+  ASSERT_NE(b.measured(), nullptr);
+  EXPECT_EQ(g.measured()->insitu.value("gemm", 1), b.measured()->insitu.value("gemm", 1));
+  EXPECT_EQ(g.provenance.at("tables.insitu").source, "assumption");
+  EXPECT_EQ(b.provenance.at("tables.insitu").source, "fitted");
 }
 
 TEST(Profile, MinimalProfileParses) {
