@@ -41,7 +41,9 @@ network::FabricSpec fabric_spec(const model::NetworkConfig& net, const model::Ha
 network::FabricSpec default_fabric_spec(const model::GpuProfile& gpu, int gpus) {
   network::FabricSpec s = network::megascale_clos(gpus);
   s.gpus_per_server = 8;
-  s.nics_per_server = gpu.default_nics_per_node;
+  // A profile whose server is a larger NVLink domain (GB200 NVL72: 72 NICs,
+  // one per GPU) keeps its one NIC per GPU on an 8-GPU server.
+  s.nics_per_server = std::min(s.gpus_per_server, gpu.default_nics_per_node);
   s.nic_gbps = gpu.default_nic_gbps;
   s.nvlink_gbps = nvlink_gbps_of(gpu);
   s.pcie_gbps = gpu.pcie_gbps;

@@ -32,7 +32,8 @@ namespace megascale::sim {
 network::FabricSpec fabric_spec(const model::NetworkConfig& net, const model::HardwareConfig& hw,
                                 const model::GpuProfile& gpu, int gpus);
 // The MegaScale 3-tier fabric (network::megascale_clos) for `gpus` GPUs of this
-// profile: 8 per server, the profile's NICs per server and NIC line rate.
+// profile: 8 per server, the profile's NICs per server (at most 8: one NIC per
+// GPU where the profile's server is a larger NVLink domain) and NIC line rate.
 network::FabricSpec default_fabric_spec(const model::GpuProfile& gpu, int gpus);
 
 network::EcmpConfig ecmp_config(const model::NetworkConfig& net);

@@ -138,6 +138,15 @@ TEST_F(NetCommandTest, CollectivePerNicAndText) {
   EXPECT_GT(number_after(h.out, "busbw_gbs"), 46.0) << h.out;
   EXPECT_LT(number_after(h.out, "busbw_gbs"), 49.0) << h.out;
 
+  // GB200 NVL72: the profile's server is the 72-GPU NVLink domain (72 NICs); on
+  // the default 8-GPU servers it keeps one 400G NIC per GPU (it was refused:
+  // "nics_per_server: must divide gpus_per_server (8), got 72").
+  const RunResult gb = run_megascale({"net", "collective", "--op", "allgather", "--gpus", "16", "--ranks-per-server",
+                                      "1", "--bytes", "1GiB", "--gpu", "GB200-NVL72-186GB", "--json"});
+  ASSERT_EQ(gb.exit_code, 0) << dump(gb);
+  EXPECT_GT(number_after(gb.out, "busbw_gbs"), 40.0) << gb.out;  // one 400G NIC (50 GB/s line rate)
+  EXPECT_LT(number_after(gb.out, "busbw_gbs"), 50.0) << gb.out;
+
   const RunResult t = run_megascale({"net", "collective", "--op", "sendrecv", "--gpus", "2", "--ranks-per-server",
                                      "1", "--bytes", "256M"});
   ASSERT_EQ(t.exit_code, 0) << dump(t);
