@@ -255,6 +255,15 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea, co
   fmt::format_to(o, "{:<22} {:13.2f}% {:13.2f}%\n", "bubble / compute", 100 * ea.bubble_fraction, 100 * eb.bubble_fraction);
   fmt::format_to(o, "{:<22} {:14.1f} {:14.1f}\n", "memory/GPU (GB)", ea.memory.total_bytes / 1e9,
                  eb.memory.total_bytes / 1e9);
+  // A system that needs more than the GPU holds is timed as if it fitted: say so
+  // where the table shows it, as `simulate` does.
+  for (const auto& [name, e] : {std::pair<const char*, const model::Estimate*>{"Megatron-LM", &ea},
+                                std::pair<const char*, const model::Estimate*>{"MegaScale", &eb}}) {
+    if (!e->memory.fits()) {
+      fmt::format_to(o, "  ** {} DOES NOT FIT: {:.1f} GB per GPU of {:.1f} GB (timed as if it did) **\n", name,
+                     e->memory.total_bytes / 1e9, e->memory.capacity_bytes / 1e9);
+    }
+  }
   for (const model::BreakdownPart& part : model::kBreakdownParts) {
     fmt::format_to(o, "  {:<20} {:14.3f} {:14.3f}\n", std::string(part.key) + " (s)", ea.breakdown.*part.seconds,
                    eb.breakdown.*part.seconds);

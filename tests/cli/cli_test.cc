@@ -323,6 +323,21 @@ TEST_F(CliTest, CompareFileOnTheBuiltInJobGivesTheBuiltInSpeedup) {
   }
 }
 
+// `compare FILE` on a job the Megatron-LM baseline cannot hold (no
+// FlashAttention at 8,192 tokens: the attention scores) says so beside the
+// table, as `simulate` does, and in its JSON.
+TEST_F(CliTest, CompareMarksASystemThatDoesNotFit) {
+  const std::string file = kSourceDir + "/scenarios/published/dgxc-llama31-405b-128-gb200-fp8.toml";
+  const RunResult r = run_megascale({"compare", file, "--fidelity", "analytical"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("** Megatron-LM DOES NOT FIT: "), std::string::npos) << dump(r);
+  EXPECT_EQ(r.out.find("** MegaScale DOES NOT FIT"), std::string::npos) << dump(r);
+  const RunResult j = run_megascale({"compare", file, "--fidelity", "analytical", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << dump(j);
+  EXPECT_FALSE(parsed(j)["megatron"]["fits_in_memory"].get<bool>()) << dump(j);
+  EXPECT_TRUE(parsed(j)["megascale"]["fits_in_memory"].get<bool>()) << dump(j);
+}
+
 // --refine N: the best N of the closed form re-simulated at event level and
 // re-ranked by the event MFU; the rest keep the closed form's order.
 TEST_F(CliTest, SearchRefineReRanksTheBestByTheEventSimulation) {
