@@ -128,6 +128,14 @@ const char* to_string(GradReduceDtype v) {
   return "?";
 }
 
+const char* to_string(Fp8Recipe v) {
+  switch (v) {
+    case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kCurrent: return "current";
+  }
+  return "?";
+}
+
 const char* to_string(CrossEntropyImpl v) {
   switch (v) {
     case CrossEntropyImpl::kUnfused: return "unfused";

@@ -61,6 +61,12 @@ enum class AttentionKernel { kFlash2, kFlashTriton };
 // (NeMo's optim.grad_sync_dtype = bf16) or FSDP's reduce_dtype = bf16
 // (Composer's PURE mixed precision).
 enum class GradReduceDtype { kFp32, kBf16 };
+// Transformer Engine's per-tensor FP8 scaling (Optimizations::fp8_recipe):
+// kDelayed, DelayedScaling (each tensor's scale from an amax history, one
+// all-reduce of the histories per step; NeMo's bf16_with_fp8_mixed);
+// kCurrent, Float8CurrentScaling (each tensor's amax computed right before its
+// cast; Megatron-Bridge's default "cs", NeMo's fp8_recipe "cs").
+enum class Fp8Recipe { kDelayed, kCurrent };
 // How the parallel dimensions are laid over the GPUs, fastest first (a GPU's
 // number is its server x gpus_per_node + its index there). kTpCpDpPp: Megatron-LM's and
 // Megatron-Core's default (rank = tp + cp*TP + dp*TP*CP + pp*TP*CP*DP:
@@ -94,6 +100,7 @@ const char* to_string(CrossEntropyImpl v);
 const char* to_string(TpOverlapComm v);
 const char* to_string(AttentionKernel v);
 const char* to_string(GradReduceDtype v);
+const char* to_string(Fp8Recipe v);
 const char* to_string(RankOrder v);
 const char* to_string(CpComm v);
 
@@ -320,6 +327,9 @@ struct Optimizations {
   // FP8 rate, plus the casts to FP8 and the per-step amax reduction; attention,
   // norms and the output layer stay BF16. Needs a profile with fp8_peak_tflops.
   bool fp8 = false;
+  // Its scaling (model/op_cost.h apply_fp8): delayed, or current (an amax pass
+  // before every cast, and an amax all-reduce over TP where SP gathers the tensor).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   // Megatron-LM and Megatron-Core default to the unfused loss (Megatron-Core's
   // TransformerConfig.cross_entropy_loss_fusion = False); NeMo 2.0's GPTConfig and
   // Megatron-Bridge's GPTModelProvider turn the fusion on.

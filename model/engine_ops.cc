@@ -228,7 +228,17 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
     }
     // After the layer's own ops: FP8's casts append theirs.
     if (s.optimizations.fp8 && gpu.fp8_gemm_speedup() > 0) {
-      apply_fp8(&ops, gpu.fp8_gemm_speedup(), gpu.fp8_gemm_any_layout());
+      Fp8Casts casts;
+      casts.gemm_speedup = gpu.fp8_gemm_speedup();
+      casts.any_layout = gpu.fp8_gemm_any_layout();
+      if (s.optimizations.fp8_recipe == Fp8Recipe::kCurrent) {
+        casts.current_scaling = true;
+        if (s.parallel.sequence_parallel && s.parallel.tp > 1) {
+          casts.norm_rows_share = 1.0 / s.parallel.tp;
+          casts.amax_allreduce_s = small_allreduce_time_s(s.parallel.tp, parallel_links(s, gpu).tp);
+        }
+      }
+      apply_fp8(&ops, casts);
     }
     return ops;
   }

@@ -43,6 +43,9 @@ constexpr double kClipBytesPerParam = 4.0;
 // (GpuProfile::fp8_gemm_any_layout).
 constexpr double kFp8WeightCastBytesPerParam = 4.0;
 constexpr double kFp8WeightCastNoTransposeBytesPerParam = 3.0;
+// Current scaling's amax pass over each BF16 weight before its cast
+// (Transformer Engine Float8CurrentScalingQuantizer: nvte_compute_amax).
+constexpr double kFp8CurrentScalingAmaxBytesPerParam = 2.0;
 
 CollectiveKind collective_kind(LayerStepKind k) {
   switch (k) {
@@ -713,8 +716,10 @@ Estimate estimate(const Scenario& s) {
   // The step's FP8 weight copies (the transformer layers' weights, counted with
   // the step's weight work).
   if (o.fp8) {
-    const double cast_bytes = gpu.fp8_gemm_any_layout() ? kFp8WeightCastNoTransposeBytesPerParam
-                                                        : kFp8WeightCastBytesPerParam;
+    double cast_bytes = gpu.fp8_gemm_any_layout() ? kFp8WeightCastNoTransposeBytesPerParam
+                                                  : kFp8WeightCastBytesPerParam;
+    // Current scaling reads each BF16 weight once more for its amax (model/op_cost.h).
+    if (o.fp8_recipe == Fp8Recipe::kCurrent) cast_bytes += kFp8CurrentScalingAmaxBytesPerParam;
     b.optimizer_s += memory_time_s(gpu, stage_layer_params * cast_bytes);
   }
   // Global gradient norm (and LAMB's per-tensor norms when sharded): small
@@ -723,7 +728,8 @@ Estimate estimate(const Scenario& s) {
   b.grad_norm_s = small_allreduce_time_s(p.gpus(), norm_link);
   // FP8 (Transformer Engine delayed scaling): the amax history is all-reduced
   // once per step over the job, another small latency-bound all-reduce.
-  if (o.fp8) b.grad_norm_s += small_allreduce_time_s(p.gpus(), norm_link);
+  // Current scaling keeps no history (its amax reductions are the casts' own).
+  if (o.fp8 && o.fp8_recipe == Fp8Recipe::kDelayed) b.grad_norm_s += small_allreduce_time_s(p.gpus(), norm_link);
   if (gpu.models_engine()) {
     // The engine's own step work, measured (model/engine_ops.h): the slowest rank,
     // with its small all-reduces and the profile's step overhead inside.

@@ -246,7 +246,8 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
   return ops;
 }
 
-void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_layout) {
+void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts) {
+  const bool any_layout = casts.any_layout;
   // Hopper's FP8 GEMMs take both operands K-major (TN only), so the weight
   // gradient needs each FP8 operand transposed as well. Transformer Engine
   // (pytorch/module/linear.py, layernorm_linear.py; v1.x fp8_cast_transpose_fused,
@@ -264,9 +265,16 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_lay
   const double transpose_bytes_per_element = any_layout ? 0.0 : 1.0 + 1.0;
   double fwd_bytes = 0, bwd_bytes = 0;
   int fwd_kernels = 0, bwd_kernels = 0;
+  // Current scaling's amax pass: one read of the BF16 tensor. After a norm:
+  // the norm writes BF16 instead of FP8 (1 byte more) with its amax (TE 2.8+
+  // FUSED_NORM_AMAX_FP8; 2.2-2.7 read it again, 2 bytes and a kernel more),
+  // then the scale and the cast (2 + 1 bytes).
+  constexpr double kAmaxReadBytesPerElement = kBf16Bytes;
+  constexpr double kNormAmaxCastBytesPerElement = (kBf16Bytes - 1.0) + kBf16Bytes + 1.0;
+  double fwd_extra_s = 0, bwd_extra_s = 0;
   for (OperatorCost& op : *ops) {
     if (op.cls != OpClass::kGemm) continue;
-    op.gemm_speedup = gemm_speedup;
+    op.gemm_speedup = casts.gemm_speedup;
     // Forward: the GEMM's input (m x k). TE's LayerNormLinear writes the
     // normalised input in FP8 itself; its transpose is made for the wgrad.
     const bool after_layer_norm = op.name == "qkv" || op.name == "fc1" || op.name == "qkv_fc1";
@@ -284,8 +292,25 @@ void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_lay
     // dgrad and wgrad.
     bwd_bytes += cast_bytes_per_element * static_cast<double>(op.m) * op.n;
     ++bwd_kernels;
+    if (!casts.current_scaling) continue;
+    // Column-parallel GEMMs (the LayerNorm-fed ones) take a gathered input;
+    // row-parallel ones (proj, fc2) give a gathered output gradient.
+    if (after_layer_norm) {
+      fwd_bytes += kNormAmaxCastBytesPerElement * input_elements * casts.norm_rows_share;
+      fwd_kernels += 2;
+      fwd_extra_s += casts.amax_allreduce_s;
+    } else {
+      fwd_bytes += kAmaxReadBytesPerElement * input_elements;
+      fwd_kernels += 2;
+      bwd_extra_s += casts.amax_allreduce_s;
+    }
+    bwd_bytes += kAmaxReadBytesPerElement * static_cast<double>(op.m) * op.n;
+    bwd_kernels += 2;
   }
-  ops->push_back(memory("fp8_cast", fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels));
+  OperatorCost cast = memory("fp8_cast", fwd_bytes, bwd_bytes, fwd_kernels, bwd_kernels);
+  cast.fwd_extra_s = fwd_extra_s;
+  cast.bwd_extra_s = bwd_extra_s;
+  ops->push_back(cast);
 }
 
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p) {

@@ -96,7 +96,29 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
 // gradient, 2 bytes. With `any_layout` (GpuProfile::fp8_gemm_any_layout,
 // Blackwell) no transpose is made: 3 bytes per cast, nothing for the
 // LayerNorm-fed inputs. Attention and the norms stay BF16.
-void apply_fp8(std::vector<OperatorCost>* ops, double gemm_speedup, bool any_layout = false);
+//
+// Current scaling (Fp8Casts::current_scaling; Transformer Engine 2.x
+// Float8CurrentScalingQuantizer, pytorch/csrc/extensions/cast.cpp and
+// normalization.cpp): every cast first reads its BF16 tensor for the amax
+// (nvte_compute_amax) and computes the scale (nvte_compute_scale_from_amax), 2
+// bytes per element and two kernels more; a LayerNorm-fed input can no longer
+// be written in FP8 by the norm (the norm writes BF16 with its amax, 1 byte
+// more, TE 2.8+'s FUSED_NORM_AMAX_FP8, then scale and cast, 3 bytes, two
+// kernels; TE 2.2-2.7 read the amax apart, 2 bytes and a kernel more), on the norm's
+// rows (Fp8Casts::norm_rows_share: 1 / TP under sequence parallelism, which
+// gathers after the cast). Under sequence parallelism the column-parallel
+// inputs and the row-parallel output gradients all-reduce their amax over TP
+// (layernorm_linear.py / linear.py with_amax_reduction), each
+// Fp8Casts::amax_allreduce_s on the GEMM's stream (the C++ quantizer waits
+// for it). The step's weight casts read each weight once more.
+struct Fp8Casts {
+  double gemm_speedup = 0;         // GpuProfile::fp8_gemm_speedup
+  bool any_layout = false;         // GpuProfile::fp8_gemm_any_layout
+  bool current_scaling = false;    // Fp8Recipe::kCurrent
+  double norm_rows_share = 1.0;    // the norm's rows of a LayerNorm-fed GEMM's (1 / tp under SP)
+  double amax_allreduce_s = 0;     // one amax all-reduce over TP (0: none, no SP)
+};
+void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts);
 
 // Operators outside the layers: the first stage's embedding and the last stage's
 // final LayerNorm, logits GEMM and loss.

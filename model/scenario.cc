@@ -353,7 +353,7 @@ constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
-    "eager_elementwise", "grad_reduce_dtype"};
+    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -442,6 +442,9 @@ Optimizations read_optimizations(const Section& s) {
     }
   }
   o.fp8 = s.boolean("fp8").value_or(o.fp8);
+  // Read with fp8 = false too and left unused there, as Transformer Engine leaves
+  // a recipe outside fp8_autocast: `--set optimizations.fp8=false` on an FP8 file.
+  o.fp8_recipe = s.enum_choice("fp8_recipe", {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent}).value_or(o.fp8_recipe);
   if (const std::optional<double> b = s.non_negative_number("dp_bucket_params")) {
     if (*b != std::floor(*b) || *b > 1e15) s.fail("dp_bucket_params", "expected a whole number of parameters (0: one collective per chunk)");
     o.dp_bucket_params = static_cast<int64_t>(*b);

@@ -496,6 +496,56 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
   EXPECT_DOUBLE_EQ(e8.model_flops, e16.model_flops);  // MFU stays against the same FLOPs and BF16 peak
 }
 
+// Current scaling (Transformer Engine's Float8CurrentScalingQuantizer): an
+// amax pass (2 bytes an element, two kernels with the scale) before every
+// cast; the LayerNorm-fed inputs lose the norm's fused FP8 output (the norm
+// writes BF16 with its amax, 1 byte more, then scale and cast: 4 bytes an
+// element of the norm's rows, 1 / TP of the GEMM's under SP); under SP an amax all-reduce
+// over TP per column-parallel input and per row-parallel output gradient;
+// no per-step amax-history all-reduce; the weights read once more.
+TEST(Estimator, Fp8CurrentScalingAddsAmaxPassesAndTpReductions) {
+  Scenario s = small();
+  s.hardware.gpu = "H100-SXM5-80GB";
+  s.optimizations.fp8 = true;
+  const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
+  ASSERT_TRUE(s.parallel.sequence_parallel);
+  ASSERT_EQ(s.parallel.tp, 8);
+  const std::vector<OperatorCost> delayed = job_layer_operators(s, h100);
+  Scenario c = s;
+  c.optimizations.fp8_recipe = Fp8Recipe::kCurrent;
+  const std::vector<OperatorCost> current = job_layer_operators(c, h100);
+  ASSERT_EQ(current.size(), delayed.size());
+  const OperatorCost& d = delayed.back();
+  const OperatorCost& k = current.back();
+  ASSERT_EQ(k.name, "fp8_cast");
+  double ln_inputs = 0, inputs = 0, outputs = 0;
+  for (const OperatorCost& op : delayed) {
+    if (op.cls != OpClass::kGemm) continue;
+    (op.name == "qkv" || op.name == "fc1" ? ln_inputs : inputs) += static_cast<double>(op.m) * op.k;
+    outputs += static_cast<double>(op.m) * op.n;
+  }
+  EXPECT_DOUBLE_EQ(k.fwd_bytes - d.fwd_bytes, 4 * ln_inputs / 8 + 2 * inputs);
+  EXPECT_DOUBLE_EQ(k.bwd_bytes - d.bwd_bytes, 2 * outputs);
+  EXPECT_EQ(k.fwd_kernels - d.fwd_kernels, 2 + 2 + 2 + 2);
+  EXPECT_EQ(k.bwd_kernels - d.bwd_kernels, 4 * 2);
+  const double amax_s = small_allreduce_time_s(8, parallel_links(c, h100).tp);
+  EXPECT_GT(amax_s, 0.0);
+  EXPECT_DOUBLE_EQ(k.fwd_extra_s, 2 * amax_s);  // qkv and fc1 inputs
+  EXPECT_DOUBLE_EQ(k.bwd_extra_s, 2 * amax_s);  // proj and fc2 output gradients
+  EXPECT_DOUBLE_EQ(d.fwd_extra_s + d.bwd_extra_s, 0.0);
+  // Without SP nothing is gathered: no amax all-reduce, the norm's rows whole.
+  Scenario no_sp = c;
+  no_sp.parallel.sequence_parallel = false;
+  const OperatorCost n = job_layer_operators(no_sp, h100).back();
+  EXPECT_DOUBLE_EQ(n.fwd_extra_s + n.bwd_extra_s, 0.0);
+  EXPECT_DOUBLE_EQ(n.fwd_bytes - d.fwd_bytes, 4 * ln_inputs + 2 * inputs);
+  const Estimate ed = estimate(s), ec = estimate(c);
+  EXPECT_GT(ec.breakdown.compute_s, ed.breakdown.compute_s);
+  EXPECT_LT(ec.breakdown.grad_norm_s, ed.breakdown.grad_norm_s);  // no amax-history all-reduce
+  EXPECT_GT(ec.breakdown.optimizer_s, ed.breakdown.optimizer_s);  // the weights' amax pass
+  EXPECT_GT(ec.iteration_time_s, ed.iteration_time_s);
+}
+
 // On Blackwell the FP8 GEMM takes any operand layout, so Transformer Engine
 // casts without transposes: 3 bytes per cast element instead of 4, nothing for
 // the LayerNorm-fed inputs, and the step's weight copies 3 bytes a parameter.

@@ -482,6 +482,22 @@ TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   EXPECT_NE(e.reason().find("no FP8 tensor cores"), std::string::npos) << e.what();
 }
 
+// [optimizations] fp8_recipe: Transformer Engine's delayed (the default) or
+// current scaling; kept, unused, when fp8 is off (a what-if turning FP8 off on
+// an FP8 file), refused when unknown.
+TEST(ScenarioTest, TheFp8RecipeIsReadAndAnUnknownOneRefused) {
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.fp8_recipe, Fp8Recipe::kDelayed);
+  const std::string h100 = "[hardware]\ngpu = \"H100-SXM5-80GB\"\n";
+  const Scenario c =
+      parse_scenario(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_recipe = \"current\"\n", "t.toml");
+  EXPECT_TRUE(c.optimizations.fp8);
+  EXPECT_EQ(c.optimizations.fp8_recipe, Fp8Recipe::kCurrent);
+  EXPECT_NO_THROW(parse_scenario(std::string(kValid) + h100 + "[optimizations]\nfp8_recipe = \"current\"\n", "t.toml"));
+  // kValid is 12 lines, the hardware table 2: [optimizations] is line 15, fp8 16, the recipe 17.
+  expect_error(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_recipe = \"mxfp8\"\n", 17,
+               "optimizations.fp8_recipe", "not allowed");
+}
+
 TEST(ScenarioTest, FailureRecoveryRunTablesAreRead) {
   const Scenario s = parse_scenario(std::string(kValid) +
                                         "[failures]\npreset = \"llama3\"\nrate_scale = 0.5\n"
