@@ -115,6 +115,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["fused_attention"] = o.fused_attention;
   opt["attention_kernel"] = model::to_string(o.attention_kernel);
   opt["fp8"] = o.fp8;
+  opt["fp8_recipe"] = model::to_string(o.fp8_recipe);
   // The bucket size used (the preset's -1 resolved to Megatron-Core's default),
   // and the buckets each chunk's DP collectives are split into.
   opt["dp_bucket_params"] = model::effective_dp_bucket_params(s);
@@ -214,8 +215,10 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
                  e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
   // Under FP8 MFU stays against the BF16 peak (model/throughput.h) and may pass 100%.
   if (s.optimizations.fp8) {
-    fmt::format_to(o, "  (MFU against the dense BF16 peak, {:.0f} TFLOP/s; FP8 GEMMs run up to x{:.2f} faster)\n",
-                   profile.peak_tflops, profile.fp8_gemm_speedup());
+    fmt::format_to(o,
+                   "  (MFU against the dense BF16 peak, {:.0f} TFLOP/s; FP8 GEMMs run up to x{:.2f} faster; {} "
+                   "scaling)\n",
+                   profile.peak_tflops, profile.fp8_gemm_speedup(), model::to_string(s.optimizations.fp8_recipe));
   }
   fmt::format_to(o, "  memory {}{}\n", e.memory.describe(), e.memory.fits() ? "" : "  ** DOES NOT FIT **");
   if (const double extra = model::unsharded_gradient_extra_bytes(s.model, s.parallel, s.optimizations, profile);

@@ -61,6 +61,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["fused_attention"], true);
   EXPECT_EQ(o["attention_kernel"], "flash2");
   EXPECT_EQ(o["fp8"], false);
+  EXPECT_EQ(o["fp8_recipe"], "delayed");
   // The preset's default resolved: max(40M, 1M x DP 192) parameters, as a
   // scenario file could write it (it echoed the internal -1, which a file may not).
   EXPECT_EQ(o["dp_bucket_params"], 192'000'000);
