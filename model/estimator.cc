@@ -335,10 +335,7 @@ double cp_exposed_s(const std::vector<OperatorCost>& ops, bool backward, const S
                          const GpuProfile& gpu) {
   const ParallelConfig& p = s.parallel;
   if (p.cp <= 1) return 0.0;
-  const ModelConfig& m = s.model;
-  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
-  const double block_bytes =
-      2.0 * p.micro_batch * m.seq_len * kv_heads * m.head_dim() * gpu.activation_bytes;  // K and V
+  const double block_bytes = cp_kv_block_bytes(s.model, p, gpu.activation_bytes);
   const HardwareConfig& hw = s.hardware;
   const bool in_node = static_cast<int64_t>(p.tp) * p.cp <= hw.gpus_per_node;
   const double nic_share = std::min(1.0, static_cast<double>(hw.nics_per_node) / hw.gpus_per_node);

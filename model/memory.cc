@@ -197,6 +197,18 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
   // Never live at once: the loss's tensors are freed by the output layer's
   // backward, before the last transformer layer's backward re-runs it.
   r.other_bytes += std::max(r.loss_logits_bytes, r.rerun_layer_bytes);
+  if (p.cp > 1) {
+    // Context parallelism's key/value buffers while the first backward's
+    // attention runs, every stash still held (Transformer Engine's attention
+    // with CP, pytorch/attention/dot_product_attention/context_parallel.py): the
+    // all-gather form gathers every CP rank's K/V again and writes their
+    // full-size gradients before the reduce-scatter (2 x cp blocks; the forward
+    // saves its own block only); the ring holds the block in hand and the next
+    // one, and in backward their gradients (4 blocks).
+    const double block = cp_kv_block_bytes(m, p, gpu.activation_bytes);
+    r.cp_kv_bytes = (p.cp_comm == CpComm::kAllGather ? 2.0 * p.cp : 4.0) * block;
+    r.other_bytes += r.cp_kv_bytes;
+  }
   if (p.zero_stage >= 3) {
     // ZeRO-3 / FSDP gathers one unit (a transformer layer) at a time, never a
     // whole chunk: PyTorch FSDP's limit_all_gathers (default True since PR
@@ -242,8 +254,14 @@ std::string MemoryBreakdown::other_parts() const {
   std::vector<std::string> parts;
   if (loss_logits_bytes > 0) parts.push_back(fmt::format("loss logits {:.1f}", loss_logits_bytes / 1e9));
   if (rerun_layer_bytes > 0) parts.push_back(fmt::format("re-run layer {:.1f}", rerun_layer_bytes / 1e9));
-  if (parts.size() == 2) return fmt::format(" ({} or {}, never at once: the larger counted)", parts[0], parts[1]);
-  return parts.empty() ? std::string() : fmt::format(" ({})", parts[0]);
+  std::string inside = parts.size() == 2 ? fmt::format("{} or {}, never at once: the larger counted", parts[0], parts[1])
+                       : parts.empty()   ? std::string()
+                                         : parts[0];
+  if (cp_kv_bytes > 0) {
+    const std::string cp = fmt::format("CP K/V buffers {:.1f}", cp_kv_bytes / 1e9);
+    inside = inside.empty() ? cp : fmt::format("{}; {}", inside, cp);
+  }
+  return inside.empty() ? std::string() : fmt::format(" ({})", inside);
 }
 
 std::string MemoryBreakdown::describe() const {

@@ -39,6 +39,9 @@ struct MemoryBreakdown {
   // logits (PP 1) and the layer a recompute's backward re-runs.
   double loss_logits_bytes = 0;
   double rerun_layer_bytes = 0;
+  // Of other_bytes, context parallelism's key/value buffers at the peak (the
+  // all-gather form's gathered K/V and their gradients; the ring's blocks in flight).
+  double cp_kv_bytes = 0;
   double total_bytes = 0;
   double capacity_bytes = 0;        // the profile's HBM
   int inflight_chunks = 0;          // (micro-batch, chunk) activations kept by that rank
@@ -49,7 +52,8 @@ struct MemoryBreakdown {
   // (re-run layer 0.4)" (GB = 1e9 B; other_parts()).
   std::string describe() const;
   // " (loss logits 0.2)", " (re-run layer 0.4)", " (loss logits 0.2 or re-run
-  // layer 0.4, never at once: the larger counted)", or "" when other has neither.
+  // layer 0.4, never at once: the larger counted)", or "" when other has neither;
+  // "; CP K/V buffers 0.1" inside (or alone in) the brackets under CP.
   std::string other_parts() const;
 };
 

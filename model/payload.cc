@@ -1,6 +1,8 @@
 // model/payload.cc: see payload.h.
 #include "model/payload.h"
 
+#include <algorithm>
+
 #include "model/engine_ops.h"
 #include "model/pipeline_layout.h"
 #include "model/profile.h"
@@ -44,6 +46,11 @@ double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) 
   const double params = dp_chunk_params(s, pp_rank, chunk);
   return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes
                                       : params * grad_element_bytes(s.optimizations);
+}
+
+double cp_kv_block_bytes(const ModelConfig& m, const ParallelConfig& p, double element_bytes) {
+  const double kv_heads = std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
+  return 2.0 * p.micro_batch * m.seq_len * kv_heads * m.head_dim() * element_bytes;  // K and V
 }
 
 }  // namespace megascale::model

@@ -3,7 +3,8 @@
 // the Schedule IR's op bytes (model/job_schedule.h).
 //
 // defines: grad_element_bytes, grad_memory_element_bytes, layer_chunk_params,
-//          dp_chunk_params, dp_payload_bytes, embedding_sync_needed
+//          dp_chunk_params, dp_payload_bytes, embedding_sync_needed,
+//          cp_kv_block_bytes
 //
 // Gradients are reduced in Optimizations::grad_reduce_dtype (fp32 by default:
 // Megatron-LM's main-grad buffer for bf16 training; the CPU engine is fp32
@@ -52,5 +53,13 @@ bool embedding_sync_needed(const Scenario& s);
 // chunk: fp32 gradients for a reduce-scatter or all-reduce, parameters at the
 // profile's param_gather_bytes for an all-gather.
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind);
+
+// Context parallelism: one CP rank's key/value block of one layer, bytes, for
+// one micro-batch: K and V over its seq_len / cp tokens (ModelConfig::seq_len,
+// folded), the TP rank's KV heads (at least one: Megatron replicates KV heads
+// when TP exceeds them), at `element_bytes` (the profile's activation_bytes).
+// What the ring exchanges a step (model/estimator.cc cp_exposed_s), the
+// all-gather form gathers cp of, and memory holds in flight (model/memory.cc).
+double cp_kv_block_bytes(const ModelConfig& m, const ParallelConfig& p, double element_bytes);
 
 }  // namespace megascale::model

@@ -189,6 +189,31 @@ TEST(Memory, OneStageHoldsTheLossLogits) {
               1.0);
 }
 
+// Context parallelism's K/V buffers beside the stash while the first
+// backward's attention runs: the all-gather form (Llama 3's CP) holds every CP
+// rank's K/V again and their full-size gradients (2 x cp blocks), the ring the
+// block in hand and the next, with their gradients (4 blocks).
+TEST(Memory, ContextParallelismHoldsItsKeyValueBuffers) {
+  Scenario s = load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/published/llama3-405b-16384-cp16.toml");
+  ASSERT_EQ(s.parallel.cp, 16);
+  ASSERT_EQ(s.parallel.cp_comm, CpComm::kAllGather);
+  const GpuProfile& gpu = hardware_profile(s);
+  // One CP rank's block: K and V over its 131,072 / 16 tokens, one of the 8 KV
+  // heads per TP 8 rank, head dimension 128, bf16.
+  const double block = 2.0 * s.parallel.micro_batch * (131072 / 16) * 1 * 128 * 2;
+  const MemoryBreakdown gathered = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_DOUBLE_EQ(gathered.cp_kv_bytes, 2 * 16 * block);
+  EXPECT_NE(gathered.describe().find("CP K/V buffers "), std::string::npos) << gathered.describe();
+  s.parallel.cp_comm = CpComm::kP2p;
+  const MemoryBreakdown ring = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
+  EXPECT_DOUBLE_EQ(ring.cp_kv_bytes, 4 * block);
+  EXPECT_NEAR(gathered.other_bytes - ring.other_bytes, (2 * 16 - 4) * block, 1.0);
+  EXPECT_DOUBLE_EQ(gathered.activations_bytes, ring.activations_bytes);  // the forward saves its own block only
+  // No CP, no buffers.
+  EXPECT_DOUBLE_EQ(memory_per_gpu(base().model, base().parallel, base().optimizations, hardware_profile(base())).cp_kv_bytes,
+                   0.0);
+}
+
 // Under recompute the first backward after the peak forward re-creates one
 // layer's plain activations while every stash is held: full recompute adds the
 // whole layer beside its input, selective the attention scores (nothing with
