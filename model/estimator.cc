@@ -352,7 +352,10 @@ double cp_exposed_s(const std::vector<OperatorCost>& ops, bool backward, const S
   const double step_s = p2p_time_s((backward ? 2.0 : 1.0) * block_bytes, link);
   double attention_s = 0;
   for (const OperatorCost& op : ops) {
-    if (op.attention_core) attention_s += backward ? backward_time_s(op, gpu) : forward_time_s(op, gpu);
+    // The merge runs after the ring's last step, under no exchange.
+    if (op.attention_core && op.name != kCpAttentionMergeOp) {
+      attention_s += backward ? backward_time_s(op, gpu) : forward_time_s(op, gpu);
+    }
   }
   return std::max(0.0, (p.cp - 1) * step_s - attention_s);
 }

@@ -250,15 +250,23 @@ double unsharded_gradient_extra_bytes(const ModelConfig& m, const ParallelConfig
   return rank_memory(m, whole, o, gpu, layout, sharded.pp_rank).gradients_bytes - sharded.gradients_bytes;
 }
 
+namespace {
+// GB with one decimal; two below 0.1 GB, so that a part counted is never
+// printed as 0.0 (CP K/V buffers of a short sequence: tens of MB).
+std::string part_gb(double bytes) {
+  return bytes < 0.095e9 ? fmt::format("{:.2f}", bytes / 1e9) : fmt::format("{:.1f}", bytes / 1e9);
+}
+}  // namespace
+
 std::string MemoryBreakdown::other_parts() const {
   std::vector<std::string> parts;
-  if (loss_logits_bytes > 0) parts.push_back(fmt::format("loss logits {:.1f}", loss_logits_bytes / 1e9));
-  if (rerun_layer_bytes > 0) parts.push_back(fmt::format("re-run layer {:.1f}", rerun_layer_bytes / 1e9));
+  if (loss_logits_bytes > 0) parts.push_back(fmt::format("loss logits {}", part_gb(loss_logits_bytes)));
+  if (rerun_layer_bytes > 0) parts.push_back(fmt::format("re-run layer {}", part_gb(rerun_layer_bytes)));
   std::string inside = parts.size() == 2 ? fmt::format("{} or {}, never at once: the larger counted", parts[0], parts[1])
                        : parts.empty()   ? std::string()
                                          : parts[0];
   if (cp_kv_bytes > 0) {
-    const std::string cp = fmt::format("CP K/V buffers {:.1f}", cp_kv_bytes / 1e9);
+    const std::string cp = fmt::format("CP K/V buffers {}", part_gb(cp_kv_bytes));
     inside = inside.empty() ? cp : fmt::format("{}; {}", inside, cp);
   }
   return inside.empty() ? std::string() : fmt::format(" ({})", inside);

@@ -142,8 +142,36 @@ OperatorCost activation(MlpKind mlp, double elems, bool fused, bool eager = fals
                 passes, passes);
 }
 
-void append_attention_core(const ModelConfig& m, const Dims& x, bool efficient,
-                           std::vector<OperatorCost>* ops) {
+// Ring attention's merge of its per-step partial results (context
+// parallelism, the P2P form; Transformer Engine 2.x
+// pytorch/attention/dot_product_attention/context_parallel.py,
+// AttnFuncWithCPAndKVP2P). Forward: each of the cp steps writes a partial
+// output and its log-sum-exp; after the ring, flash_attn_fwd_out_correction_init
+// rescales the first (read 2, write 2 bytes an output element) and
+// flash_attn_fwd_out_correction adds each later one, rescaled (read the output
+// and the step's, write the output: 6 bytes), with cp - 1 log-sum-exp merges
+// (fp32, two reads and a write a token and head). Backward: each step's dq
+// is copied (4 bytes) or added (6) into dq, and its dk, dv into the K/V
+// gradient travelling the ring. Costed for the CP rank that merges the most,
+// cp - 1, whose partial outputs are all full-size (with the causal load
+// balance, steps past a rank's own index cover half its queries: ranks below
+// cp - 1 merge less, but the ring exchange keeps the group in step): dq 4 +
+// 6 (cp - 1) bytes; dk and dv each a half-size copy (2), cp - 2 half-size adds
+// (3) and a full-size add (6): 3 cp + 2 bytes an element. TE 1.x zeroes the
+// output and adds all cp steps (6 cp + 2 bytes): within 4 bytes of this.
+OperatorCost cp_attention_merge(const Dims& x, double heads, int cp) {
+  const double out_elems = x.tokens * heads * x.d;
+  const double kv_elems = x.tokens * (x.kv / x.t) * x.d;
+  const double lse_elems = x.tokens * heads;
+  const double fwd = (4 + 6.0 * (cp - 1)) * out_elems + 3 * kFp32Bytes * lse_elems * (cp - 1);
+  const double bwd = (4 + 6.0 * (cp - 1)) * out_elems + 2 * (3.0 * cp + 2) * kv_elems;
+  OperatorCost op = memory(std::string(kCpAttentionMergeOp), fwd, bwd, 2 * cp - 1, 3 * cp);
+  op.attention_core = true;  // re-run with the attention it merges
+  return op;
+}
+
+void append_attention_kernels(const ModelConfig& m, const Dims& x, bool efficient,
+                              std::vector<OperatorCost>* ops) {
   const double heads = x.a / x.t;
   if (efficient) {
     OperatorCost fa;
@@ -202,6 +230,13 @@ void append_attention_core(const ModelConfig& m, const Dims& x, bool efficient,
   ops->push_back(context);
 }
 
+// The layer's core attention; under ring context parallelism, its merge after it.
+void append_attention_core(const ModelConfig& m, const Dims& x, const ParallelConfig& p, bool efficient,
+                           std::vector<OperatorCost>* ops) {
+  append_attention_kernels(m, x, efficient, ops);
+  if (p.cp > 1 && p.cp_comm == CpComm::kP2p) ops->push_back(cp_attention_merge(x, x.a / x.t, p.cp));
+}
+
 double gemm_weight_elems_per_layer(const ModelConfig& m) {
   const double h = m.hidden;
   const double kv_dim = static_cast<double>(m.kv_heads) * m.head_dim();
@@ -226,7 +261,7 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
     ops.push_back(norm(m, "ln", x.sp_tokens, x.h, eager));
     ops.push_back(gemm("qkv_fc1", x.tokens, qkv_out + fc1_out, x.h));
     add_rope(&ops);
-    append_attention_core(m, x, efficient_operators, &ops);
+    append_attention_core(m, x, p, efficient_operators, &ops);
     ops.push_back(activation(m.mlp, x.tokens * x.f / x.t, fused, eager));
     ops.push_back(gemm("proj_fc2", x.tokens, x.h, (x.h + x.f) / x.t));
     ops.push_back(bias_dropout_add("bias_dropout_add", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
@@ -235,7 +270,7 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
   ops.push_back(norm(m, "ln1", x.sp_tokens, x.h, eager));
   ops.push_back(gemm("qkv", x.tokens, qkv_out, x.h));
   add_rope(&ops);
-  append_attention_core(m, x, efficient_operators, &ops);
+  append_attention_core(m, x, p, efficient_operators, &ops);
   ops.push_back(gemm("proj", x.tokens, x.h, x.h / x.t));
   ops.push_back(bias_dropout_add("bias_dropout_add1", x.sp_tokens, x.h, fused, m.hidden_dropout_on()));
   ops.push_back(norm(m, "ln2", x.sp_tokens, x.h, eager));

@@ -81,6 +81,10 @@ struct OperatorCost {
   double fwd_extra_s = 0, bwd_extra_s = 0;
 };
 
+// The name of ring attention's per-step merge (op_cost.cc cp_attention_merge),
+// an attention_core op that overlaps no K/V exchange (estimator.cc cp_exposed_s).
+inline constexpr const char* kCpAttentionMergeOp = "cp_attention_merge";
+
 // All operators of one transformer layer in execution order. `eager`
 // (Optimizations::eager_elementwise): PyTorch eager kernels for RMSNorm, the
 // SwiGLU product and RoPE (op_cost.cc eager_rms_norm, eager_swiglu, rope).

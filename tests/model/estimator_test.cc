@@ -652,7 +652,54 @@ TEST(Estimator, AllGatherContextParallelismExposesItsCollectives) {
   const double expected = per_layer * cp.model.layers * cp.parallel.microbatches();
   EXPECT_NEAR(gathered.breakdown.tp_exposed_s - ring.breakdown.tp_exposed_s, expected, 0.05 * expected);
   EXPECT_GT(gathered.iteration_time_s, ring.iteration_time_s);
-  EXPECT_DOUBLE_EQ(gathered.breakdown.compute_s, ring.breakdown.compute_s);
+  // The ring merges its steps' partial outputs (op_cost.cc cp_attention_merge),
+  // every layer of every micro-batch; the gathered form attends once.
+  const std::vector<OperatorCost> ops = layer_operators(cp.model, cp.parallel, true);
+  const int merge = find_operator(ops, kCpAttentionMergeOp);
+  ASSERT_GE(merge, 0);
+  EXPECT_EQ(find_operator(layer_operators(ag.model, ag.parallel, true), kCpAttentionMergeOp), -1);
+  const GpuProfile& gpu = gpu_profile(cp.hardware.gpu);
+  const double merges_s = (forward_time_s(ops[merge], gpu) + backward_time_s(ops[merge], gpu)) *
+                          cp.model.layers * cp.parallel.microbatches() *
+                          expected_slowest_speed_factor(cp.hardware.gpu_speed_sigma, cp.cluster.gpus);
+  EXPECT_NEAR(ring.breakdown.compute_s - gathered.breakdown.compute_s, merges_s, 0.02 * merges_s);
+}
+
+// Ring attention's merge (op_cost.cc cp_attention_merge) grows with the ring:
+// the same job on the same GPUs at CP 2 and CP 8 (TP 1, PP 1, the ring inside
+// a server) runs the same tokens and attention per GPU, but CP 8 merges eight
+// partial results a layer where CP 2 merges two, so it computes longer.
+TEST(Estimator, ALongerRingMergesMorePartialOutputs) {
+  Scenario s = small();
+  s.model.seq_len = 8192;
+  s.parallel.tp = 1;
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  s.parallel.sequence_parallel = false;
+  s.cluster.gpus = 64;
+  auto with_cp = [&](int cp) {
+    Scenario c = s;
+    c.parallel.cp = cp;
+    c.model.attention_span = s.model.seq_len;
+    c.model.seq_len = s.model.seq_len / cp;
+    c.parallel.dp = 64;  // 64 / cp replicas x cp (folded)
+    c.parallel.global_batch = 64 * cp;
+    return c;
+  };
+  const Estimate two = estimate(with_cp(2));
+  const Estimate eight = estimate(with_cp(8));
+  EXPECT_DOUBLE_EQ(two.model_flops, eight.model_flops);
+  EXPECT_GT(eight.breakdown.compute_s, two.breakdown.compute_s);
+  const Scenario c2 = with_cp(2), c8 = with_cp(8);
+  const auto merge_bytes = [](const Scenario& c) {
+    const std::vector<OperatorCost> ops = layer_operators(c.model, c.parallel, true);
+    const OperatorCost& op = ops[find_operator(ops, kCpAttentionMergeOp)];
+    return (op.fwd_bytes + op.bwd_bytes) * c.parallel.microbatches();
+  };
+  // Per GPU and step: 6 cp - 2 bytes an output element forward, 6 cp - 2 for dq
+  // and 3 cp + 2 for each of dk and dv; CP 8 holds a quarter of CP 2's tokens
+  // four times as often.
+  EXPECT_GT(merge_bytes(c8), 3.5 * merge_bytes(c2));
 }
 
 // The GPUs' speed spread slows the step's compute (and recompute) by the

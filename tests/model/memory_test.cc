@@ -207,6 +207,8 @@ TEST(Memory, ContextParallelismHoldsItsKeyValueBuffers) {
   s.parallel.cp_comm = CpComm::kP2p;
   const MemoryBreakdown ring = memory_per_gpu(s.model, s.parallel, s.optimizations, gpu);
   EXPECT_DOUBLE_EQ(ring.cp_kv_bytes, 4 * block);
+  // 16.8 MB: printed with two decimals, not as "0.0".
+  EXPECT_NE(ring.describe().find("CP K/V buffers 0.02"), std::string::npos) << ring.describe();
   EXPECT_NEAR(gathered.other_bytes - ring.other_bytes, (2 * 16 - 4) * block, 1.0);
   EXPECT_DOUBLE_EQ(gathered.activations_bytes, ring.activations_bytes);  // the forward saves its own block only
   // No CP, no buffers.
