@@ -132,6 +132,7 @@ const char* to_string(Fp8Recipe v) {
   switch (v) {
     case Fp8Recipe::kDelayed: return "delayed";
     case Fp8Recipe::kCurrent: return "current";
+    case Fp8Recipe::kMxfp8: return "mxfp8";
   }
   return "?";
 }

@@ -65,8 +65,12 @@ enum class GradReduceDtype { kFp32, kBf16 };
 // kDelayed, DelayedScaling (each tensor's scale from an amax history, one
 // all-reduce of the histories per step; NeMo's bf16_with_fp8_mixed);
 // kCurrent, Float8CurrentScaling (each tensor's amax computed right before its
-// cast; Megatron-Bridge's default "cs", NeMo's fp8_recipe "cs").
-enum class Fp8Recipe { kDelayed, kCurrent };
+// cast; Megatron-Bridge's default "cs", NeMo's fp8_recipe "cs"); kMxfp8,
+// MXFP8BlockScaling (one E8M0 scale per 32 consecutive values, OCP MX; the
+// Megatron-Bridge tables' "FP8-MX", Megatron-Core --fp8-recipe mxfp8;
+// Blackwell data-centre GPUs only, as TE's check_mxfp8_support: compute
+// capability 10.x-11.x).
+enum class Fp8Recipe { kDelayed, kCurrent, kMxfp8 };
 // How the parallel dimensions are laid over the GPUs, fastest first (a GPU's
 // number is its server x gpus_per_node + its index there). kTpCpDpPp: Megatron-LM's and
 // Megatron-Core's default (rank = tp + cp*TP + dp*TP*CP + pp*TP*CP*DP:
@@ -330,6 +334,13 @@ struct Optimizations {
   // Its scaling (model/op_cost.h apply_fp8): delayed, or current (an amax pass
   // before every cast, and an amax all-reduce over TP where SP gathers the tensor).
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  // Megatron-Core --fp8-param-gather (NeMo 2.x's fp8_params, which its
+  // bf16_with_fp8_mixed sets; Megatron-Bridge's FP8 recipes): with fp8, the
+  // distributed optimizer all-gathers the parameters as FP8, one byte each,
+  // instead of the profile's param_gather_bytes (model/payload.h). Memory still
+  // counts BF16 parameters (Transformer Engine's FP8 weights keep a BF16-sized
+  // budget here; the saving is not claimed).
+  bool fp8_param_gather = false;
   // Megatron-LM and Megatron-Core default to the unfused loss (Megatron-Core's
   // TransformerConfig.cross_entropy_loss_fusion = False); NeMo 2.0's GPTConfig and
   // Megatron-Bridge's GPTModelProvider turn the fusion on.

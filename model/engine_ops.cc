@@ -231,12 +231,16 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
       Fp8Casts casts;
       casts.gemm_speedup = gpu.fp8_gemm_speedup();
       casts.any_layout = gpu.fp8_gemm_any_layout();
+      const bool sp = s.parallel.sequence_parallel && s.parallel.tp > 1;
       if (s.optimizations.fp8_recipe == Fp8Recipe::kCurrent) {
         casts.current_scaling = true;
-        if (s.parallel.sequence_parallel && s.parallel.tp > 1) {
+        if (sp) {
           casts.norm_rows_share = 1.0 / s.parallel.tp;
           casts.amax_allreduce_s = small_allreduce_time_s(s.parallel.tp, parallel_links(s, gpu).tp);
         }
+      } else if (s.optimizations.fp8_recipe == Fp8Recipe::kMxfp8) {
+        casts.block_scaled = true;
+        if (sp) casts.norm_rows_share = 1.0 / s.parallel.tp;  // cast before the gather
       }
       apply_fp8(&ops, casts);
     }

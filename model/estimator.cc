@@ -46,6 +46,9 @@ constexpr double kFp8WeightCastNoTransposeBytesPerParam = 3.0;
 // Current scaling's amax pass over each BF16 weight before its cast
 // (Transformer Engine Float8CurrentScalingQuantizer: nvte_compute_amax).
 constexpr double kFp8CurrentScalingAmaxBytesPerParam = 2.0;
+// MXFP8: the weight's row- and column-wise copies with one E8M0 scale per 32
+// values each (op_cost.h Fp8Casts::block_scaled): 2 + 2 x (1 + 1/32) B.
+constexpr double kMxfp8WeightCastBytesPerParam = 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
 
 CollectiveKind collective_kind(LayerStepKind k) {
   switch (k) {
@@ -716,8 +719,9 @@ Estimate estimate(const Scenario& s) {
   // The step's FP8 weight copies (the transformer layers' weights, counted with
   // the step's weight work).
   if (o.fp8) {
-    double cast_bytes = gpu.fp8_gemm_any_layout() ? kFp8WeightCastNoTransposeBytesPerParam
-                                                  : kFp8WeightCastBytesPerParam;
+    double cast_bytes = o.fp8_recipe == Fp8Recipe::kMxfp8 ? kMxfp8WeightCastBytesPerParam
+                        : gpu.fp8_gemm_any_layout()      ? kFp8WeightCastNoTransposeBytesPerParam
+                                                         : kFp8WeightCastBytesPerParam;
     // Current scaling reads each BF16 weight once more for its amax (model/op_cost.h).
     if (o.fp8_recipe == Fp8Recipe::kCurrent) cast_bytes += kFp8CurrentScalingAmaxBytesPerParam;
     b.optimizer_s += memory_time_s(gpu, stage_layer_params * cast_bytes);

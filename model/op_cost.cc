@@ -296,8 +296,13 @@ void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts) {
   // (Float8Quantizer: create_transpose = columnwise_usage &&
   // !nvte_is_non_tn_fp8_gemm_supported()): a cast reads 2 and writes 1 byte,
   // and the LayerNorm-fed inputs need nothing more.
-  const double cast_bytes_per_element = any_layout ? kBf16Bytes + 1.0 : kBf16Bytes + 1.0 + 1.0;
-  const double transpose_bytes_per_element = any_layout ? 0.0 : 1.0 + 1.0;
+  // MXFP8 (op_cost.h Fp8Casts::block_scaled): both copies and their scales,
+  // and no transposes of a norm's output (the norm writes BF16, cast below).
+  constexpr double kMxScaleBytesPerElement = 1.0 / 32.0;  // one E8M0 byte per 32 values, per copy
+  const double cast_bytes_per_element = casts.block_scaled ? kBf16Bytes + 2 * (1.0 + kMxScaleBytesPerElement)
+                                        : any_layout       ? kBf16Bytes + 1.0
+                                                           : kBf16Bytes + 1.0 + 1.0;
+  const double transpose_bytes_per_element = any_layout || casts.block_scaled ? 0.0 : 1.0 + 1.0;
   double fwd_bytes = 0, bwd_bytes = 0;
   int fwd_kernels = 0, bwd_kernels = 0;
   // Current scaling's amax pass: one read of the BF16 tensor. After a norm:
@@ -327,6 +332,11 @@ void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts) {
     // dgrad and wgrad.
     bwd_bytes += cast_bytes_per_element * static_cast<double>(op.m) * op.n;
     ++bwd_kernels;
+    if (casts.block_scaled && after_layer_norm) {
+      // The norm's BF16 output (1 byte more than FP8), then the MXFP8 cast.
+      fwd_bytes += ((kBf16Bytes - 1.0) + cast_bytes_per_element) * input_elements * casts.norm_rows_share;
+      ++fwd_kernels;
+    }
     if (!casts.current_scaling) continue;
     // Column-parallel GEMMs (the LayerNorm-fed ones) take a gathered input;
     // row-parallel ones (proj, fc2) give a gathered output gradient.

@@ -115,10 +115,21 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
 // (layernorm_linear.py / linear.py with_amax_reduction), each
 // Fp8Casts::amax_allreduce_s on the GEMM's stream (the C++ quantizer waits
 // for it). The step's weight casts read each weight once more.
+//
+// MXFP8 (Fp8Casts::block_scaled; Transformer Engine 2.x MXFP8Quantizer,
+// common/util/cast_kernels.cuh): each 1 x 32 block of values shares one E8M0
+// scale along the GEMM's reduction dimension, so the wgrad's operands need
+// their own column-wise copy whatever layouts the GEMM takes: every cast
+// writes both copies and their scales in one kernel, 2 + 1 + 1 + 2/32 bytes an
+// element, its amax per block inside it (no amax pass, no amax all-reduce).
+// The norm cannot write MXFP8 itself (normalization.cpp: Impl::UNFUSED unless
+// NVTE_NORM_FWD_USE_CUDNN): it writes BF16 (1 byte more than FP8), which the
+// quantizer then casts, on the norm's rows (norm_rows_share).
 struct Fp8Casts {
   double gemm_speedup = 0;         // GpuProfile::fp8_gemm_speedup
   bool any_layout = false;         // GpuProfile::fp8_gemm_any_layout
   bool current_scaling = false;    // Fp8Recipe::kCurrent
+  bool block_scaled = false;       // Fp8Recipe::kMxfp8
   double norm_rows_share = 1.0;    // the norm's rows of a LayerNorm-fed GEMM's (1 / tp under SP)
   double amax_allreduce_s = 0;     // one amax all-reduce over TP (0: none, no SP)
 };

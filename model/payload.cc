@@ -12,6 +12,7 @@ namespace megascale::model {
 // fp32 and bf16 element sizes.
 constexpr double kFp32Bytes = 4.0;
 constexpr double kBf16Bytes = 2.0;
+constexpr double kFp8ParamGatherBytes = 1.0;  // one FP8 byte a parameter (E4M3)
 
 double grad_element_bytes(const Optimizations& o) {
   return o.grad_reduce_dtype == GradReduceDtype::kBf16 ? kBf16Bytes : kFp32Bytes;
@@ -42,9 +43,18 @@ bool embedding_sync_needed(const Scenario& s) {
   return s.parallel.pp > 1 && s.model.tie_embeddings && !hardware_profile(s).models_engine();
 }
 
+double param_gather_element_bytes(const Scenario& s) {
+  const Optimizations& o = s.optimizations;
+  // FP8 parameters gathered as their one-byte data (Megatron-Core
+  // --fp8-param-gather; MXFP8's E8M0 block scales, 1/32 of a byte a value,
+  // left out).
+  if (o.fp8 && o.fp8_param_gather && !hardware_profile(s).models_engine()) return kFp8ParamGatherBytes;
+  return hardware_profile(s).param_gather_bytes;
+}
+
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind) {
   const double params = dp_chunk_params(s, pp_rank, chunk);
-  return kind == OpKind::kDpAllGather ? params * hardware_profile(s).param_gather_bytes
+  return kind == OpKind::kDpAllGather ? params * param_gather_element_bytes(s)
                                       : params * grad_element_bytes(s.optimizations);
 }
 

@@ -4,12 +4,13 @@
 //
 // defines: grad_element_bytes, grad_memory_element_bytes, layer_chunk_params,
 //          dp_chunk_params, dp_payload_bytes, embedding_sync_needed,
-//          cp_kv_block_bytes
+//          cp_kv_block_bytes, param_gather_element_bytes
 //
 // Gradients are reduced in Optimizations::grad_reduce_dtype (fp32 by default:
 // Megatron-LM's main-grad buffer for bf16 training; the CPU engine is fp32
 // throughout and refuses bf16, model/scenario.h); parameters are all-gathered at
-// the profile's param_gather_bytes (2: bf16 on GPUs; 4: the CPU engine).
+// the profile's param_gather_bytes (2: bf16 on GPUs; 4: the CPU engine), or
+// one byte with FP8 and fp8_param_gather (param_gather_element_bytes).
 // A chunk's parameters per GPU: its layers / TP, plus on pipeline rank 0's
 // chunk 0 the word embedding and on the last rank's last chunk its tied copy
 // for the output layer (vocab x hidden / TP each; once when P == V == 1);
@@ -53,6 +54,10 @@ bool embedding_sync_needed(const Scenario& s);
 // chunk: fp32 gradients for a reduce-scatter or all-reduce, parameters at the
 // profile's param_gather_bytes for an all-gather.
 double dp_payload_bytes(const Scenario& s, int pp_rank, int chunk, OpKind kind);
+
+// Bytes of one parameter in the distributed optimizer's all-gather: 1 with
+// fp8 and Optimizations::fp8_param_gather, else the profile's param_gather_bytes.
+double param_gather_element_bytes(const Scenario& s);
 
 // Context parallelism: one CP rank's key/value block of one layer, bytes, for
 // one micro-batch: K and V over its seq_len / cp tokens (ModelConfig::seq_len,

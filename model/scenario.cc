@@ -353,7 +353,7 @@ constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
-    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe"};
+    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -444,7 +444,10 @@ Optimizations read_optimizations(const Section& s) {
   o.fp8 = s.boolean("fp8").value_or(o.fp8);
   // Read with fp8 = false too and left unused there, as Transformer Engine leaves
   // a recipe outside fp8_autocast: `--set optimizations.fp8=false` on an FP8 file.
-  o.fp8_recipe = s.enum_choice("fp8_recipe", {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent}).value_or(o.fp8_recipe);
+  o.fp8_recipe = s.enum_choice("fp8_recipe", {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kMxfp8})
+                     .value_or(o.fp8_recipe);
+  // Read with fp8 = false too and left unused there, as the recipe is.
+  o.fp8_param_gather = s.boolean("fp8_param_gather").value_or(o.fp8_param_gather);
   if (const std::optional<double> b = s.non_negative_number("dp_bucket_params")) {
     if (*b != std::floor(*b) || *b > 1e15) s.fail("dp_bucket_params", "expected a whole number of parameters (0: one collective per chunk)");
     o.dp_bucket_params = static_cast<int64_t>(*b);
@@ -768,6 +771,17 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
       top.fail("optimizations.fp8", "the GPU profile " + gpu.name +
                                         " has no FP8 tensor cores (fp8_peak_tflops, fp8_gemm_efficiency); FP8 "
                                         "needs a Hopper or newer profile");
+    }
+    // Transformer Engine 2.x check_mxfp8_support (pytorch/quantization.py):
+    // compute capability 10.0 up to, not including, 12.0.
+    if (sc.optimizations.fp8_recipe == Fp8Recipe::kMxfp8 &&
+        !(gpu.compute_capability >= 100 && gpu.compute_capability < 120)) {
+      top.fail("optimizations.fp8_recipe",
+               fmt::format("\"mxfp8\" needs a GPU of compute capability 10.x or 11.x (Transformer Engine's "
+                           "check_mxfp8_support); the profile {} has {}",
+                           gpu.name, gpu.compute_capability > 0 ? fmt::format("{}.{}", gpu.compute_capability / 10,
+                                                                              gpu.compute_capability % 10)
+                                                                : std::string("none stated")));
     }
   }
   // FlashAttention's Triton port (flash-attn's flash_attn_triton.py docstring

@@ -116,6 +116,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["attention_kernel"] = model::to_string(o.attention_kernel);
   opt["fp8"] = o.fp8;
   opt["fp8_recipe"] = model::to_string(o.fp8_recipe);
+  opt["fp8_param_gather"] = o.fp8_param_gather;
   // The bucket size used (the preset's -1 resolved to Megatron-Core's default),
   // and the buckets each chunk's DP collectives are split into.
   opt["dp_bucket_params"] = model::effective_dp_bucket_params(s);

@@ -546,6 +546,47 @@ TEST(Estimator, Fp8CurrentScalingAddsAmaxPassesAndTpReductions) {
   EXPECT_GT(ec.iteration_time_s, ed.iteration_time_s);
 }
 
+// MXFP8 (Transformer Engine's MXFP8Quantizer): every cast writes the row- and
+// column-wise copies with one E8M0 scale per 32 values each, 2 + 2 x (1 +
+// 1/32) bytes an element, transposes or not; the norm writes BF16 (1 byte more
+// than FP8) and the quantizer casts its rows (1 / TP of them under SP); no
+// amax pass, no amax all-reduce, no amax-history all-reduce; the step's
+// weight copies 2 + 2 x (1 + 1/32) bytes a parameter.
+TEST(Estimator, Mxfp8CastsWriteBothCopiesWithTheirBlockScales) {
+  Scenario s = small();
+  s.hardware.gpu = "B200-SXM-180GB";
+  s.optimizations.fp8 = true;
+  const GpuProfile& b200 = gpu_profile("B200-SXM-180GB");
+  ASSERT_TRUE(s.parallel.sequence_parallel);
+  ASSERT_EQ(s.parallel.tp, 8);
+  const std::vector<OperatorCost> delayed = job_layer_operators(s, b200);
+  Scenario mx = s;
+  mx.optimizations.fp8_recipe = Fp8Recipe::kMxfp8;
+  const std::vector<OperatorCost> blocks = job_layer_operators(mx, b200);
+  ASSERT_EQ(blocks.size(), delayed.size());
+  const OperatorCost& d = delayed.back();
+  const OperatorCost& k = blocks.back();
+  ASSERT_EQ(k.name, "fp8_cast");
+  double ln_inputs = 0, inputs = 0, outputs = 0;
+  for (const OperatorCost& op : delayed) {
+    if (op.cls != OpClass::kGemm) continue;
+    (op.name == "qkv" || op.name == "fc1" ? ln_inputs : inputs) += static_cast<double>(op.m) * op.k;
+    outputs += static_cast<double>(op.m) * op.n;
+  }
+  const double mx_cast = 2 + 2 * (1 + 1.0 / 32);
+  // Delayed on Blackwell: 3 bytes a cast, nothing after the norm.
+  EXPECT_DOUBLE_EQ(d.fwd_bytes, 3 * inputs);
+  EXPECT_DOUBLE_EQ(k.fwd_bytes, mx_cast * inputs + (1 + mx_cast) * ln_inputs / 8);
+  EXPECT_DOUBLE_EQ(k.bwd_bytes, mx_cast * outputs);
+  EXPECT_EQ(k.fwd_kernels - d.fwd_kernels, 2);  // the casts of qkv's and fc1's norm outputs
+  EXPECT_EQ(k.bwd_kernels, d.bwd_kernels);
+  EXPECT_DOUBLE_EQ(k.fwd_extra_s + k.bwd_extra_s, 0.0);
+  const Estimate ed = estimate(s), em = estimate(mx);
+  EXPECT_LT(em.breakdown.grad_norm_s, ed.breakdown.grad_norm_s);  // no amax-history all-reduce
+  EXPECT_GT(em.breakdown.optimizer_s, ed.breakdown.optimizer_s);  // 4.06 bytes a weight, not 3
+  EXPECT_GT(em.breakdown.compute_s, ed.breakdown.compute_s);
+}
+
 // On Blackwell the FP8 GEMM takes any operand layout, so Transformer Engine
 // casts without transposes: 3 bytes per cast element instead of 4, nothing for
 // the LayerNorm-fed inputs, and the step's weight copies 3 bytes a parameter.

@@ -154,6 +154,35 @@ TEST(Payload, Bf16GradientsHalveTheReduceAndTheBuffer) {
   EXPECT_DOUBLE_EQ(b.breakdown.optimizer_s, a.breakdown.optimizer_s);
 }
 
+// fp8_param_gather (Megatron-Core --fp8-param-gather, NeMo's fp8_params): the
+// distributed optimizer's all-gather moves one byte a parameter, only with FP8
+// on; the gradients' reduction is unchanged.
+TEST(Payload, Fp8ParameterGatherMovesOneByteAParameter) {
+  for (int zero : {1, 3}) {
+    Scenario bf16 = gpu_job(zero);
+    bf16.hardware.gpu = "H100-SXM5-80GB";
+    bf16.optimizations.fp8 = true;
+    Scenario fp8 = bf16;
+    fp8.optimizations.fp8_param_gather = true;
+    EXPECT_DOUBLE_EQ(param_gather_element_bytes(bf16), 2.0);
+    EXPECT_DOUBLE_EQ(param_gather_element_bytes(fp8), 1.0);
+    EXPECT_DOUBLE_EQ(dp_payload_bytes(fp8, 0, 0, OpKind::kDpAllGather) * 2,
+                     dp_payload_bytes(bf16, 0, 0, OpKind::kDpAllGather));
+    EXPECT_DOUBLE_EQ(dp_payload_bytes(fp8, 0, 0, OpKind::kDpReduceScatter),
+                     dp_payload_bytes(bf16, 0, 0, OpKind::kDpReduceScatter));
+    Scenario off = fp8;
+    off.optimizations.fp8 = false;  // the key read, unused
+    EXPECT_DOUBLE_EQ(param_gather_element_bytes(off), 2.0);
+  }
+  Scenario bf16 = gpu_job(1);
+  bf16.hardware.gpu = "H100-SXM5-80GB";
+  bf16.optimizations.fp8 = true;
+  bf16.optimizations.dp_overlap = false;
+  Scenario fp8 = bf16;
+  fp8.optimizations.fp8_param_gather = true;
+  EXPECT_LT(estimate(fp8).breakdown.dp_exposed_s, estimate(bf16).breakdown.dp_exposed_s);
+}
+
 TEST(Throughput, MfuAndTokensFromOneFormula) {
   const Scenario s = gpu_job(1);
   const double t = 12.5;

@@ -494,8 +494,23 @@ TEST(ScenarioTest, TheFp8RecipeIsReadAndAnUnknownOneRefused) {
   EXPECT_EQ(c.optimizations.fp8_recipe, Fp8Recipe::kCurrent);
   EXPECT_NO_THROW(parse_scenario(std::string(kValid) + h100 + "[optimizations]\nfp8_recipe = \"current\"\n", "t.toml"));
   // kValid is 12 lines, the hardware table 2: [optimizations] is line 15, fp8 16, the recipe 17.
-  expect_error(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_recipe = \"mxfp8\"\n", 17,
+  expect_error(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_recipe = \"nvfp4\"\n", 17,
                "optimizations.fp8_recipe", "not allowed");
+  EXPECT_FALSE(c.optimizations.fp8_param_gather);
+  EXPECT_TRUE(parse_scenario(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_param_gather = true\n",
+                             "t.toml")
+                  .optimizations.fp8_param_gather);
+  expect_error(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_param_gather = 1\n", 17,
+               "optimizations.fp8_param_gather", "");
+  // MXFP8 runs on Blackwell (compute capability 10.x) and is refused on Hopper,
+  // as Transformer Engine's check_mxfp8_support refuses it.
+  const std::string b200 = "[hardware]\ngpu = \"B200-SXM-180GB\"\n";
+  EXPECT_EQ(parse_scenario(std::string(kValid) + b200 + "[optimizations]\nfp8 = true\nfp8_recipe = \"mxfp8\"\n",
+                           "t.toml")
+                .optimizations.fp8_recipe,
+            Fp8Recipe::kMxfp8);
+  expect_error(std::string(kValid) + h100 + "[optimizations]\nfp8 = true\nfp8_recipe = \"mxfp8\"\n", 17,
+               "optimizations.fp8_recipe", "compute capability 10.x or 11.x");
 }
 
 TEST(ScenarioTest, FailureRecoveryRunTablesAreRead) {
