@@ -496,6 +496,21 @@ TEST(Estimator, Fp8SpeedsUpTheLinearGemmsOnly) {
   EXPECT_DOUBLE_EQ(e8.model_flops, e16.model_flops);  // MFU stays against the same FLOPs and BF16 peak
 }
 
+// The elements FP8 casts: the LayerNorm-fed GEMM inputs (qkv, fc1), the other
+// GEMM inputs, and the GEMM output gradients.
+struct CastElements {
+  double ln_inputs = 0, inputs = 0, outputs = 0;
+};
+CastElements fp8_cast_elements(const std::vector<OperatorCost>& ops) {
+  CastElements e;
+  for (const OperatorCost& op : ops) {
+    if (op.cls != OpClass::kGemm) continue;
+    (op.name == "qkv" || op.name == "fc1" ? e.ln_inputs : e.inputs) += static_cast<double>(op.m) * op.k;
+    e.outputs += static_cast<double>(op.m) * op.n;
+  }
+  return e;
+}
+
 // Current scaling (Transformer Engine's Float8CurrentScalingQuantizer): an
 // amax pass (2 bytes an element, two kernels with the scale) before every
 // cast; the LayerNorm-fed inputs lose the norm's fused FP8 output (the norm
@@ -518,12 +533,7 @@ TEST(Estimator, Fp8CurrentScalingAddsAmaxPassesAndTpReductions) {
   const OperatorCost& d = delayed.back();
   const OperatorCost& k = current.back();
   ASSERT_EQ(k.name, "fp8_cast");
-  double ln_inputs = 0, inputs = 0, outputs = 0;
-  for (const OperatorCost& op : delayed) {
-    if (op.cls != OpClass::kGemm) continue;
-    (op.name == "qkv" || op.name == "fc1" ? ln_inputs : inputs) += static_cast<double>(op.m) * op.k;
-    outputs += static_cast<double>(op.m) * op.n;
-  }
+  const auto [ln_inputs, inputs, outputs] = fp8_cast_elements(delayed);
   EXPECT_DOUBLE_EQ(k.fwd_bytes - d.fwd_bytes, 4 * ln_inputs / 8 + 2 * inputs);
   EXPECT_DOUBLE_EQ(k.bwd_bytes - d.bwd_bytes, 2 * outputs);
   EXPECT_EQ(k.fwd_kernels - d.fwd_kernels, 2 + 2 + 2 + 2);
@@ -567,12 +577,7 @@ TEST(Estimator, Mxfp8CastsWriteBothCopiesWithTheirBlockScales) {
   const OperatorCost& d = delayed.back();
   const OperatorCost& k = blocks.back();
   ASSERT_EQ(k.name, "fp8_cast");
-  double ln_inputs = 0, inputs = 0, outputs = 0;
-  for (const OperatorCost& op : delayed) {
-    if (op.cls != OpClass::kGemm) continue;
-    (op.name == "qkv" || op.name == "fc1" ? ln_inputs : inputs) += static_cast<double>(op.m) * op.k;
-    outputs += static_cast<double>(op.m) * op.n;
-  }
+  const auto [ln_inputs, inputs, outputs] = fp8_cast_elements(delayed);
   const double mx_cast = 2 + 2 * (1 + 1.0 / 32);
   // Delayed on Blackwell: 3 bytes a cast, nothing after the norm.
   EXPECT_DOUBLE_EQ(d.fwd_bytes, 3 * inputs);
