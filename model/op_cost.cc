@@ -159,9 +159,12 @@ OperatorCost activation(MlpKind mlp, double elems, bool fused, bool eager = fals
 // 6 (cp - 1) bytes; dk and dv each a half-size copy (2), cp - 2 half-size adds
 // (3) and a full-size add (6): 3 cp + 2 bytes an element. TE 1.x zeroes the
 // output and adds all cp steps (6 cp + 2 bytes): within 4 bytes of this.
-OperatorCost cp_attention_merge(const Dims& x, double heads, int cp) {
+OperatorCost cp_attention_merge(const Dims& x, int cp) {
+  const double heads = x.a / x.t;
   const double out_elems = x.tokens * heads * x.d;
-  const double kv_elems = x.tokens * (x.kv / x.t) * x.d;
+  // At least one KV head a TP rank (Megatron replicates them where TP exceeds
+  // them), as the ring's K/V block counts it (payload.h cp_kv_block_bytes).
+  const double kv_elems = x.tokens * std::max(1.0, x.kv / x.t) * x.d;
   const double lse_elems = x.tokens * heads;
   const double fwd = (4 + 6.0 * (cp - 1)) * out_elems + 3 * kFp32Bytes * lse_elems * (cp - 1);
   const double bwd = (4 + 6.0 * (cp - 1)) * out_elems + 2 * (3.0 * cp + 2) * kv_elems;
@@ -234,7 +237,7 @@ void append_attention_kernels(const ModelConfig& m, const Dims& x, bool efficien
 void append_attention_core(const ModelConfig& m, const Dims& x, const ParallelConfig& p, bool efficient,
                            std::vector<OperatorCost>* ops) {
   append_attention_kernels(m, x, efficient, ops);
-  if (p.cp > 1 && p.cp_comm == CpComm::kP2p) ops->push_back(cp_attention_merge(x, x.a / x.t, p.cp));
+  if (p.cp > 1 && p.cp_comm == CpComm::kP2p) ops->push_back(cp_attention_merge(x, p.cp));
 }
 
 double gemm_weight_elems_per_layer(const ModelConfig& m) {
