@@ -511,6 +511,26 @@ CastElements fp8_cast_elements(const std::vector<OperatorCost>& ops) {
   return e;
 }
 
+// The small job on `gpu` in FP8 (TP 8 with SP), delayed scaling and `recipe`,
+// with each one's layer operators.
+struct Fp8RecipePair {
+  Scenario delayed, other;
+  std::vector<OperatorCost> delayed_ops, other_ops;
+};
+Fp8RecipePair fp8_recipe_pair(const std::string& gpu, Fp8Recipe recipe) {
+  Fp8RecipePair r;
+  r.delayed = small();
+  r.delayed.hardware.gpu = gpu;
+  r.delayed.optimizations.fp8 = true;
+  EXPECT_TRUE(r.delayed.parallel.sequence_parallel);
+  EXPECT_EQ(r.delayed.parallel.tp, 8);
+  r.other = r.delayed;
+  r.other.optimizations.fp8_recipe = recipe;
+  r.delayed_ops = job_layer_operators(r.delayed, gpu_profile(gpu));
+  r.other_ops = job_layer_operators(r.other, gpu_profile(gpu));
+  return r;
+}
+
 // Current scaling (Transformer Engine's Float8CurrentScalingQuantizer): an
 // amax pass (2 bytes an element, two kernels with the scale) before every
 // cast; the LayerNorm-fed inputs lose the norm's fused FP8 output (the norm
@@ -519,19 +539,14 @@ CastElements fp8_cast_elements(const std::vector<OperatorCost>& ops) {
 // over TP per column-parallel input and per row-parallel output gradient;
 // no per-step amax-history all-reduce; the weights read once more.
 TEST(Estimator, Fp8CurrentScalingAddsAmaxPassesAndTpReductions) {
-  Scenario s = small();
-  s.hardware.gpu = "H100-SXM5-80GB";
-  s.optimizations.fp8 = true;
+  const Fp8RecipePair r = fp8_recipe_pair("H100-SXM5-80GB", Fp8Recipe::kCurrent);
+  const Scenario& s = r.delayed;
+  const Scenario& c = r.other;
   const GpuProfile& h100 = gpu_profile("H100-SXM5-80GB");
-  ASSERT_TRUE(s.parallel.sequence_parallel);
-  ASSERT_EQ(s.parallel.tp, 8);
-  const std::vector<OperatorCost> delayed = job_layer_operators(s, h100);
-  Scenario c = s;
-  c.optimizations.fp8_recipe = Fp8Recipe::kCurrent;
-  const std::vector<OperatorCost> current = job_layer_operators(c, h100);
-  ASSERT_EQ(current.size(), delayed.size());
+  const std::vector<OperatorCost>& delayed = r.delayed_ops;
+  ASSERT_EQ(r.other_ops.size(), delayed.size());
   const OperatorCost& d = delayed.back();
-  const OperatorCost& k = current.back();
+  const OperatorCost& k = r.other_ops.back();
   ASSERT_EQ(k.name, "fp8_cast");
   const auto [ln_inputs, inputs, outputs] = fp8_cast_elements(delayed);
   EXPECT_DOUBLE_EQ(k.fwd_bytes - d.fwd_bytes, 4 * ln_inputs / 8 + 2 * inputs);
@@ -563,19 +578,13 @@ TEST(Estimator, Fp8CurrentScalingAddsAmaxPassesAndTpReductions) {
 // amax pass, no amax all-reduce, no amax-history all-reduce; the step's
 // weight copies 2 + 2 x (1 + 1/32) bytes a parameter.
 TEST(Estimator, Mxfp8CastsWriteBothCopiesWithTheirBlockScales) {
-  Scenario s = small();
-  s.hardware.gpu = "B200-SXM-180GB";
-  s.optimizations.fp8 = true;
-  const GpuProfile& b200 = gpu_profile("B200-SXM-180GB");
-  ASSERT_TRUE(s.parallel.sequence_parallel);
-  ASSERT_EQ(s.parallel.tp, 8);
-  const std::vector<OperatorCost> delayed = job_layer_operators(s, b200);
-  Scenario mx = s;
-  mx.optimizations.fp8_recipe = Fp8Recipe::kMxfp8;
-  const std::vector<OperatorCost> blocks = job_layer_operators(mx, b200);
-  ASSERT_EQ(blocks.size(), delayed.size());
+  const Fp8RecipePair r = fp8_recipe_pair("B200-SXM-180GB", Fp8Recipe::kMxfp8);
+  const Scenario& s = r.delayed;
+  const Scenario& mx = r.other;
+  const std::vector<OperatorCost>& delayed = r.delayed_ops;
+  ASSERT_EQ(r.other_ops.size(), delayed.size());
   const OperatorCost& d = delayed.back();
-  const OperatorCost& k = blocks.back();
+  const OperatorCost& k = r.other_ops.back();
   ASSERT_EQ(k.name, "fp8_cast");
   const auto [ln_inputs, inputs, outputs] = fp8_cast_elements(delayed);
   const double mx_cast = 2 + 2 * (1 + 1.0 / 32);
