@@ -202,7 +202,7 @@ std::unique_ptr<Request> PipelineExecutor::gather_parameters(int c) {
   Comm& dp = groups_.dp();
   const size_t per_rank = chunk.buffer_floats() / dp.size();
   params_stale_[c] = false;
-  if (options_.optimizations.dp_overlap)
+  if (options_.optimizations.overlaps_param_gather())
     return dp.iall_gather(chunk.params() + per_rank * dp.rank(), per_rank, chunk.params());
   dp.all_gather(chunk.params() + per_rank * dp.rank(), per_rank, chunk.params());
   return std::make_unique<CompletedRequest>();

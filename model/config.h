@@ -310,6 +310,14 @@ struct Optimizations {
   std::map<std::string, UbOverlapConfig> userbuffers;
   bool pp_overlap = false;           // async decoupled send/recv
   bool dp_overlap = false;           // prefetched AG, per-chunk RS
+  // Megatron-Core's --overlap-param-gather apart from --overlap-grad-reduce
+  // (dp_overlap switches both): false keeps the gradient reduce-scatters
+  // overlapped and gathers the parameters after the optimizer step, all at once
+  // (DistributedOptimizer.step_with_ready_grads: "launch synchronous
+  // all-gathers"). Unset follows dp_overlap; true needs dp_overlap, as
+  // Megatron's arguments.py asserts. Use overlaps_param_gather().
+  std::optional<bool> dp_overlap_param_gather;
+  bool overlaps_param_gather() const { return dp_overlap && dp_overlap_param_gather.value_or(true); }
   bool efficient_operators = false;  // FlashAttention-2, fused LN / GeLU
   // PyTorch eager kernels where a fused one would run (torchtitan without
   // torch.compile): RMSNorm as its composite ops over an fp32 copy, SwiGLU's

@@ -690,18 +690,24 @@ Estimate estimate(const Scenario& s) {
         }
       }
       b.dp_exposed_s += chain_exposed_s(ready, dur, end_s);
-      // All-gathers prefetched in need order (bucket k of chunk c before the k-th
-      // piece of its first forward); the first overlaps the synchronous data
-      // loading that opens the step, and nothing when the data pipeline is
-      // asynchronous (its load is off the step; model/schedule.h: no DataLoad op).
-      double delay = 0, t = -b.data_s;
-      for (int c = 0; c < V; ++c) {
-        for (int k = 0; k < B; ++k) {
-          t += ag[c] / B;
-          delay = std::max(delay, t - c * P * paced_chunk_forward_s - k * paced_chunk_forward_s / B);
+      if (!o.overlaps_param_gather()) {
+        // dp_overlap_param_gather = false: the all-gathers follow the optimizer
+        // step, all exposed (model/schedule.h).
+        b.dp_exposed_s += ag_total;
+      } else {
+        // All-gathers prefetched in need order (bucket k of chunk c before the k-th
+        // piece of its first forward); the first overlaps the synchronous data
+        // loading that opens the step, and nothing when the data pipeline is
+        // asynchronous (its load is off the step; model/schedule.h: no DataLoad op).
+        double delay = 0, t = -b.data_s;
+        for (int c = 0; c < V; ++c) {
+          for (int k = 0; k < B; ++k) {
+            t += ag[c] / B;
+            delay = std::max(delay, t - c * P * paced_chunk_forward_s - k * paced_chunk_forward_s / B);
+          }
         }
+        b.dp_exposed_s += std::max(0.0, delay);
       }
-      b.dp_exposed_s += std::max(0.0, delay);
     }
   }
 

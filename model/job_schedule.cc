@@ -46,6 +46,7 @@ ScheduleOptions schedule_options(const ModelConfig& m, const ParallelConfig& p, 
   o.dp = p.dp;
   o.pp_overlap = opt.pp_overlap;
   o.dp_overlap = opt.dp_overlap;
+  o.dp_overlap_param_gather = opt.overlaps_param_gather();
   o.data_pipeline = opt.data_pipeline;
   return o;
 }

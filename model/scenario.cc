@@ -353,7 +353,7 @@ constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
-    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather"};
+    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather", "dp_overlap_param_gather"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -425,6 +425,15 @@ Optimizations read_optimizations(const Section& s) {
   if (const std::optional<Section> ub = s.subsection("userbuffers")) o.userbuffers = read_userbuffers(*ub);
   o.pp_overlap = s.boolean("pp_overlap").value_or(o.pp_overlap);
   o.dp_overlap = s.boolean("dp_overlap").value_or(o.dp_overlap);
+  if (const std::optional<bool> g = s.boolean("dp_overlap_param_gather")) {
+    // Megatron's arguments.py: "Must use --overlap-param-gather with --overlap-grad-reduce".
+    if (*g && !o.dp_overlap) {
+      s.fail("dp_overlap_param_gather", "overlapping the parameter all-gathers needs dp_overlap = true (set by the key "
+                                        "or the preset), as Megatron-Core's --overlap-param-gather needs "
+                                        "--overlap-grad-reduce");
+    }
+    o.dp_overlap_param_gather = *g;
+  }
   o.efficient_operators = s.boolean("efficient_operators").value_or(o.efficient_operators);
   o.eager_elementwise = s.boolean("eager_elementwise").value_or(o.eager_elementwise);
   o.data_pipeline = s.boolean("data_pipeline").value_or(o.data_pipeline);

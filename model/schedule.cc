@@ -154,11 +154,12 @@ class RankBuilder {
  private:
   bool has_dp() const { return o_.dp > 1; }
   bool gathers_per_use() const { return has_dp() && o_.zero_stage == 3; }
+  bool overlaps_gathers() const { return o_.dp_overlap && o_.dp_overlap_param_gather; }
   bool prefetches_parameters() const {
-    return has_dp() && o_.dp_overlap && (o_.zero_stage == 1 || o_.zero_stage == 2);
+    return has_dp() && overlaps_gathers() && (o_.zero_stage == 1 || o_.zero_stage == 2);
   }
   bool gathers_after_step() const {
-    return has_dp() && !o_.dp_overlap && (o_.zero_stage == 1 || o_.zero_stage == 2);
+    return has_dp() && !overlaps_gathers() && (o_.zero_stage == 1 || o_.zero_stage == 2);
   }
   Stream send_stream() const { return o_.pp_overlap ? Stream::kPpSend : Stream::kCompute; }
   Stream recv_stream() const { return o_.pp_overlap ? Stream::kPpRecv : Stream::kCompute; }
@@ -297,7 +298,8 @@ class RankBuilder {
   }
 
   // Exposed gradient syncs (no dp_overlap), the optimizer step, and the
-  // parameter all-gathers that follow it (ZeRO 1/2 without dp_overlap).
+  // parameter all-gathers that follow it (ZeRO 1/2 without dp_overlap, or
+  // without dp_overlap_param_gather).
   void add_iteration_end() {
     if (has_dp() && !o_.dp_overlap) {
       for (int c = o_.vpp - 1; c >= 0; --c)

@@ -104,6 +104,9 @@ struct ScheduleOptions {
   bool dp_overlap = false;  // false: all RS after the last backward, AG after the
                             // optimizer step; true: per-chunk RS as soon as the
                             // chunk's last backward ends, AG prefetched in need order
+  // With dp_overlap: false keeps the AGs after the optimizer step
+  // (Optimizations::dp_overlap_param_gather).
+  bool dp_overlap_param_gather = true;
   // DP buckets per chunk (Megatron-Core's overlap_grad_reduce / overlap_param_gather,
   // with dp_overlap and ZeRO 0-2): the chunk's last Backward runs as B pieces in
   // reverse layer order, each piece's bucket reduced as soon as it ends; the

@@ -109,6 +109,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["tp_overlap"] = o.tp_overlap;
   opt["pp_overlap"] = o.pp_overlap;
   opt["dp_overlap"] = o.dp_overlap;
+  opt["dp_overlap_param_gather"] = o.overlaps_param_gather();
   opt["efficient_operators"] = o.efficient_operators;
   opt["eager_elementwise"] = o.eager_elementwise;
   opt["data_pipeline"] = o.data_pipeline;

@@ -44,6 +44,7 @@ struct Variant {
   bool pp_overlap;
   bool dp_overlap;
   bool tp_overlap = false;
+  bool gathers_after_step = false;  // dp_overlap_param_gather = false
 };
 
 model::ModelConfig small_model(const Variant& v) {
@@ -89,6 +90,7 @@ TrainedRun train(Comm& world, const model::ModelConfig& m, const model::Parallel
   eo.optimizations.pp_overlap = v.pp_overlap;
   eo.optimizations.dp_overlap = v.dp_overlap;
   eo.optimizations.tp_overlap = v.tp_overlap;
+  if (v.gathers_after_step) eo.optimizations.dp_overlap_param_gather = false;
   eo.optimizations.data_pipeline = true;
   eo.optimizations.optimizer = v.optimizer;
   eo.optimizer.weight_decay = 0.01;
@@ -190,6 +192,9 @@ TEST(ExactnessMpi, EveryLayoutReproducesTheSingleProcessRun) {
     cases = {{layout(2, 2, 2, 1, true), {BlockKind::kParallel, 0, OptimizerKind::kAdam, true, true, false}, "tp2 pp2 vpp2 sp parallel"},
              {layout(2, 1, 1, 2, true), {BlockKind::kSequential, 8, OptimizerKind::kLamb, true, false, true}, "tp2 dp2 sp window lamb"},
              {layout(1, 2, 2, 2, false), {BlockKind::kParallel, 8, OptimizerKind::kAdam, false, true, true}, "pp2 vpp2 dp2 all overlaps"},
+             // --overlap-grad-reduce alone: the gathers follow the optimizer step.
+             {layout(1, 2, 2, 2, false), {BlockKind::kParallel, 8, OptimizerKind::kAdam, false, true, true, false, true},
+              "pp2 vpp2 dp2 gathers after the step"},
              // Megatron-Core's tp-pp-dp mapping: stages on neighbouring ranks, replicas apart.
              {layout(1, 2, 1, 2, false, model::RankOrder::kTpCpPpDp),
               {BlockKind::kSequential, 0, OptimizerKind::kAdam, false, false, true}, "pp2 dp2 tp-pp-dp order"}};

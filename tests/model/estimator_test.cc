@@ -401,6 +401,48 @@ TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
   EXPECT_EQ(dp_buckets_per_chunk(s), 1);
 }
 
+// dp_overlap_param_gather = false (Megatron-Core's --overlap-grad-reduce alone):
+// the reduce-scatters stay overlapped, the parameter all-gathers all follow the
+// optimizer step, exposed; the closed form follows the replay.
+TEST(Estimator, GatheringParametersAfterTheStepExposesEveryGather) {
+  Scenario s = default_scenario("megascale");
+  s.optimizations.dp_bucket_params = -1;  // Megatron-Core's buckets
+  s.cluster.gpus = 1024;
+  s.parallel.global_batch = 512;
+  s.parallel.pp = 4;
+  s.parallel.vpp = 2;
+  s.parallel.dp = 32;
+  s.parallel.micro_batch = 1;
+  s.parallel.zero_stage = 1;
+  s.model.layers = 24;
+  s.model.hidden = 4096;
+  s.model.heads = 32;
+  s.model.ffn_hidden = 4 * 4096;
+  s.hardware.gpu_speed_sigma = 0;
+  auto replay_s = [](const Scenario& x, const Estimate& e) {
+    return replay(build_job_schedule(x), estimated_durations(x, e)).iteration_s;
+  };
+  const Estimate both = estimate(s);
+  const double both_replay_s = replay_s(s, both);
+  s.optimizations.dp_overlap_param_gather = false;
+  EXPECT_TRUE(s.optimizations.dp_overlap);
+  EXPECT_FALSE(s.optimizations.overlaps_param_gather());
+  const Estimate grads_only = estimate(s);
+  const double grads_only_replay_s = replay_s(s, grads_only);
+  s.optimizations.dp_overlap = false;
+  const Estimate neither = estimate(s);
+  // Between overlapping both and neither, by every chunk's gather exposed whole
+  // after the step, less what the prefetch already exposed.
+  const double gathers_s = s.parallel.vpp * both.dp_all_gather_chunk_s;
+  EXPECT_GT(grads_only.breakdown.dp_exposed_s, both.breakdown.dp_exposed_s + 0.5 * gathers_s);
+  EXPECT_LE(grads_only.breakdown.dp_exposed_s, both.breakdown.dp_exposed_s + gathers_s + 1e-12);
+  EXPECT_LT(grads_only.breakdown.dp_exposed_s, neither.breakdown.dp_exposed_s);  // the reduce-scatters still hide
+  EXPECT_LT(both.iteration_time_s, grads_only.iteration_time_s);
+  // The schedule's replay moves by the same amount.
+  const double closed_delta_s = grads_only.iteration_time_s - both.iteration_time_s;
+  EXPECT_NEAR(grads_only_replay_s - both_replay_s, closed_delta_s, 0.1 * closed_delta_s);
+}
+
 // The megatron-core preset: Megatron-Core 0.7+ with Transformer Engine.
 TEST(Estimator, MegatronCorePresetAndFusedAttention) {
   Optimizations o;

@@ -1340,6 +1340,27 @@ nic_gbps = 400.5
   EXPECT_DOUBLE_EQ(sc.hardware.nic_gbps, 400.5);
 }
 
+// Megatron-Core's --overlap-param-gather apart from --overlap-grad-reduce: unset
+// it follows dp_overlap; on it needs dp_overlap, as Megatron's arguments.py asserts.
+TEST(ScenarioTest, ParameterGatherOverlapFollowsDpOverlapOrIsSetApart) {
+  const std::string core = "[optimizations]\npreset = \"megatron-core\"\n";
+  const Scenario follows = parse_scenario(std::string(kValid) + core, "t.toml");
+  EXPECT_FALSE(follows.optimizations.dp_overlap_param_gather.has_value());
+  EXPECT_TRUE(follows.optimizations.overlaps_param_gather());
+  const Scenario apart = parse_scenario(std::string(kValid) + core + "dp_overlap_param_gather = false\n", "t.toml");
+  EXPECT_TRUE(apart.optimizations.dp_overlap);
+  EXPECT_FALSE(apart.optimizations.overlaps_param_gather());
+  const Scenario off = parse_scenario(std::string(kValid) + core + "dp_overlap = false\n", "t.toml");
+  EXPECT_FALSE(off.optimizations.overlaps_param_gather());
+  // kValid is 12 lines: [optimizations] 13, preset 14, dp_overlap 15, the key 16.
+  expect_error(std::string(kValid) + core + "dp_overlap = false\ndp_overlap_param_gather = true\n", 16,
+               "optimizations.dp_overlap_param_gather", "needs dp_overlap = true");
+  expect_error(std::string(kValid) + "[optimizations]\ndp_overlap_param_gather = true\n", 14,
+               "optimizations.dp_overlap_param_gather", "--overlap-grad-reduce");
+  expect_error(std::string(kValid) + core + "dp_overlap_param_gather = \"no\"\n", 15,
+               "optimizations.dp_overlap_param_gather", "");
+}
+
 TEST(ScenarioTest, ApplyPresetRejectsUnknownName) {
   Optimizations o;
   EXPECT_THROW(apply_preset("fast", &o), std::invalid_argument);

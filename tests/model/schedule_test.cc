@@ -365,6 +365,37 @@ TEST(Schedule, OverlappedDpOpsReduceEarlyAndPrefetchGathers) {
   }
 }
 
+// Megatron-Core's --overlap-grad-reduce without --overlap-param-gather: the
+// reduce-scatters stay right after each chunk's last backward, the all-gathers
+// follow the optimizer step (DistributedOptimizer.step_with_ready_grads), and
+// nothing waits for a gather before the first forward.
+TEST(Schedule, GradientOverlapWithoutGatherOverlapGathersAfterTheStep) {
+  ScheduleOptions o = with_dp(pipeline(4, 8, 2), 1, true);
+  o.dp_buckets = 3;
+  o.dp_overlap_param_gather = false;
+  for (const RankSchedule& rank : build_schedule(o).ranks) {
+    const std::vector<int> ag = indices_of(rank, OpKind::kDpAllGather);
+    const std::vector<int> rs = indices_of(rank, OpKind::kDpReduceScatter);
+    const std::vector<int> step = indices_of(rank, OpKind::kOptimizerStep);
+    ASSERT_EQ(step.size(), 1u);
+    ASSERT_EQ(rs.size(), 6u);  // still bucketed, overlapped with the last backwards
+    EXPECT_LT(rs.back(), step[0]);
+    EXPECT_EQ(rank.ops[step[0]].deps, rs);
+    ASSERT_EQ(ag.size(), 2u);  // one whole gather per chunk, after the step
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(rank.ops[ag[c]].chunk, c);
+      EXPECT_EQ(rank.ops[ag[c]].deps, step);
+      EXPECT_EQ(rank.ops[ag[c]].bytes, o.dp_bytes_per_chunk);
+    }
+    // The first forward of each chunk is one piece and waits for no gather.
+    for (const Op& op : rank.ops) {
+      if (op.kind != OpKind::kForward) continue;
+      EXPECT_DOUBLE_EQ(op.fraction, 1.0);
+      for (int d : op.deps) EXPECT_NE(rank.ops[d].kind, OpKind::kDpAllGather);
+    }
+  }
+}
+
 // Megatron-Core's DP buckets (dp_buckets = B): the chunk's last backward runs as
 // B pieces, each followed by its bucket's reduce-scatter (1/B of the payload);
 // the chunk's first forward runs as B pieces, piece k waiting for gather k.

@@ -50,6 +50,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   s.optimizations.cross_entropy = model::CrossEntropyImpl::kJitFused;
   s.optimizations.userbuffers["fc2_fprop"].num_sm = 24;
   s.optimizations.fp8_param_gather = true;  // echoed even where fp8 leaves it unused
+  s.optimizations.dp_overlap_param_gather = false;
   const base::Json o = estimate_json(s, model::estimate(s))["optimizations"];
   // Every userbuffers GEMM as modelled: TE's defaults, the override.
   ASSERT_EQ(o["userbuffers"].size(), model::kUbGemms.size());
@@ -64,6 +65,8 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["fp8"], false);
   EXPECT_EQ(o["fp8_recipe"], "delayed");
   EXPECT_EQ(o["fp8_param_gather"], true);
+  EXPECT_EQ(o["dp_overlap"], true);
+  EXPECT_EQ(o["dp_overlap_param_gather"], false);
   // The preset's default resolved: max(40M, 1M x DP 192) parameters, as a
   // scenario file could write it (it echoed the internal -1, which a file may not).
   EXPECT_EQ(o["dp_bucket_params"], 192'000'000);
