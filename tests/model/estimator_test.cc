@@ -358,22 +358,29 @@ TEST(Estimator, InterleavedWarmUpRingExposesTransfersAsTheReplayDoes) {
   }
 }
 
-// Megatron-Core's buckets: with one pipeline stage the whole gradient
-// reduce-scatter used to follow the last backward; in buckets it overlaps that
-// backward except for the last bucket. The closed form follows the replay.
-TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
+// A 7B-class model (24 layers, hidden 4096) at TP 8 on 1,024 GPUs, global
+// batch 512, micro-batch 1, ZeRO-1: DP traffic large against the compute.
+Scenario dp_heavy_7b(int pp, int vpp, int dp) {
   Scenario s = default_scenario("megascale");
   s.cluster.gpus = 1024;
   s.parallel.global_batch = 512;
-  s.parallel.pp = 1;
-  s.parallel.vpp = 1;
-  s.parallel.dp = 128;
+  s.parallel.pp = pp;
+  s.parallel.vpp = vpp;
+  s.parallel.dp = dp;
   s.parallel.micro_batch = 1;
   s.parallel.zero_stage = 1;
   s.model.layers = 24;
   s.model.hidden = 4096;
   s.model.heads = 32;
   s.model.ffn_hidden = 4 * 4096;
+  return s;
+}
+
+// Megatron-Core's buckets: with one pipeline stage the whole gradient
+// reduce-scatter used to follow the last backward; in buckets it overlaps that
+// backward except for the last bucket. The closed form follows the replay.
+TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
+  Scenario s = dp_heavy_7b(1, 1, 128);
   const Estimate whole = estimate(s);
   ASSERT_EQ(dp_buckets_per_chunk(s), 1);
   s.optimizations.dp_bucket_params = -1;  // Megatron-Core's default: max(40M, 1M x 128) = 128M
@@ -405,19 +412,8 @@ TEST(Estimator, DpBucketsOverlapTheLastBackwardAndAgreeWithReplay) {
 // the reduce-scatters stay overlapped, the parameter all-gathers all follow the
 // optimizer step, exposed; the closed form follows the replay.
 TEST(Estimator, GatheringParametersAfterTheStepExposesEveryGather) {
-  Scenario s = default_scenario("megascale");
+  Scenario s = dp_heavy_7b(4, 2, 32);
   s.optimizations.dp_bucket_params = -1;  // Megatron-Core's buckets
-  s.cluster.gpus = 1024;
-  s.parallel.global_batch = 512;
-  s.parallel.pp = 4;
-  s.parallel.vpp = 2;
-  s.parallel.dp = 32;
-  s.parallel.micro_batch = 1;
-  s.parallel.zero_stage = 1;
-  s.model.layers = 24;
-  s.model.hidden = 4096;
-  s.model.heads = 32;
-  s.model.ffn_hidden = 4 * 4096;
   s.hardware.gpu_speed_sigma = 0;
   auto replay_s = [](const Scenario& x, const Estimate& e) {
     return replay(build_job_schedule(x), estimated_durations(x, e)).iteration_s;
