@@ -345,9 +345,8 @@ struct Optimizations {
   // Megatron-Core --fp8-param-gather (NeMo 2.x's fp8_params, which its
   // bf16_with_fp8_mixed sets; Megatron-Bridge's FP8 recipes): with fp8, the
   // distributed optimizer all-gathers the parameters as FP8, one byte each,
-  // instead of the profile's param_gather_bytes (model/payload.h). Memory still
-  // counts BF16 parameters (Transformer Engine's FP8 weights keep a BF16-sized
-  // budget here; the saving is not claimed).
+  // instead of the profile's param_gather_bytes (model/payload.h), and keeps
+  // the layers' weights in FP8 only (model/memory.cc: no BF16 copy).
   bool fp8_param_gather = false;
   // Megatron-LM and Megatron-Core default to the unfused loss (Megatron-Core's
   // TransformerConfig.cross_entropy_loss_fusion = False); NeMo 2.0's GPTConfig and

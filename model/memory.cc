@@ -16,8 +16,27 @@ namespace megascale::model {
 namespace {
 
 constexpr double kParamBytes = 2.0;       // bf16 working weights
-constexpr double kOptimizerBytes = 12.0;
-constexpr double kBf16ActivationBytes = 2.0;  // the saved tensors of recompute = "selective_op"  // fp32 master weight + 2 fp32 moments (Adam, LAMB)
+constexpr double kOptimizerBytes = 12.0;  // fp32 master weight + 2 fp32 moments (Adam, LAMB)
+constexpr double kBf16ActivationBytes = 2.0;  // the saved tensors of recompute = "selective_op"
+
+// FP8 (Transformer Engine): bytes each transformer-layer weight holds through
+// the step in FP8. TE's Linear quantizes the weight on the first micro-batch
+// and keeps the copy for the rest (is_first_microbatch: the weight workspace),
+// the row-wise data (1 B) and, for the backward's dgrad, a column-wise copy
+// (1 B) that Float8Quantizer makes only where the GEMM is TN-only (Hopper;
+// GpuProfile::fp8_gemm_any_layout). MXFP8 always keeps both, each with one
+// E8M0 scale per 32 values (MXFP8Quantizer; model/op_cost.h Fp8Casts).
+// With Megatron-Core's --fp8-param-gather ("keep the compute param in fp8 (do
+// not use any other intermediate dtype)") these copies are the parameters and
+// no BF16 weight is held; without it they sit beside the BF16 weights.
+constexpr double kFp8WeightRowwiseBytes = 1.0;
+constexpr double kFp8WeightColumnwiseBytes = 1.0;
+constexpr double kMxfp8WeightBytes = 2.0 * (1.0 + 1.0 / 32.0);
+
+double fp8_weight_copy_bytes_per_param(const Optimizations& o, const GpuProfile& gpu) {
+  if (o.fp8_recipe == Fp8Recipe::kMxfp8) return kMxfp8WeightBytes;
+  return kFp8WeightRowwiseBytes + (gpu.fp8_gemm_any_layout() ? 0.0 : kFp8WeightColumnwiseBytes);
+}
 
 // Fixed per-GPU overhead: CUDA context and cuBLAS workspace (~0.5-1 GB) plus NCCL
 // communicator buffers (NCCL_BUFFSIZE 4 MB x channels x peers, ~0.5-1 GB for a
@@ -165,9 +184,17 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
   } else if (pp_rank == p.pp - 1) {
     embed_params += vocab_params;  // the output layer's (tied copy or own) matrix
   }
-  const double params = layer_params * layout.stage_layers(pp_rank) + embed_params;
+  const double stage_layer_params = layer_params * layout.stage_layers(pp_rank);
+  const double params = stage_layer_params + embed_params;
   const double dp = p.dp;
   r.parameters_bytes = params * kParamBytes / (p.zero_stage >= 3 ? dp : 1.0);
+  if (o.fp8 && p.zero_stage < 3) {
+    // The layers' FP8 weights (their norms' few parameters counted with them;
+    // the embedding and output layer stay BF16). ZeRO-3 / FSDP gathers are
+    // left as BF16.
+    r.fp8_weight_bytes = stage_layer_params * fp8_weight_copy_bytes_per_param(o, gpu);
+    r.parameters_bytes += r.fp8_weight_bytes - (o.fp8_param_gather ? stage_layer_params * kParamBytes : 0.0);
+  }
   // With bf16 gradients Megatron's optimizer steps on an fp32 copy of its shard
   // (4 B x params / dp): allocated at the step, after the last backward freed
   // every activation, so it raises the peak only past them; not counted.
@@ -273,11 +300,14 @@ std::string MemoryBreakdown::other_parts() const {
 }
 
 std::string MemoryBreakdown::describe() const {
+  const std::string fp8 =
+      fp8_weight_bytes > 0 ? fmt::format(" (FP8 weights {})", part_gb(fp8_weight_bytes)) : std::string();
   return fmt::format(
-      "needs {:.1f} GB of {:.1f} GB: parameters {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
+      "needs {:.1f} GB of {:.1f} GB: parameters {:.1f}{}, gradients {:.1f}, optimizer {:.1f}, "
       "activations {:.1f} ({} in-flight chunks x {:.2f} GB/layer), other {:.1f}",
-      total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9, gradients_bytes / 1e9, optimizer_bytes / 1e9,
-      activations_bytes / 1e9, inflight_chunks, activation_bytes_per_layer / 1e9, other_bytes / 1e9) +
+      total_bytes / 1e9, capacity_bytes / 1e9, parameters_bytes / 1e9, fp8, gradients_bytes / 1e9,
+      optimizer_bytes / 1e9, activations_bytes / 1e9, inflight_chunks, activation_bytes_per_layer / 1e9,
+      other_bytes / 1e9) +
          other_parts() +
          (pp_rank > 0 ? fmt::format(", on pipeline rank {}", pp_rank) : std::string());
 }

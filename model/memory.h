@@ -29,6 +29,9 @@ namespace megascale::model {
 
 struct MemoryBreakdown {
   double parameters_bytes = 0;
+  // Of parameters_bytes, the transformer layers' FP8 weight copies (with fp8;
+  // with fp8_param_gather they replace the layers' BF16 weights).
+  double fp8_weight_bytes = 0;
   double gradients_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;

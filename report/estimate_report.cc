@@ -94,6 +94,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   for (const model::BreakdownPart& part : model::kBreakdownParts) breakdown[part.key] = e.breakdown.*part.seconds;
   Json memory;
   memory["parameters"] = e.memory.parameters_bytes;
+  memory["parameters_fp8_weights"] = e.memory.fp8_weight_bytes;  // of "parameters", not to be added to it
   memory["gradients"] = e.memory.gradients_bytes;
   memory["optimizer"] = e.memory.optimizer_bytes;
   memory["activations"] = e.memory.activations_bytes;

@@ -60,6 +60,41 @@ TEST(Memory, Fp8KeepsTheLinearGemmInputsInOneByte) {
                    activation_bytes_per_layer(s.model, s.parallel, true, false));
 }
 
+// Transformer Engine keeps each layer weight's FP8 copy through the step: 1 B
+// row-wise, plus a 1 B column-wise copy where the FP8 GEMM is TN-only (Hopper),
+// MXFP8 both with their scales (2 x (1 + 1/32) B). Beside the BF16 weights, or,
+// with Megatron-Core's --fp8-param-gather, instead of them.
+TEST(Memory, Fp8WeightCopiesSitBesideOrReplaceTheBf16Weights) {
+  Scenario s = base();
+  s.hardware.gpu = "H100-SXM5-80GB";
+  const MemoryBreakdown bf16 = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  EXPECT_EQ(bf16.fp8_weight_bytes, 0.0);
+  s.optimizations.fp8 = true;
+  const MemoryBreakdown beside = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  // The fullest rank's layers: all its parameters but the embedding's.
+  const double layer_params = static_cast<double>(s.model.parameters_per_layer()) / s.parallel.tp *
+                              s.model.layers / s.parallel.pp;
+  EXPECT_NEAR(beside.fp8_weight_bytes, 2.0 * layer_params, 1.0);
+  EXPECT_NEAR(beside.parameters_bytes, bf16.parameters_bytes + 2.0 * layer_params, 1.0);
+  EXPECT_NE(beside.describe().find("parameters " + fmt::format("{:.1f}", beside.parameters_bytes / 1e9) +
+                                   " (FP8 weights"),
+            std::string::npos)
+      << beside.describe();
+  s.optimizations.fp8_param_gather = true;  // Hopper: 1 + 1 B replace 2 B
+  EXPECT_NEAR(memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s)).parameters_bytes,
+              bf16.parameters_bytes, 1.0);
+  s.hardware.gpu = "B200-SXM-180GB";  // any layout: no column-wise copy
+  EXPECT_NEAR(memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s)).parameters_bytes,
+              bf16.parameters_bytes - layer_params, 1.0);
+  s.optimizations.fp8_recipe = Fp8Recipe::kMxfp8;
+  const MemoryBreakdown mx = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  EXPECT_NEAR(mx.fp8_weight_bytes, 2.0 * (1 + 1.0 / 32) * layer_params, 1.0);
+  EXPECT_NEAR(mx.parameters_bytes, bf16.parameters_bytes + layer_params / 16, 1.0);
+  // ZeRO-3 gathers stay BF16 here.
+  s.parallel.zero_stage = 3;
+  EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s)).fp8_weight_bytes, 0.0);
+}
+
 TEST(Memory, NoDropoutKeepsNoMasks) {
   // Korthikanti et al. Table 2 counts a 1-byte hidden-dropout mask after the
   // projection and after FC2 (1 sbh each of the 34) and, without fused
