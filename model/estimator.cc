@@ -40,15 +40,12 @@ constexpr double kClipBytesPerParam = 4.0;
 // (2 + 1 + 1 B) once per step, on the first micro-batch, and reuses the copies
 // for the rest (is_first_microbatch, which Megatron-Core's TE layers pass);
 // without the transpose (2 + 1 B) where the FP8 GEMM takes any layout
-// (GpuProfile::fp8_gemm_any_layout).
-constexpr double kFp8WeightCastBytesPerParam = 4.0;
-constexpr double kFp8WeightCastNoTransposeBytesPerParam = 3.0;
+// (GpuProfile::fp8_gemm_any_layout); MXFP8 writes both copies with their block
+// scales (2 + 2 x (1 + 1/32) B): the BF16 read plus fp8_copy_bytes_per_value.
+constexpr double kBf16WeightBytes = 2.0;
 // Current scaling's amax pass over each BF16 weight before its cast
 // (Transformer Engine Float8CurrentScalingQuantizer: nvte_compute_amax).
 constexpr double kFp8CurrentScalingAmaxBytesPerParam = 2.0;
-// MXFP8: the weight's row- and column-wise copies with one E8M0 scale per 32
-// values each (op_cost.h Fp8Casts::block_scaled): 2 + 2 x (1 + 1/32) B.
-constexpr double kMxfp8WeightCastBytesPerParam = 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
 
 CollectiveKind collective_kind(LayerStepKind k) {
   switch (k) {
@@ -725,9 +722,8 @@ Estimate estimate(const Scenario& s) {
   // The step's FP8 weight copies (the transformer layers' weights, counted with
   // the step's weight work).
   if (o.fp8) {
-    double cast_bytes = o.fp8_recipe == Fp8Recipe::kMxfp8 ? kMxfp8WeightCastBytesPerParam
-                        : gpu.fp8_gemm_any_layout()      ? kFp8WeightCastNoTransposeBytesPerParam
-                                                         : kFp8WeightCastBytesPerParam;
+    double cast_bytes =
+        kBf16WeightBytes + fp8_copy_bytes_per_value(o.fp8_recipe == Fp8Recipe::kMxfp8, gpu.fp8_gemm_any_layout());
     // Current scaling reads each BF16 weight once more for its amax (model/op_cost.h).
     if (o.fp8_recipe == Fp8Recipe::kCurrent) cast_bytes += kFp8CurrentScalingAmaxBytesPerParam;
     b.optimizer_s += memory_time_s(gpu, stage_layer_params * cast_bytes);

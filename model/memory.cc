@@ -29,13 +29,10 @@ constexpr double kBf16ActivationBytes = 2.0;  // the saved tensors of recompute 
 // With Megatron-Core's --fp8-param-gather ("keep the compute param in fp8 (do
 // not use any other intermediate dtype)") these copies are the parameters and
 // no BF16 weight is held; without it they sit beside the BF16 weights.
-constexpr double kFp8WeightRowwiseBytes = 1.0;
-constexpr double kFp8WeightColumnwiseBytes = 1.0;
-constexpr double kMxfp8WeightBytes = 2.0 * (1.0 + 1.0 / 32.0);
-
+// Bytes per weight: model/op_cost.h fp8_copy_bytes_per_value, the same copies
+// the step's weight casts write.
 double fp8_weight_copy_bytes_per_param(const Optimizations& o, const GpuProfile& gpu) {
-  if (o.fp8_recipe == Fp8Recipe::kMxfp8) return kMxfp8WeightBytes;
-  return kFp8WeightRowwiseBytes + (gpu.fp8_gemm_any_layout() ? 0.0 : kFp8WeightColumnwiseBytes);
+  return fp8_copy_bytes_per_value(o.fp8_recipe == Fp8Recipe::kMxfp8, gpu.fp8_gemm_any_layout());
 }
 
 // Fixed per-GPU overhead: CUDA context and cuBLAS workspace (~0.5-1 GB) plus NCCL

@@ -284,6 +284,13 @@ std::vector<OperatorCost> layer_operators(const ModelConfig& m, const ParallelCo
   return ops;
 }
 
+double fp8_copy_bytes_per_value(bool block_scaled, bool any_layout) {
+  constexpr double kFp8Bytes = 1.0;
+  constexpr double kMxScaleBytesPerValue = 1.0 / 32.0;  // one E8M0 byte per 32 values, per copy
+  if (block_scaled) return 2 * (kFp8Bytes + kMxScaleBytesPerValue);
+  return any_layout ? kFp8Bytes : 2 * kFp8Bytes;
+}
+
 void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts) {
   const bool any_layout = casts.any_layout;
   // Hopper's FP8 GEMMs take both operands K-major (TN only), so the weight
@@ -301,10 +308,7 @@ void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts) {
   // and the LayerNorm-fed inputs need nothing more.
   // MXFP8 (op_cost.h Fp8Casts::block_scaled): both copies and their scales,
   // and no transposes of a norm's output (the norm writes BF16, cast below).
-  constexpr double kMxScaleBytesPerElement = 1.0 / 32.0;  // one E8M0 byte per 32 values, per copy
-  const double cast_bytes_per_element = casts.block_scaled ? kBf16Bytes + 2 * (1.0 + kMxScaleBytesPerElement)
-                                        : any_layout       ? kBf16Bytes + 1.0
-                                                           : kBf16Bytes + 1.0 + 1.0;
+  const double cast_bytes_per_element = kBf16Bytes + fp8_copy_bytes_per_value(casts.block_scaled, any_layout);
   const double transpose_bytes_per_element = any_layout || casts.block_scaled ? 0.0 : 1.0 + 1.0;
   double fwd_bytes = 0, bwd_bytes = 0;
   int fwd_kernels = 0, bwd_kernels = 0;

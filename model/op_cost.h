@@ -135,6 +135,14 @@ struct Fp8Casts {
 };
 void apply_fp8(std::vector<OperatorCost>* ops, const Fp8Casts& casts);
 
+// Bytes one FP8 cast writes per value, and so what an FP8 copy of a tensor
+// holds: the row-wise FP8 data (1 B), the column-wise copy where the GEMM is
+// TN-only (1 B; none with `any_layout`), MXFP8 both copies, each with one E8M0
+// scale byte per 32 values (`block_scaled`). Used by the activation casts
+// (apply_fp8), the step's weight casts (model/estimator.cc) and the weights'
+// FP8 copies in memory (model/memory.cc).
+double fp8_copy_bytes_per_value(bool block_scaled, bool any_layout);
+
 // Operators outside the layers: the first stage's embedding and the last stage's
 // final LayerNorm, logits GEMM and loss.
 std::vector<OperatorCost> embedding_operators(const ModelConfig& m, const ParallelConfig& p);
