@@ -120,6 +120,14 @@ const char* to_string(AttentionKernel v) {
   return "?";
 }
 
+const char* to_string(OptimizerStateDtype v) {
+  switch (v) {
+    case OptimizerStateDtype::kFp32: return "fp32";
+    case OptimizerStateDtype::kBf16: return "bf16";
+  }
+  return "?";
+}
+
 const char* to_string(GradReduceDtype v) {
   switch (v) {
     case GradReduceDtype::kFp32: return "fp32";

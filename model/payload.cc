@@ -22,6 +22,10 @@ double grad_memory_element_bytes(const Optimizations& o, int zero_stage) {
   return zero_stage >= 3 ? kFp32Bytes : grad_element_bytes(o);
 }
 
+double optimizer_state_element_bytes(const Optimizations& o) {
+  return o.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? kBf16Bytes : kFp32Bytes;
+}
+
 double layer_chunk_params(const Scenario& s, int pp_rank, int chunk) {
   const int layers = PipelineLayout(s.model, s.parallel).chunk_layers(pp_rank, chunk);
   return static_cast<double>(layers) * s.model.parameters_per_layer() / s.parallel.tp;

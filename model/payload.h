@@ -4,7 +4,8 @@
 //
 // defines: grad_element_bytes, grad_memory_element_bytes, layer_chunk_params,
 //          dp_chunk_params, dp_payload_bytes, embedding_sync_needed,
-//          cp_kv_block_bytes, param_gather_element_bytes
+//          cp_kv_block_bytes, param_gather_element_bytes,
+//          optimizer_state_element_bytes
 //
 // Gradients are reduced in Optimizations::grad_reduce_dtype (fp32 by default:
 // Megatron-LM's main-grad buffer for bf16 training; the CPU engine is fp32
@@ -35,6 +36,12 @@ double grad_element_bytes(const Optimizations& o);
 // ZeRO 3 fp32, since PyTorch FSDP casts each reduced shard back to its fp32
 // sharded parameter's dtype (keep_low_precision_grads defaults to False).
 double grad_memory_element_bytes(const Optimizations& o, int zero_stage);
+
+// Bytes of one element of the optimizer's state (the master parameter and
+// each of Adam's / LAMB's two moments; Optimizations::optimizer_state_dtype):
+// 4 for fp32, 2 for bf16. Memory holds three a parameter of the shard
+// (model/memory.cc); the step reads and writes each (model/estimator.cc).
+double optimizer_state_element_bytes(const Optimizations& o);
 
 // Parameters per GPU of the transformer layers of chunk `chunk` of pipeline rank
 // `pp_rank`: its layers (model/pipeline_layout.h) x parameters_per_layer / TP (no

@@ -353,7 +353,8 @@ constexpr std::string_view kOptimizationKeys[] = {
     "preset",        "tp_overlap", "pp_overlap", "dp_overlap",      "efficient_operators",
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
-    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather", "dp_overlap_param_gather"};
+    "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather", "dp_overlap_param_gather",
+    "optimizer_state_dtype"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -468,6 +469,9 @@ Optimizations read_optimizations(const Section& s) {
                         .value_or(o.cross_entropy);
   o.grad_reduce_dtype = s.enum_choice("grad_reduce_dtype", {GradReduceDtype::kFp32, GradReduceDtype::kBf16})
                             .value_or(o.grad_reduce_dtype);
+  o.optimizer_state_dtype =
+      s.enum_choice("optimizer_state_dtype", {OptimizerStateDtype::kFp32, OptimizerStateDtype::kBf16})
+          .value_or(o.optimizer_state_dtype);
   return o;
 }
 
@@ -743,6 +747,11 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
     top.fail("optimizations.grad_reduce_dtype", "the CPU engine reduces fp32 gradients, got \"" +
                                                     std::string(to_string(sc.optimizations.grad_reduce_dtype)) + "\"");
   }
+  if (sc.hardware.gpu == "cpu" && sc.optimizations.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
+    top.fail("optimizations.optimizer_state_dtype",
+             fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"",
+                         to_string(sc.optimizations.optimizer_state_dtype)));
+  }
   if (sc.parallel.cp > 1) {
     // Context parallelism, folded (model/config.h ParallelConfig): Megatron-Core
     // splits each sequence into 2 cp chunks, two per CP rank (causal load balance).
@@ -986,6 +995,13 @@ void check_trainable(const Scenario& s) {
                         fmt::format("the engine reduces fp32 gradients, got \"{}\"; set grad_reduce_dtype = \"fp32\" "
                                     "to train this scenario",
                                     to_string(s.optimizations.grad_reduce_dtype)));
+  }
+  // engine/optimizer: fp32 master weights and moments.
+  if (s.optimizations.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
+    throw ScenarioError(s.source, 0, 0, "optimizations.optimizer_state_dtype",
+                        fmt::format("the engine keeps fp32 optimizer state, got \"{}\"; set optimizer_state_dtype = "
+                                    "\"fp32\" to train this scenario",
+                                    to_string(s.optimizations.optimizer_state_dtype)));
   }
   // The engine's output layer holds vocab / tp rows per TP rank and does not
   // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as

@@ -76,6 +76,25 @@ TEST(Estimator, PerStepWorkHasItsOwnLines) {
 // The profile's element_overhead_ns: per layer and micro-batch, a third of it
 // per activation element (tokens x hidden / TP) in the forward, two thirds in
 // the backward, and the forward's third again under full recomputation.
+// The step reads and writes the master weight and both moments: 6 values of
+// the state's dtype, plus the fp32 gradient read (4 B), the bf16 weight
+// written (2 B) and clipping's second gradient read (4 B): 34 B a parameter
+// with fp32 state, 22 B with bf16 (Apex DistributedFusedAdam dtype = bf16);
+// LAMB reads the master weight and its fp32 update once more: 42 and 28 B.
+TEST(Estimator, Bf16OptimizerStateCutsTheStepTraffic) {
+  Scenario s = small();
+  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kLamb}) {
+    s.optimizations.optimizer = kind;
+    s.optimizations.optimizer_state_dtype = OptimizerStateDtype::kFp32;
+    const double fp32_s = estimate(s).breakdown.optimizer_s;
+    s.optimizations.optimizer_state_dtype = OptimizerStateDtype::kBf16;
+    const double bf16_s = estimate(s).breakdown.optimizer_s;
+    const double ratio = kind == OptimizerKind::kAdam ? 22.0 / 34.0 : 28.0 / 42.0;
+    EXPECT_GT(fp32_s, 1e-3) << to_string(kind);  // far above a kernel launch: the traffic decides
+    EXPECT_NEAR(bf16_s / fp32_s, ratio, 1e-9) << to_string(kind);
+  }
+}
+
 TEST(Estimator, ElementOverheadChargesEachLayerPassPerActivationElement) {
   Scenario s = small();
   GpuProfile gpu = gpu_profile(s.hardware.gpu);

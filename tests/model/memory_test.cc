@@ -95,6 +95,26 @@ TEST(Memory, Fp8WeightCopiesSitBesideOrReplaceTheBf16Weights) {
   EXPECT_EQ(memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s)).fp8_weight_bytes, 0.0);
 }
 
+TEST(Memory, Bf16OptimizerStateHalvesTheOptimizerBytes) {
+  // Apex DistributedFusedAdam with dtype = bf16 holds the master shard and both
+  // moments in bf16: 6 B a parameter of the shard instead of 12.
+  Scenario s = base();
+  s.hardware.gpu = "H100-SXM5-80GB";
+  s.parallel.zero_stage = 1;
+  const MemoryBreakdown fp32 = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  s.optimizations.optimizer_state_dtype = OptimizerStateDtype::kBf16;
+  const MemoryBreakdown bf16 = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  EXPECT_GT(fp32.optimizer_bytes, 0.0);
+  EXPECT_NEAR(bf16.optimizer_bytes, fp32.optimizer_bytes / 2, 1.0);
+  // 12 B of fp32 state a parameter (BF16 weights 2 B), sharded over DP.
+  EXPECT_NEAR(fp32.optimizer_bytes, fp32.parameters_bytes / 2 * 12 / s.parallel.dp, 1.0);
+  // Nothing else moves.
+  EXPECT_EQ(bf16.parameters_bytes, fp32.parameters_bytes);
+  EXPECT_EQ(bf16.gradients_bytes, fp32.gradients_bytes);
+  EXPECT_EQ(bf16.activations_bytes, fp32.activations_bytes);
+  EXPECT_NEAR(fp32.total_bytes - bf16.total_bytes, fp32.optimizer_bytes / 2, 1.0);
+}
+
 TEST(Memory, NoDropoutKeepsNoMasks) {
   // Korthikanti et al. Table 2 counts a 1-byte hidden-dropout mask after the
   // projection and after FC2 (1 sbh each of the 34) and, without fused

@@ -475,6 +475,29 @@ TEST(ScenarioTest, TheGradientReduceDtypeIsReadAndTheEnginesRefuseBf16) {
   EXPECT_NO_THROW(check_trainable(train));
 }
 
+TEST(ScenarioTest, TheOptimizerStateDtypeIsReadAndTheEnginesRefuseBf16) {
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.optimizer_state_dtype, OptimizerStateDtype::kFp32);
+  const std::string bf16 = "[optimizations]\noptimizer_state_dtype = \"bf16\"\n";
+  EXPECT_EQ(parse_scenario(std::string(kValid) + bf16, "t.toml").optimizations.optimizer_state_dtype,
+            OptimizerStateDtype::kBf16);
+  // kValid is 12 lines: [optimizations] is line 13, the key line 14.
+  expect_error(std::string(kValid) + "[optimizations]\noptimizer_state_dtype = \"fp16\"\n", 14,
+               "optimizations.optimizer_state_dtype", "not allowed");
+  expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n" + bf16, 16, "optimizations.optimizer_state_dtype",
+               "the CPU engine keeps fp32 optimizer state");
+  Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n" + bf16 +
+                                      "[train]\ndevice = \"cuda\"\n",
+                                  "t.toml");
+  try {
+    check_trainable(train);
+    ADD_FAILURE() << "bf16 optimizer state accepted for the engine";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.key(), "optimizations.optimizer_state_dtype") << e.what();
+  }
+  train.optimizations.optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  EXPECT_NO_THROW(check_trainable(train));
+}
+
 TEST(ScenarioTest, Fp8IsRefusedWithoutFp8TensorCores) {
   const std::string text = std::string(kValid) + "[optimizations]\nfp8 = true\n";
   const ScenarioError e = error_of(text);

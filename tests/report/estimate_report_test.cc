@@ -51,6 +51,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   s.optimizations.userbuffers["fc2_fprop"].num_sm = 24;
   s.optimizations.fp8_param_gather = true;  // echoed even where fp8 leaves it unused
   s.optimizations.dp_overlap_param_gather = false;
+  s.optimizations.optimizer_state_dtype = model::OptimizerStateDtype::kBf16;
   const base::Json o = estimate_json(s, model::estimate(s))["optimizations"];
   // Every userbuffers GEMM as modelled: TE's defaults, the override.
   ASSERT_EQ(o["userbuffers"].size(), model::kUbGemms.size());
@@ -67,6 +68,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["fp8_param_gather"], true);
   EXPECT_EQ(o["dp_overlap"], true);
   EXPECT_EQ(o["dp_overlap_param_gather"], false);
+  EXPECT_EQ(o["optimizer_state_dtype"], "bf16");
   // The preset's default resolved: max(40M, 1M x DP 192) parameters, as a
   // scenario file could write it (it echoed the internal -1, which a file may not).
   EXPECT_EQ(o["dp_bucket_params"], 192'000'000);
