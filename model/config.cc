@@ -128,6 +128,16 @@ const char* to_string(OptimizerStateDtype v) {
   return "?";
 }
 
+const char* to_string(GradAccumulation v) {
+  switch (v) {
+    case GradAccumulation::kFused: return "fused";
+    case GradAccumulation::kAdd: return "add";
+    case GradAccumulation::kAdd16Bit: return "add_16bit";
+    case GradAccumulation::kCastAdd: return "cast_add";
+  }
+  return "?";
+}
+
 const char* to_string(GradReduceDtype v) {
   switch (v) {
     case GradReduceDtype::kFp32: return "fp32";

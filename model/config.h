@@ -64,6 +64,9 @@ enum class GradReduceDtype { kFp32, kBf16 };
 // The dtype of the optimizer's state: the master parameter shard and both
 // moments (Optimizations::optimizer_state_dtype).
 enum class OptimizerStateDtype { kFp32, kBf16 };
+// How each micro-batch's weight gradients reach the fp32 accumulator
+// (Optimizations::grad_accumulation).
+enum class GradAccumulation { kFused, kAdd, kAdd16Bit, kCastAdd };
 // Transformer Engine's per-tensor FP8 scaling (Optimizations::fp8_recipe):
 // kDelayed, DelayedScaling (each tensor's scale from an amax history, one
 // all-reduce of the histories per step; NeMo's bf16_with_fp8_mixed);
@@ -108,6 +111,7 @@ const char* to_string(TpOverlapComm v);
 const char* to_string(AttentionKernel v);
 const char* to_string(GradReduceDtype v);
 const char* to_string(OptimizerStateDtype v);
+const char* to_string(GradAccumulation v);
 const char* to_string(Fp8Recipe v);
 const char* to_string(RankOrder v);
 const char* to_string(CpComm v);
@@ -367,6 +371,21 @@ struct Optimizations {
   // a parameter instead of 12, and the step's state traffic halved
   // (model/payload.h optimizer_state_element_bytes).
   OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  // kFused in every preset: Megatron-LM's --gradient-accumulation-fusion (on by
+  // default: the weight-gradient GEMM accumulates into the fp32 main_grad, Apex
+  // fused_weight_gradient_mlp_cuda; TE's fuse_wgrad_accumulation), nothing
+  // outside the GEMM. kAdd: a separate add of every micro-batch's bf16 gradient
+  // into the fp32 accumulator (Megatron without the fusion: its DDP hook's
+  // param.main_grad.add_(param.grad)). kAdd16Bit: the same add into a 16-bit
+  // accumulator, PyTorch autograd's own accumulation into the fp16 parameter's
+  // .grad (Megatron-LM before the fusion, Feb 2022, with --fp16 and no fp32
+  // accumulation; DeepSpeed's fp16 engine). kCastAdd: DeepSpeed's BF16_Optimizer
+  // under pipeline parallelism (runtime/pipe/engine.py _exec_backward_pass ->
+  // update_hp_grads: hp_grad.add_(lp.grad.to(fp32)), a cast to an fp32
+  // temporary, then the add). Each a memory-bound pass over the chunk's
+  // parameters after every micro-batch's backward
+  // (model/payload.h grad_accumulation_bytes_per_param).
+  GradAccumulation grad_accumulation = GradAccumulation::kFused;
 
   static Optimizations megatron();
   static Optimizations megascale();

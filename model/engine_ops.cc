@@ -7,6 +7,7 @@
 
 #include "model/collective_cost.h"
 #include "model/estimator.h"
+#include "model/payload.h"
 #include "model/pipeline_layout.h"
 #include "model/profile.h"
 
@@ -200,6 +201,24 @@ const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage) {
   return *storage;
 }
 
+namespace {
+
+// Each micro-batch's gradient accumulation over `params` parameters per GPU
+// (Optimizations::grad_accumulation, model/payload.h): one memory-bound op in
+// the backward, none when the weight-gradient GEMMs accumulate (fused).
+void append_grad_accumulation(std::vector<OperatorCost>* ops, const Optimizations& o, double params) {
+  const double bytes = grad_accumulation_bytes_per_param(o) * params;
+  if (!(bytes > 0)) return;
+  OperatorCost acc;
+  acc.name = "grad_accumulation";
+  acc.cls = OpClass::kMemory;
+  acc.fwd_kernels = 0;
+  acc.bwd_bytes = bytes;
+  ops->push_back(acc);
+}
+
+}  // namespace
+
 std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu) {
   if (!gpu.models_engine()) {
     std::vector<OperatorCost> ops = layer_operators(s.model, s.parallel, s.optimizations.efficient_operators,
@@ -244,6 +263,8 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
       }
       apply_fp8(&ops, casts);
     }
+    append_grad_accumulation(&ops, s.optimizations,
+                             static_cast<double>(s.model.parameters_per_layer()) / s.parallel.tp);
     return ops;
   }
   // The engine's attention is one kernel whatever efficient_operators says.
@@ -263,7 +284,15 @@ std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfil
 
 std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuProfile& gpu) {
   std::vector<OperatorCost> ops = embedding_operators(s.model, s.parallel);
-  if (!gpu.models_engine()) return ops;
+  if (!gpu.models_engine()) {
+    // The word embedding (vocab x hidden / TP) and a learned position table.
+    const double params = static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp +
+                          (s.model.position == PositionKind::kLearned
+                               ? static_cast<double>(s.model.seq_len) * s.model.hidden
+                               : 0.0);
+    append_grad_accumulation(&ops, s.optimizations, params);
+    return ops;
+  }
   // engine/embedding.cc: token lookup over the full (T, B) then learned
   // positions over the local shard; backward in the opposite order.
   const EngineDims d = dims(s.model, s.parallel);
@@ -279,7 +308,13 @@ std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuPr
 std::vector<OperatorCost> job_output_operators(const Scenario& s, const GpuProfile& gpu) {
   std::vector<OperatorCost> ops = output_operators(s.model, s.parallel, s.optimizations.cross_entropy,
                                                    s.optimizations.eager_elementwise && !gpu.models_engine());
-  if (!gpu.models_engine()) return ops;
+  if (!gpu.models_engine()) {
+    // The output matrix, unless it is the embedding's own on the only stage.
+    if (!s.model.tie_embeddings || s.parallel.pp > 1) {
+      append_grad_accumulation(&ops, s.optimizations, static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp);
+    }
+    return ops;
+  }
   const EngineDims d = dims(s.model, s.parallel);
   const double shard = static_cast<double>(d.Nl) * d.C;
   for (OperatorCost& op : ops) {

@@ -84,7 +84,10 @@ const GpuProfile& job_profile(const Scenario& s, GpuProfile* storage);
 // The operators of one layer / the embedding / the output head for this
 // profile: model/op_cost.h's lists, with the engine's kernel calls attached
 // when the profile is a cpu profile (whose attention is always one fused
-// kernel, efficient_operators or not).
+// kernel, efficient_operators or not). On a GPU profile each list ends with
+// the micro-batch's gradient accumulation over its parameters when
+// Optimizations::grad_accumulation is not fused (an op "grad_accumulation",
+// backward only; the output head's only where it has its own matrix).
 std::vector<OperatorCost> job_layer_operators(const Scenario& s, const GpuProfile& gpu);
 std::vector<OperatorCost> job_embedding_operators(const Scenario& s, const GpuProfile& gpu);
 std::vector<OperatorCost> job_output_operators(const Scenario& s, const GpuProfile& gpu);

@@ -26,6 +26,16 @@ double optimizer_state_element_bytes(const Optimizations& o) {
   return o.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? kBf16Bytes : kFp32Bytes;
 }
 
+double grad_accumulation_bytes_per_param(const Optimizations& o) {
+  switch (o.grad_accumulation) {
+    case GradAccumulation::kFused: return 0.0;
+    case GradAccumulation::kAdd: return kBf16Bytes + kFp32Bytes + kFp32Bytes;
+    case GradAccumulation::kAdd16Bit: return 3 * kBf16Bytes;
+    case GradAccumulation::kCastAdd: return kBf16Bytes + 2 * kFp32Bytes + 2 * kFp32Bytes;
+  }
+  return 0.0;
+}
+
 double layer_chunk_params(const Scenario& s, int pp_rank, int chunk) {
   const int layers = PipelineLayout(s.model, s.parallel).chunk_layers(pp_rank, chunk);
   return static_cast<double>(layers) * s.model.parameters_per_layer() / s.parallel.tp;

@@ -5,7 +5,7 @@
 // defines: grad_element_bytes, grad_memory_element_bytes, layer_chunk_params,
 //          dp_chunk_params, dp_payload_bytes, embedding_sync_needed,
 //          cp_kv_block_bytes, param_gather_element_bytes,
-//          optimizer_state_element_bytes
+//          optimizer_state_element_bytes, grad_accumulation_bytes_per_param
 //
 // Gradients are reduced in Optimizations::grad_reduce_dtype (fp32 by default:
 // Megatron-LM's main-grad buffer for bf16 training; the CPU engine is fp32
@@ -42,6 +42,15 @@ double grad_memory_element_bytes(const Optimizations& o, int zero_stage);
 // 4 for fp32, 2 for bf16. Memory holds three a parameter of the shard
 // (model/memory.cc); the step reads and writes each (model/estimator.cc).
 double optimizer_state_element_bytes(const Optimizations& o);
+
+// Bytes each micro-batch's gradient accumulation moves per parameter outside
+// the weight-gradient GEMMs (Optimizations::grad_accumulation): 0 fused; 10
+// for a separate add (bf16 gradient 2 + fp32 accumulator 4 read, 4 written);
+// 6 for the add into a 16-bit accumulator (2 + 2 read, 2 written);
+// 18 for DeepSpeed's cast-then-add (the bf16 gradient read, the fp32
+// temporary written and read, the accumulator read and written: 2 + 4 + 4 +
+// 4 + 4). model/engine_ops.h puts it after every layer's and head's backward.
+double grad_accumulation_bytes_per_param(const Optimizations& o);
 
 // Parameters per GPU of the transformer layers of chunk `chunk` of pipeline rank
 // `pp_rank`: its layers (model/pipeline_layout.h) x parameters_per_layer / TP (no

@@ -354,7 +354,7 @@ constexpr std::string_view kOptimizationKeys[] = {
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
     "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather", "dp_overlap_param_gather",
-    "optimizer_state_dtype"};
+    "optimizer_state_dtype", "grad_accumulation"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -472,6 +472,9 @@ Optimizations read_optimizations(const Section& s) {
   o.optimizer_state_dtype =
       s.enum_choice("optimizer_state_dtype", {OptimizerStateDtype::kFp32, OptimizerStateDtype::kBf16})
           .value_or(o.optimizer_state_dtype);
+  o.grad_accumulation = s.enum_choice("grad_accumulation", {GradAccumulation::kFused, GradAccumulation::kAdd,
+                                                            GradAccumulation::kAdd16Bit, GradAccumulation::kCastAdd})
+                            .value_or(o.grad_accumulation);
   return o;
 }
 
@@ -747,6 +750,12 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
     top.fail("optimizations.grad_reduce_dtype", "the CPU engine reduces fp32 gradients, got \"" +
                                                     std::string(to_string(sc.optimizations.grad_reduce_dtype)) + "\"");
   }
+  if (sc.hardware.gpu == "cpu" && sc.optimizations.grad_accumulation != GradAccumulation::kFused) {
+    top.fail("optimizations.grad_accumulation",
+             fmt::format("the CPU engine is timed by its own kernels (its weight gradients accumulate in place), "
+                         "got \"{}\"",
+                         to_string(sc.optimizations.grad_accumulation)));
+  }
   if (sc.hardware.gpu == "cpu" && sc.optimizations.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
     top.fail("optimizations.optimizer_state_dtype",
              fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"",
@@ -976,32 +985,34 @@ void check_trainable(const Scenario& s) {
   if (const std::optional<EngineLimit> limit = engine_limit(s.parallel)) {
     throw ScenarioError(s.source, 0, 0, limit->key, limit->reason);
   }
+  // A setting the engine does not run: "the engine <does>, got "<value>"; set
+  // <leaf> = "<runs>" to train this scenario", naming the key.
+  auto refuse = [&s](std::string_view key, std::string_view engine_does, std::string_view got,
+                     std::string_view runs) {
+    throw ScenarioError(s.source, 0, 0, std::string(key),
+                        fmt::format("the engine {}, got \"{}\"; set {} = \"{}\" to train this scenario", engine_does,
+                                    got, key.substr(key.find('.') + 1), runs));
+  };
   // engine/layers.cc: LayerNorm and a learned position table, on either device.
   if (s.model.norm != NormKind::kLayerNorm) {
-    throw ScenarioError(s.source, 0, 0, "model.norm",
-                        fmt::format("the engine runs LayerNorm, got \"{}\"; set norm = \"layernorm\" to train this "
-                                    "scenario",
-                                    to_string(s.model.norm)));
+    refuse("model.norm", "runs LayerNorm", to_string(s.model.norm), "layernorm");
   }
   if (s.model.position != PositionKind::kLearned) {
-    throw ScenarioError(s.source, 0, 0, "model.position",
-                        fmt::format("the engine learns absolute positions, got \"{}\"; set position = \"learned\" to "
-                                    "train this scenario",
-                                    to_string(s.model.position)));
+    refuse("model.position", "learns absolute positions", to_string(s.model.position), "learned");
   }
   // engine/cuda/comm_nccl.cc: every collective is ncclFloat32.
   if (s.optimizations.grad_reduce_dtype != GradReduceDtype::kFp32) {
-    throw ScenarioError(s.source, 0, 0, "optimizations.grad_reduce_dtype",
-                        fmt::format("the engine reduces fp32 gradients, got \"{}\"; set grad_reduce_dtype = \"fp32\" "
-                                    "to train this scenario",
-                                    to_string(s.optimizations.grad_reduce_dtype)));
+    refuse("optimizations.grad_reduce_dtype", "reduces fp32 gradients", to_string(s.optimizations.grad_reduce_dtype),
+           "fp32");
+  }
+  if (s.optimizations.grad_accumulation != GradAccumulation::kFused) {
+    refuse("optimizations.grad_accumulation", "accumulates its weight gradients in place",
+           to_string(s.optimizations.grad_accumulation), "fused");
   }
   // engine/optimizer: fp32 master weights and moments.
   if (s.optimizations.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
-    throw ScenarioError(s.source, 0, 0, "optimizations.optimizer_state_dtype",
-                        fmt::format("the engine keeps fp32 optimizer state, got \"{}\"; set optimizer_state_dtype = "
-                                    "\"fp32\" to train this scenario",
-                                    to_string(s.optimizations.optimizer_state_dtype)));
+    refuse("optimizations.optimizer_state_dtype", "keeps fp32 optimizer state",
+           to_string(s.optimizations.optimizer_state_dtype), "fp32");
   }
   // The engine's output layer holds vocab / tp rows per TP rank and does not
   // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as

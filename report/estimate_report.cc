@@ -126,6 +126,7 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["cross_entropy"] = model::to_string(o.cross_entropy);
   opt["grad_reduce_dtype"] = model::to_string(o.grad_reduce_dtype);
   opt["optimizer_state_dtype"] = model::to_string(o.optimizer_state_dtype);
+  opt["grad_accumulation"] = model::to_string(o.grad_accumulation);
   opt["tp_overlap_comm"] = model::to_string(o.tp_overlap_comm);
   opt["tp_overlap_sm_margin"] = o.tp_overlap_sm_margin;
   // Each userbuffers GEMM overlap as modelled (TE's defaults and the

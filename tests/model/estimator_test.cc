@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "model/collective_cost.h"
 #include "model/engine_ops.h"
 #include "model/hardware.h"
 #include "model/job_schedule.h"
 #include "model/payload.h"
+#include "model/profile.h"
 #include "model/replay.h"
 #include "model/scenario.h"
 #include "model/speed_spread.h"
@@ -93,6 +96,58 @@ TEST(Estimator, Bf16OptimizerStateCutsTheStepTraffic) {
     EXPECT_GT(fp32_s, 1e-3) << to_string(kind);  // far above a kernel launch: the traffic decides
     EXPECT_NEAR(bf16_s / fp32_s, ratio, 1e-9) << to_string(kind);
   }
+}
+
+// Gradient accumulation outside the weight-gradient GEMMs: after every
+// micro-batch's backward a memory-bound pass over each layer's parameters (6 B
+// a parameter into a 16-bit accumulator, 10 B into an fp32 one, 18 B for
+// DeepSpeed's cast-then-add), none when
+// fused; the forward does not move, the step gets slower by M such passes.
+TEST(Estimator, GradAccumulationOutsideTheGemmsAddsAPassPerMicroBatch) {
+  Scenario s = small();
+  const GpuProfile& gpu = hardware_profile(s);
+  const Estimate fused = estimate(s);
+  const double layer_params = static_cast<double>(s.model.parameters_per_layer()) / s.parallel.tp;
+  double previous_s = fused.iteration_time_s;
+  for (auto [kind, bytes] : {std::pair{GradAccumulation::kAdd16Bit, 6.0}, std::pair{GradAccumulation::kAdd, 10.0},
+                             std::pair{GradAccumulation::kCastAdd, 18.0}}) {
+    s.optimizations.grad_accumulation = kind;
+    const Estimate e = estimate(s);
+    EXPECT_DOUBLE_EQ(e.layer_forward_s, fused.layer_forward_s) << to_string(kind);
+    const double pass_s = memory_time_s(gpu, layer_params * bytes);
+    EXPECT_GT(pass_s, 1e-4) << to_string(kind);  // 175B / TP 8: 0.23 B parameters a layer, far above a launch
+    EXPECT_NEAR(e.layer_backward_s - fused.layer_backward_s, pass_s, 1e-9 * pass_s) << to_string(kind);
+    EXPECT_GT(e.iteration_time_s, previous_s) << to_string(kind);
+    previous_s = e.iteration_time_s;
+  }
+}
+
+// The heads' matrices accumulate too: the embedding on the first stage, the
+// output layer's copy on the last; with tied embeddings on one stage, once.
+TEST(Estimator, GradAccumulationCoversTheHeadMatrices) {
+  Scenario s = small();
+  const GpuProfile& gpu = hardware_profile(s);
+  auto accumulation_bytes = [&](const std::vector<OperatorCost>& ops) {
+    double bytes = 0;
+    for (const OperatorCost& op : ops) {
+      if (op.name == "grad_accumulation") bytes += op.bwd_bytes;
+    }
+    return bytes;
+  };
+  EXPECT_EQ(accumulation_bytes(job_embedding_operators(s, gpu)), 0.0);  // fused
+  EXPECT_EQ(accumulation_bytes(job_layer_operators(s, gpu)), 0.0);
+  s.optimizations.grad_accumulation = GradAccumulation::kAdd;
+  const double matrix = static_cast<double>(s.model.vocab) * s.model.hidden / s.parallel.tp;
+  // The first stage also holds GPT-3's learned position table (seq x hidden, not split by TP).
+  ASSERT_EQ(s.model.position, PositionKind::kLearned);
+  const double positions = static_cast<double>(s.model.seq_len) * s.model.hidden;
+  EXPECT_DOUBLE_EQ(accumulation_bytes(job_embedding_operators(s, gpu)), 10.0 * (matrix + positions));
+  EXPECT_DOUBLE_EQ(accumulation_bytes(job_output_operators(s, gpu)), 10.0 * matrix);  // tied, PP 8: its own copy
+  s.parallel.pp = 1;
+  s.parallel.vpp = 1;
+  EXPECT_EQ(accumulation_bytes(job_output_operators(s, gpu)), 0.0);  // tied on the only stage: one matrix
+  s.model.tie_embeddings = false;
+  EXPECT_DOUBLE_EQ(accumulation_bytes(job_output_operators(s, gpu)), 10.0 * matrix);
 }
 
 TEST(Estimator, ElementOverheadChargesEachLayerPassPerActivationElement) {

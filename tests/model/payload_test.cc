@@ -217,5 +217,20 @@ TEST(Throughput, OutOfRangeIsAnError) {
   EXPECT_GT(throughput(s, too_fast_s, 256, 312e12).mfu, 1.0);
 }
 
+// What each micro-batch's accumulation moves a parameter outside the GEMMs.
+TEST(Payload, GradAccumulationBytesPerParameter) {
+  Optimizations o;
+  EXPECT_EQ(grad_accumulation_bytes_per_param(o), 0.0);  // every preset: fused into the wgrad GEMM
+  o.grad_accumulation = GradAccumulation::kAdd;
+  EXPECT_EQ(grad_accumulation_bytes_per_param(o), 2.0 + 4.0 + 4.0);  // bf16 grad, fp32 accumulator read and written
+  o.grad_accumulation = GradAccumulation::kAdd16Bit;
+  EXPECT_EQ(grad_accumulation_bytes_per_param(o), 2.0 + 2.0 + 2.0);  // fp16 grad into the fp16 .grad
+  o.grad_accumulation = GradAccumulation::kCastAdd;
+  EXPECT_EQ(grad_accumulation_bytes_per_param(o), 2.0 + 4.0 + 4.0 + 4.0 + 4.0);  // + the fp32 temporary
+  for (const char* preset : {"megatron", "megatron-core", "megascale"}) {
+    EXPECT_EQ(default_scenario(preset).optimizations.grad_accumulation, GradAccumulation::kFused) << preset;
+  }
+}
+
 }  // namespace
 }  // namespace megascale::model

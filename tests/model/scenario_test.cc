@@ -3,6 +3,7 @@
 // and the built-in MegaScale Table 1 scenario.
 #include "model/scenario.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/estimator.h"
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -452,49 +454,70 @@ TEST(ScenarioTest, NormPositionAndEagerKeysAreReadAndTheEngineRefusesWhatItLacks
   }
 }
 
-TEST(ScenarioTest, TheGradientReduceDtypeIsReadAndTheEnginesRefuseBf16) {
-  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.grad_reduce_dtype, GradReduceDtype::kFp32);
-  const std::string bf16 = "[optimizations]\ngrad_reduce_dtype = \"bf16\"\n";
-  const Scenario s = parse_scenario(std::string(kValid) + bf16, "t.toml");
-  EXPECT_EQ(s.optimizations.grad_reduce_dtype, GradReduceDtype::kBf16);
-  // kValid is 12 lines: [optimizations] is line 13, the key line 14.
-  expect_error(std::string(kValid) + "[optimizations]\ngrad_reduce_dtype = \"fp16\"\n", 14,
-               "optimizations.grad_reduce_dtype", "not allowed");
-  expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n" + bf16, 16, "optimizations.grad_reduce_dtype",
-               "the CPU engine reduces fp32 gradients");
-  Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n" + bf16 +
-                                      "[train]\ndevice = \"cuda\"\n",
-                                  "t.toml");
-  try {
-    check_trainable(train);
-    ADD_FAILURE() << "bf16 gradients accepted for the engine";
-  } catch (const ScenarioError& e) {
-    EXPECT_EQ(e.key(), "optimizations.grad_reduce_dtype") << e.what();
+// The [optimizations] dtype keys GPU jobs set to "bf16" (fp32 by default):
+// read, anything but fp32 / bf16 refused at its line, and bf16 refused by the
+// CPU engine (at parse) and the CUDA engine (check_trainable), both fp32.
+TEST(ScenarioTest, TheBf16DtypeKeysAreReadAndTheEnginesRefuseThem) {
+  struct DtypeKey {
+    const char* name;
+    const char* cpu_reason;
+    std::function<bool(const Optimizations&)> is_bf16;
+    std::function<void(Optimizations&)> set_fp32;
+  };
+  const DtypeKey keys[] = {
+      {"grad_reduce_dtype", "the CPU engine reduces fp32 gradients",
+       [](const Optimizations& o) { return o.grad_reduce_dtype == GradReduceDtype::kBf16; },
+       [](Optimizations& o) { o.grad_reduce_dtype = GradReduceDtype::kFp32; }},
+      {"optimizer_state_dtype", "the CPU engine keeps fp32 optimizer state",
+       [](const Optimizations& o) { return o.optimizer_state_dtype == OptimizerStateDtype::kBf16; },
+       [](Optimizations& o) { o.optimizer_state_dtype = OptimizerStateDtype::kFp32; }},
+  };
+  for (const DtypeKey& k : keys) {
+    const std::string key = std::string("optimizations.") + k.name;
+    EXPECT_FALSE(k.is_bf16(parse_scenario(kValid, "t.toml").optimizations)) << key;
+    const std::string bf16 = fmt::format("[optimizations]\n{} = \"bf16\"\n", k.name);
+    EXPECT_TRUE(k.is_bf16(parse_scenario(std::string(kValid) + bf16, "t.toml").optimizations)) << key;
+    // kValid is 12 lines: [optimizations] is line 13, the key line 14.
+    expect_error(std::string(kValid) + fmt::format("[optimizations]\n{} = \"fp16\"\n", k.name), 14, key,
+                 "not allowed");
+    expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n" + bf16, 16, key, k.cpu_reason);
+    Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n" + bf16 +
+                                        "[train]\ndevice = \"cuda\"\n",
+                                    "t.toml");
+    try {
+      check_trainable(train);
+      ADD_FAILURE() << key << " = bf16 accepted for the engine";
+    } catch (const ScenarioError& e) {
+      EXPECT_EQ(e.key(), key) << e.what();
+    }
+    k.set_fp32(train.optimizations);
+    EXPECT_NO_THROW(check_trainable(train)) << key;
   }
-  train.optimizations.grad_reduce_dtype = GradReduceDtype::kFp32;
-  EXPECT_NO_THROW(check_trainable(train));
 }
 
-TEST(ScenarioTest, TheOptimizerStateDtypeIsReadAndTheEnginesRefuseBf16) {
-  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.optimizer_state_dtype, OptimizerStateDtype::kFp32);
-  const std::string bf16 = "[optimizations]\noptimizer_state_dtype = \"bf16\"\n";
-  EXPECT_EQ(parse_scenario(std::string(kValid) + bf16, "t.toml").optimizations.optimizer_state_dtype,
-            OptimizerStateDtype::kBf16);
+TEST(ScenarioTest, GradAccumulationIsReadAndTheEnginesRefuseAnythingButFused) {
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.grad_accumulation, GradAccumulation::kFused);
+  for (const char* value : {"add", "add_16bit", "cast_add"}) {
+    const Scenario s =
+        parse_scenario(std::string(kValid) + fmt::format("[optimizations]\ngrad_accumulation = \"{}\"\n", value), "t.toml");
+    EXPECT_EQ(to_string(s.optimizations.grad_accumulation), std::string(value));
+  }
   // kValid is 12 lines: [optimizations] is line 13, the key line 14.
-  expect_error(std::string(kValid) + "[optimizations]\noptimizer_state_dtype = \"fp16\"\n", 14,
-               "optimizations.optimizer_state_dtype", "not allowed");
-  expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n" + bf16, 16, "optimizations.optimizer_state_dtype",
-               "the CPU engine keeps fp32 optimizer state");
-  Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n" + bf16 +
+  expect_error(std::string(kValid) + "[optimizations]\ngrad_accumulation = \"unfused\"\n", 14,
+               "optimizations.grad_accumulation", "not allowed");
+  const std::string add = "[optimizations]\ngrad_accumulation = \"add\"\n";
+  expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n" + add, 16, "optimizations.grad_accumulation",
+               "the CPU engine is timed by its own kernels");
+  Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n" + add +
                                       "[train]\ndevice = \"cuda\"\n",
                                   "t.toml");
   try {
     check_trainable(train);
-    ADD_FAILURE() << "bf16 optimizer state accepted for the engine";
+    ADD_FAILURE() << "grad_accumulation = add accepted for the engine";
   } catch (const ScenarioError& e) {
-    EXPECT_EQ(e.key(), "optimizations.optimizer_state_dtype") << e.what();
+    EXPECT_EQ(e.key(), "optimizations.grad_accumulation") << e.what();
   }
-  train.optimizations.optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  train.optimizations.grad_accumulation = GradAccumulation::kFused;
   EXPECT_NO_THROW(check_trainable(train));
 }
 

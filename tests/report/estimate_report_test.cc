@@ -52,6 +52,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   s.optimizations.fp8_param_gather = true;  // echoed even where fp8 leaves it unused
   s.optimizations.dp_overlap_param_gather = false;
   s.optimizations.optimizer_state_dtype = model::OptimizerStateDtype::kBf16;
+  s.optimizations.grad_accumulation = model::GradAccumulation::kCastAdd;
   const base::Json o = estimate_json(s, model::estimate(s))["optimizations"];
   // Every userbuffers GEMM as modelled: TE's defaults, the override.
   ASSERT_EQ(o["userbuffers"].size(), model::kUbGemms.size());
@@ -69,6 +70,7 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["dp_overlap"], true);
   EXPECT_EQ(o["dp_overlap_param_gather"], false);
   EXPECT_EQ(o["optimizer_state_dtype"], "bf16");
+  EXPECT_EQ(o["grad_accumulation"], "cast_add");
   // The preset's default resolved: max(40M, 1M x DP 192) parameters, as a
   // scenario file could write it (it echoed the internal -1, which a file may not).
   EXPECT_EQ(o["dp_bucket_params"], 192'000'000);
