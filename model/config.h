@@ -64,7 +64,7 @@ enum class GradReduceDtype { kFp32, kBf16 };
 // The dtype of the optimizer's state: the master parameter shard and both
 // moments (Optimizations::optimizer_state_dtype).
 enum class OptimizerStateDtype { kFp32, kBf16 };
-// How each micro-batch's weight gradients reach the fp32 accumulator
+// How each micro-batch's weight gradients reach their accumulator
 // (Optimizations::grad_accumulation).
 enum class GradAccumulation { kFused, kAdd, kAdd16Bit, kCastAdd };
 // Transformer Engine's per-tensor FP8 scaling (Optimizations::fp8_recipe):
