@@ -360,10 +360,11 @@ TEST(PublishedSets, RunsCheckStaysWithinItsCurrentErrors) {
   // median 8.5%, max 28.3%). 40 scored since the Llama 3 CP 16 row (with Meta's 16 flows
   // per GPU pair on the Llama 3 rows: median 7.1% -> 6.1%). 54 since the B200 rows and the
   // sixteen rows of NVIDIA's DGX Cloud recipes (12 H100, four of them fit runs; 4 GB200): 58,
-  // median 5.4%.
-  EXPECT_GE(json_number(r.out, "scored_runs"), 61);
-  EXPECT_LE(json_number(r.out, "median_abs_error"), 0.07);  // 5.1%: issue 12's bound (8%), met
-  EXPECT_LE(json_number(r.out, "max_abs_error"), 0.30);      // 28.3% (MT-NLG 530B on 3,360 A100); the bound is 20%
+  // median 5.4%. 65 since four Megatron-Bridge rows of 26.04.01 and 26.06 (64 H100s, 64 and
+  // 256 GB200s) joined: median 4.9%.
+  EXPECT_GE(json_number(r.out, "scored_runs"), 65);
+  EXPECT_LE(json_number(r.out, "median_abs_error"), 0.07);  // 4.9%: issue 12's bound (8%), met
+  EXPECT_LE(json_number(r.out, "max_abs_error"), 0.30);      // 25.2% (MT-NLG 530B on 3,360 A100); the bound is 20%
 }
 
 TEST(PublishedSets, NetCheckLargeMessagesStayWithinTheirCurrentErrors) {
