@@ -128,6 +128,25 @@ const char* to_string(OptimizerStateDtype v) {
   return "?";
 }
 
+const char* to_string(MomentDtype v) {
+  switch (v) {
+    case MomentDtype::kFp32: return "fp32";
+    case MomentDtype::kBf16: return "bf16";
+    case MomentDtype::kFp16: return "fp16";
+    case MomentDtype::kFp8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(MainParamsDtype v) {
+  switch (v) {
+    case MainParamsDtype::kFp32: return "fp32";
+    case MainParamsDtype::kFp16: return "fp16";
+    case MainParamsDtype::kFp32Remainders: return "fp32_remainders";
+  }
+  return "?";
+}
+
 const char* to_string(GradAccumulation v) {
   switch (v) {
     case GradAccumulation::kFused: return "fused";

@@ -64,6 +64,12 @@ enum class GradReduceDtype { kFp32, kBf16 };
 // The dtype of the optimizer's state: the master parameter shard and both
 // moments (Optimizations::optimizer_state_dtype).
 enum class OptimizerStateDtype { kFp32, kBf16 };
+// Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer,
+// Transformer Engine's FusedAdam): the dtype each Adam moment is stored in
+// (Optimizations::exp_avg_dtype, exp_avg_sq_dtype) and that of the master
+// parameters (Optimizations::main_params_dtype).
+enum class MomentDtype { kFp32, kBf16, kFp16, kFp8 };
+enum class MainParamsDtype { kFp32, kFp16, kFp32Remainders };
 // How each micro-batch's weight gradients reach their accumulator
 // (Optimizations::grad_accumulation).
 enum class GradAccumulation { kFused, kAdd, kAdd16Bit, kCastAdd };
@@ -111,6 +117,8 @@ const char* to_string(TpOverlapComm v);
 const char* to_string(AttentionKernel v);
 const char* to_string(GradReduceDtype v);
 const char* to_string(OptimizerStateDtype v);
+const char* to_string(MomentDtype v);
+const char* to_string(MainParamsDtype v);
 const char* to_string(GradAccumulation v);
 const char* to_string(Fp8Recipe v);
 const char* to_string(RankOrder v);
@@ -369,8 +377,20 @@ struct Optimizations {
   // optim.dtype), which holds the master parameter shard (store_params) and
   // both moments (exp_avg_shard, exp_avg_sq_shard) in that dtype: 6 B of state
   // a parameter instead of 12, and the step's state traffic halved
-  // (model/payload.h optimizer_state_element_bytes).
+  // (model/payload.h optimizer_state_bytes).
   OptimizerStateDtype optimizer_state_dtype = OptimizerStateDtype::kFp32;
+  // fp32 in every preset. Megatron-Core's precision-aware optimizer
+  // (optimizer_config.py: exp_avg_dtype / exp_avg_sq_dtype fp32, fp16, bf16 or
+  // fp8, TE FusedAdam's uint8 with a per-tensor scale; main_params_dtype fp32 or
+  // fp16; store_param_remainders, on by default: Transformer Engine keeps only
+  // the fp32 master's low 16 bits beside the bf16 parameter, where TE holds the
+  // master weights, i.e. without FP8 or with delayed scaling,
+  // megatron/core/optimizer/__init__.py). Adam only, as Megatron-Core asserts;
+  // not with optimizer_state_dtype = "bf16" (Apex's optimizer, another one).
+  // Bytes: model/payload.h optimizer_state_bytes.
+  MomentDtype exp_avg_dtype = MomentDtype::kFp32;
+  MomentDtype exp_avg_sq_dtype = MomentDtype::kFp32;
+  MainParamsDtype main_params_dtype = MainParamsDtype::kFp32;
   // kFused in every preset: Megatron-LM's --gradient-accumulation-fusion (on by
   // default: the weight-gradient GEMM accumulates into the fp32 main_grad, Apex
   // fused_weight_gradient_mlp_cuda; TE's fuse_wgrad_accumulation), nothing

@@ -25,12 +25,12 @@ namespace {
 
 
 // Optimizer step traffic per parameter of the local shard: the master weight
-// and two moments read and written (3 x 2 values of optimizer_state_element_bytes,
-// model/payload.h), the fp32 gradient read (4 B) and the bf16 weight written
-// (2 B): 30 B for Adam with fp32 state, 18 B with bf16 state. LAMB also reads
-// the master weight and the fp32 update again for the two per-tensor norms
-// (+8 B in fp32). Gradient clipping reads the gradient once more (+4 B).
-constexpr double kStateValuesReadAndWritten = 6.0;
+// and two moments read and written (OptimizerStateBytes::step_traffic,
+// model/payload.h: 24 B in fp32), the fp32 gradient read (4 B) and the bf16
+// weight written (2 B): 30 B for Adam with fp32 state, 18 B with bf16 state.
+// LAMB also reads the master weight and the fp32 update again for the two
+// per-tensor norms (+8 B in fp32). Gradient clipping reads the gradient once
+// more (+4 B).
 constexpr double kStepGradReadBytes = 4.0;
 constexpr double kStepWeightWriteBytes = 2.0;
 constexpr double kLambUpdateReadBytes = 4.0;
@@ -719,9 +719,9 @@ Estimate estimate(const Scenario& s) {
   const int embed_matrices = P == 1 ? (!m.tie_embeddings ? 2 : 1) : (dp_rank == 0 || dp_rank == P - 1 ? 1 : 0);
   const double local_params = stage_layer_params + embed_params * embed_matrices;
   const double shard = p.zero_stage >= 1 ? local_params / p.dp : local_params;
-  const double state_bytes = optimizer_state_element_bytes(o);
-  const double per_param = kStateValuesReadAndWritten * state_bytes + kStepGradReadBytes + kStepWeightWriteBytes +
-                           (o.optimizer == OptimizerKind::kLamb ? state_bytes + kLambUpdateReadBytes : 0.0) +
+  const OptimizerStateBytes state = optimizer_state_bytes(o);
+  const double per_param = state.step_traffic() + kStepGradReadBytes + kStepWeightWriteBytes +
+                           (o.optimizer == OptimizerKind::kLamb ? state.main_param_read + kLambUpdateReadBytes : 0.0) +
                            kClipBytesPerParam;
   b.optimizer_s = memory_time_s(gpu, shard * per_param);
   // The step's FP8 weight copies (the transformer layers' weights, counted with

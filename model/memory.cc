@@ -16,9 +16,6 @@ namespace megascale::model {
 namespace {
 
 constexpr double kParamBytes = 2.0;       // bf16 working weights
-// The optimizer's state a parameter: a master weight and two moments (Adam,
-// LAMB), each of optimizer_state_element_bytes (12 B in fp32).
-constexpr double kOptimizerStateValues = 3.0;
 constexpr double kBf16ActivationBytes = 2.0;  // the saved tensors of recompute = "selective_op"
 
 // FP8 (Transformer Engine): bytes each transformer-layer weight holds through
@@ -199,7 +196,7 @@ MemoryBreakdown rank_memory(const ModelConfig& m, const ParallelConfig& p, const
   // every activation, so it raises the peak only past them; not counted.
   r.gradients_bytes = params * grad_memory_element_bytes(o, p.zero_stage) / (p.zero_stage >= 2 ? dp : 1.0);
   r.optimizer_bytes =
-      params * kOptimizerStateValues * optimizer_state_element_bytes(o) / (p.zero_stage >= 1 ? dp : 1.0);
+      params * optimizer_state_bytes(o).held() / (p.zero_stage >= 1 ? dp : 1.0);  // 12 B in fp32
 
   r.activation_bytes_per_layer = activation_bytes_per_layer(m, p, o.efficient_operators, o.fp8);
   r.activations_bytes = r.activation_bytes_per_layer * chunk_layers * r.inflight_chunks;

@@ -22,8 +22,39 @@ double grad_memory_element_bytes(const Optimizations& o, int zero_stage) {
   return zero_stage >= 3 ? kFp32Bytes : grad_element_bytes(o);
 }
 
-double optimizer_state_element_bytes(const Optimizations& o) {
-  return o.optimizer_state_dtype == OptimizerStateDtype::kBf16 ? kBf16Bytes : kFp32Bytes;
+namespace {
+// TE FusedAdam's fp8 moments are uint8 with one fp32 scale a tensor.
+constexpr double kFp8MomentBytes = 1.0;
+double moment_bytes(MomentDtype d) {
+  switch (d) {
+    case MomentDtype::kFp32: return kFp32Bytes;
+    case MomentDtype::kBf16:
+    case MomentDtype::kFp16: return kBf16Bytes;
+    case MomentDtype::kFp8: return kFp8MomentBytes;
+  }
+  return kFp32Bytes;
+}
+}  // namespace
+
+OptimizerStateBytes optimizer_state_bytes(const Optimizations& o) {
+  OptimizerStateBytes b;
+  if (o.optimizer_state_dtype == OptimizerStateDtype::kBf16) {
+    b.main_param_held = b.main_param_read = b.main_param_written = b.exp_avg = b.exp_avg_sq = kBf16Bytes;
+    return b;
+  }
+  b.exp_avg = moment_bytes(o.exp_avg_dtype);
+  b.exp_avg_sq = moment_bytes(o.exp_avg_sq_dtype);
+  switch (o.main_params_dtype) {
+    case MainParamsDtype::kFp32: break;
+    case MainParamsDtype::kFp16: b.main_param_held = b.main_param_read = b.main_param_written = kBf16Bytes; break;
+    case MainParamsDtype::kFp32Remainders:
+      // The remainder and the bf16 parameter it completes are read; the
+      // remainder is written (the parameter is the step's weight write).
+      b.main_param_held = b.main_param_written = kBf16Bytes;
+      b.main_param_read = 2 * kBf16Bytes;
+      break;
+  }
+  return b;
 }
 
 double grad_accumulation_bytes_per_param(const Optimizations& o) {

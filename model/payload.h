@@ -5,7 +5,8 @@
 // defines: grad_element_bytes, grad_memory_element_bytes, layer_chunk_params,
 //          dp_chunk_params, dp_payload_bytes, embedding_sync_needed,
 //          cp_kv_block_bytes, param_gather_element_bytes,
-//          optimizer_state_element_bytes, grad_accumulation_bytes_per_param
+//          OptimizerStateBytes, optimizer_state_bytes,
+//          grad_accumulation_bytes_per_param
 //
 // Gradients are reduced in Optimizations::grad_reduce_dtype (fp32 by default:
 // Megatron-LM's main-grad buffer for bf16 training; the CPU engine is fp32
@@ -37,11 +38,28 @@ double grad_element_bytes(const Optimizations& o);
 // sharded parameter's dtype (keep_low_precision_grads defaults to False).
 double grad_memory_element_bytes(const Optimizations& o, int zero_stage);
 
-// Bytes of one element of the optimizer's state (the master parameter and
-// each of Adam's / LAMB's two moments; Optimizations::optimizer_state_dtype):
-// 4 for fp32, 2 for bf16. Memory holds three a parameter of the shard
-// (model/memory.cc); the step reads and writes each (model/estimator.cc).
-double optimizer_state_element_bytes(const Optimizations& o);
+// The optimizer's state a parameter of the local shard: the master parameter
+// and Adam's / LAMB's two moments, as memory holds them (model/memory.cc) and
+// as the step reads and writes them (model/estimator.cc).
+//   fp32 (every preset): 4 B each, read and written.
+//   optimizer_state_dtype = "bf16" (Apex DistributedFusedAdam): 2 B each.
+//   Megatron-Core's precision-aware optimizer (Optimizations::exp_avg_dtype,
+//   exp_avg_sq_dtype: 4 / 2 / 2 / 1 B for fp32 / bf16 / fp16 / fp8;
+//   main_params_dtype: fp32 4 B, fp16 2 B, fp32_remainders 2 B held, the low
+//   16 bits of the fp32 master beside the bf16 parameter, so the step reads
+//   those 2 B and the parameter's 2 B and writes the 2 B back; the parameter's
+//   own write is the step's bf16 weight write either way).
+struct OptimizerStateBytes {
+  double main_param_held = 4;
+  double main_param_read = 4;
+  double main_param_written = 4;
+  double exp_avg = 4;
+  double exp_avg_sq = 4;
+  double held() const { return main_param_held + exp_avg + exp_avg_sq; }
+  // Read and written by one Adam step: the master parameter and both moments.
+  double step_traffic() const { return main_param_read + main_param_written + 2 * (exp_avg + exp_avg_sq); }
+};
+OptimizerStateBytes optimizer_state_bytes(const Optimizations& o);
 
 // Bytes each micro-batch's gradient accumulation moves per parameter outside
 // the weight-gradient GEMMs (Optimizations::grad_accumulation): 0 fused; 10

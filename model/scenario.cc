@@ -354,7 +354,7 @@ constexpr std::string_view kOptimizationKeys[] = {
     "data_pipeline", "optimizer",  "fused_attention", "dp_bucket_params", "fp8",
     "cross_entropy", "tp_overlap_comm", "tp_overlap_sm_margin", "userbuffers", "attention_kernel",
     "eager_elementwise", "grad_reduce_dtype", "fp8_recipe", "fp8_param_gather", "dp_overlap_param_gather",
-    "optimizer_state_dtype", "grad_accumulation"};
+    "optimizer_state_dtype", "grad_accumulation", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
@@ -475,6 +475,38 @@ Optimizations read_optimizations(const Section& s) {
   o.grad_accumulation = s.enum_choice("grad_accumulation", {GradAccumulation::kFused, GradAccumulation::kAdd,
                                                             GradAccumulation::kAdd16Bit, GradAccumulation::kCastAdd})
                             .value_or(o.grad_accumulation);
+  const std::initializer_list<MomentDtype> moments = {MomentDtype::kFp32, MomentDtype::kBf16, MomentDtype::kFp16,
+                                                      MomentDtype::kFp8};
+  o.exp_avg_dtype = s.enum_choice("exp_avg_dtype", moments).value_or(o.exp_avg_dtype);
+  o.exp_avg_sq_dtype = s.enum_choice("exp_avg_sq_dtype", moments).value_or(o.exp_avg_sq_dtype);
+  o.main_params_dtype =
+      s.enum_choice("main_params_dtype",
+                    {MainParamsDtype::kFp32, MainParamsDtype::kFp16, MainParamsDtype::kFp32Remainders})
+          .value_or(o.main_params_dtype);
+  // Megatron-Core's precision-aware optimizer: one of its keys away from fp32.
+  const std::pair<std::string_view, bool> precision_aware[] = {
+      {"exp_avg_dtype", o.exp_avg_dtype != MomentDtype::kFp32},
+      {"exp_avg_sq_dtype", o.exp_avg_sq_dtype != MomentDtype::kFp32},
+      {"main_params_dtype", o.main_params_dtype != MainParamsDtype::kFp32}};
+  for (const auto& [key, set] : precision_aware) {
+    if (!set) continue;
+    if (o.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
+      s.fail(key, "optimizer_state_dtype = \"bf16\" is Apex's DistributedFusedAdam, this key Megatron-Core's "
+                  "precision-aware optimizer (Transformer Engine's FusedAdam): two optimizers, set one of them");
+    }
+    if (o.optimizer != OptimizerKind::kAdam) {
+      s.fail(key, fmt::format("Megatron-Core's precision-aware optimizer is Adam only (optimizer_config.py asserts "
+                              "it), got optimizer = \"{}\"",
+                              to_string(o.optimizer)));
+    }
+  }
+  if (o.main_params_dtype == MainParamsDtype::kFp32Remainders && o.fp8 && o.fp8_recipe != Fp8Recipe::kDelayed) {
+    s.fail("main_params_dtype",
+           fmt::format("fp32_remainders needs Transformer Engine to hold the master weights, which it does without FP8 "
+                       "or with delayed scaling; with fp8_recipe = \"{}\" Megatron-Core keeps them itself in fp32 "
+                       "(megatron/core/optimizer/__init__.py): set main_params_dtype = \"fp32\"",
+                       to_string(o.fp8_recipe)));
+  }
   return o;
 }
 
@@ -761,6 +793,16 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
              fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"",
                          to_string(sc.optimizations.optimizer_state_dtype)));
   }
+  if (sc.hardware.gpu == "cpu") {
+    const Optimizations& o = sc.optimizations;
+    for (const auto& [key, got] : {std::pair{"optimizations.exp_avg_dtype", to_string(o.exp_avg_dtype)},
+                                   std::pair{"optimizations.exp_avg_sq_dtype", to_string(o.exp_avg_sq_dtype)},
+                                   std::pair{"optimizations.main_params_dtype", to_string(o.main_params_dtype)}}) {
+      if (std::string_view(got) != "fp32") {
+        top.fail(key, fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"", got));
+      }
+    }
+  }
   if (sc.parallel.cp > 1) {
     // Context parallelism, folded (model/config.h ParallelConfig): Megatron-Core
     // splits each sequence into 2 cp chunks, two per CP rank (causal load balance).
@@ -1013,6 +1055,12 @@ void check_trainable(const Scenario& s) {
   if (s.optimizations.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
     refuse("optimizations.optimizer_state_dtype", "keeps fp32 optimizer state",
            to_string(s.optimizations.optimizer_state_dtype), "fp32");
+  }
+  for (const auto& [key, got] :
+       {std::pair{"optimizations.exp_avg_dtype", to_string(s.optimizations.exp_avg_dtype)},
+        std::pair{"optimizations.exp_avg_sq_dtype", to_string(s.optimizations.exp_avg_sq_dtype)},
+        std::pair{"optimizations.main_params_dtype", to_string(s.optimizations.main_params_dtype)}}) {
+    if (std::string_view(got) != "fp32") refuse(key, "keeps fp32 optimizer state", got, "fp32");
   }
   // The engine's output layer holds vocab / tp rows per TP rank and does not
   // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as

@@ -126,6 +126,9 @@ Json estimate_json(const model::Scenario& s, const model::Estimate& e, const std
   opt["cross_entropy"] = model::to_string(o.cross_entropy);
   opt["grad_reduce_dtype"] = model::to_string(o.grad_reduce_dtype);
   opt["optimizer_state_dtype"] = model::to_string(o.optimizer_state_dtype);
+  opt["exp_avg_dtype"] = model::to_string(o.exp_avg_dtype);
+  opt["exp_avg_sq_dtype"] = model::to_string(o.exp_avg_sq_dtype);
+  opt["main_params_dtype"] = model::to_string(o.main_params_dtype);
   opt["grad_accumulation"] = model::to_string(o.grad_accumulation);
   opt["tp_overlap_comm"] = model::to_string(o.tp_overlap_comm);
   opt["tp_overlap_sm_margin"] = o.tp_overlap_sm_margin;

@@ -98,6 +98,23 @@ TEST(Estimator, Bf16OptimizerStateCutsTheStepTraffic) {
   }
 }
 
+// Megatron-Core's precision-aware optimizer: bf16 moments and TE's param
+// remainders take Adam's step from 34 B a parameter to 2 + 2 (remainder and
+// bf16 parameter read) + 2 (remainder written) + 2 x 4 (moments) + 4 + 2 + 4
+// = 24 B; fp8 moments (1 B each) to 20 B.
+TEST(Estimator, PrecisionAwareOptimizerCutsTheStepTraffic) {
+  Scenario s = small();
+  const double fp32_s = estimate(s).breakdown.optimizer_s;
+  s.optimizations.exp_avg_dtype = MomentDtype::kBf16;
+  s.optimizations.exp_avg_sq_dtype = MomentDtype::kBf16;
+  s.optimizations.main_params_dtype = MainParamsDtype::kFp32Remainders;
+  EXPECT_GT(fp32_s, 1e-3);
+  EXPECT_NEAR(estimate(s).breakdown.optimizer_s / fp32_s, 24.0 / 34.0, 1e-9);
+  s.optimizations.exp_avg_dtype = MomentDtype::kFp8;
+  s.optimizations.exp_avg_sq_dtype = MomentDtype::kFp8;
+  EXPECT_NEAR(estimate(s).breakdown.optimizer_s / fp32_s, 20.0 / 34.0, 1e-9);
+}
+
 // Gradient accumulation outside the weight-gradient GEMMs: after every
 // micro-batch's backward a memory-bound pass over each layer's parameters (6 B
 // a parameter into a 16-bit accumulator, 10 B into an fp32 one, 18 B for

@@ -115,6 +115,29 @@ TEST(Memory, Bf16OptimizerStateHalvesTheOptimizerBytes) {
   EXPECT_NEAR(fp32.total_bytes - bf16.total_bytes, fp32.optimizer_bytes / 2, 1.0);
 }
 
+TEST(Memory, PrecisionAwareOptimizerHoldsEachStateInItsDtype) {
+  // Megatron-Core's precision-aware optimizer: bf16 moments and TE's 16-bit
+  // param remainders hold 2 + 2 + 2 = 6 B a parameter of the shard; fp16
+  // master weights and fp8 moments 2 + 1 + 1.
+  Scenario s = base();
+  s.hardware.gpu = "H100-SXM5-80GB";
+  s.parallel.zero_stage = 1;
+  const MemoryBreakdown fp32 = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  s.optimizations.exp_avg_dtype = MomentDtype::kBf16;
+  const MemoryBreakdown one = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  EXPECT_NEAR(one.optimizer_bytes, fp32.optimizer_bytes * 10 / 12, 1.0);
+  s.optimizations.exp_avg_sq_dtype = MomentDtype::kBf16;
+  s.optimizations.main_params_dtype = MainParamsDtype::kFp32Remainders;
+  const MemoryBreakdown all = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  EXPECT_NEAR(all.optimizer_bytes, fp32.optimizer_bytes / 2, 1.0);
+  s.optimizations.exp_avg_dtype = s.optimizations.exp_avg_sq_dtype = MomentDtype::kFp8;
+  s.optimizations.main_params_dtype = MainParamsDtype::kFp16;
+  const MemoryBreakdown least = memory_per_gpu(s.model, s.parallel, s.optimizations, hardware_profile(s));
+  EXPECT_NEAR(least.optimizer_bytes, fp32.optimizer_bytes * 4 / 12, 1.0);
+  EXPECT_EQ(least.parameters_bytes, fp32.parameters_bytes);
+  EXPECT_EQ(least.gradients_bytes, fp32.gradients_bytes);
+}
+
 TEST(Memory, NoDropoutKeepsNoMasks) {
   // Korthikanti et al. Table 2 counts a 1-byte hidden-dropout mask after the
   // projection and after FC2 (1 sbh each of the 34) and, without fused

@@ -232,5 +232,37 @@ TEST(Payload, GradAccumulationBytesPerParameter) {
   }
 }
 
+// The optimizer's state a parameter, held and moved by one step: fp32 (every
+// preset), Apex's bf16 state, and Megatron-Core's precision-aware optimizer.
+TEST(Payload, OptimizerStateBytesPerParameter) {
+  Optimizations o;
+  OptimizerStateBytes b = optimizer_state_bytes(o);
+  EXPECT_EQ(b.held(), 12.0);         // fp32 master + two fp32 moments
+  EXPECT_EQ(b.step_traffic(), 24.0);  // each read and written
+  o.optimizer_state_dtype = OptimizerStateDtype::kBf16;  // Apex DistributedFusedAdam dtype = bf16
+  b = optimizer_state_bytes(o);
+  EXPECT_EQ(b.held(), 6.0);
+  EXPECT_EQ(b.step_traffic(), 12.0);
+  o = Optimizations{};
+  o.exp_avg_dtype = MomentDtype::kBf16;
+  o.exp_avg_sq_dtype = MomentDtype::kFp8;  // TE FusedAdam: uint8 with a per-tensor scale
+  b = optimizer_state_bytes(o);
+  EXPECT_EQ(b.held(), 4.0 + 2.0 + 1.0);
+  EXPECT_EQ(b.step_traffic(), 2 * (4.0 + 2.0 + 1.0));
+  // TE's param remainders: 2 B held; the step reads them with the bf16
+  // parameter they complete (2 + 2) and writes them back (2).
+  o.main_params_dtype = MainParamsDtype::kFp32Remainders;
+  b = optimizer_state_bytes(o);
+  EXPECT_EQ(b.main_param_held, 2.0);
+  EXPECT_EQ(b.main_param_read, 4.0);
+  EXPECT_EQ(b.main_param_written, 2.0);
+  o.main_params_dtype = MainParamsDtype::kFp16;
+  EXPECT_EQ(optimizer_state_bytes(o).held(), 2.0 + 2.0 + 1.0);
+  for (const char* preset : {"megatron", "megatron-core", "megascale"}) {
+    const Optimizations d = default_scenario(preset).optimizations;
+    EXPECT_EQ(optimizer_state_bytes(d).held(), 12.0) << preset;
+  }
+}
+
 }  // namespace
 }  // namespace megascale::model

@@ -495,6 +495,46 @@ TEST(ScenarioTest, TheBf16DtypeKeysAreReadAndTheEnginesRefuseThem) {
   }
 }
 
+// Megatron-Core's precision-aware optimizer keys: read, an unknown dtype
+// refused at its line, and refused where Megatron-Core would not run them
+// (LAMB, beside Apex's bf16 state, TE's remainders with FP8 current scaling)
+// and by both engines (fp32 state).
+TEST(ScenarioTest, PrecisionAwareOptimizerKeysAreReadAndCheckedAtTheirLine) {
+  const std::string opt = std::string(kValid) + "[optimizations]\n";  // kValid is 12 lines: keys from line 14
+  Scenario s = parse_scenario(opt + "exp_avg_dtype = \"bf16\"\nexp_avg_sq_dtype = \"fp8\"\n"
+                                    "main_params_dtype = \"fp32_remainders\"\n",
+                              "t.toml");
+  EXPECT_EQ(s.optimizations.exp_avg_dtype, MomentDtype::kBf16);
+  EXPECT_EQ(s.optimizations.exp_avg_sq_dtype, MomentDtype::kFp8);
+  EXPECT_EQ(s.optimizations.main_params_dtype, MainParamsDtype::kFp32Remainders);
+  EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.exp_avg_dtype, MomentDtype::kFp32);
+  expect_error(opt + "exp_avg_sq_dtype = \"bf8\"\n", 14, "optimizations.exp_avg_sq_dtype", "not allowed");
+  expect_error(opt + "main_params_dtype = \"bf16\"\n", 14, "optimizations.main_params_dtype", "not allowed");
+  expect_error(opt + "optimizer = \"lamb\"\nexp_avg_dtype = \"bf16\"\n", 15, "optimizations.exp_avg_dtype",
+               "Adam only");
+  expect_error(opt + "optimizer_state_dtype = \"bf16\"\nmain_params_dtype = \"fp16\"\n", 15,
+               "optimizations.main_params_dtype", "two optimizers");
+  const std::string remainders = "main_params_dtype = \"fp32_remainders\"\nfp8 = true\n";
+  expect_error(opt + remainders + "fp8_recipe = \"current\"\n", 14, "optimizations.main_params_dtype",
+               "Megatron-Core keeps them itself");
+  EXPECT_NO_THROW(
+      parse_scenario(opt + remainders + "fp8_recipe = \"delayed\"\n[hardware]\ngpu = \"H100-SXM5-80GB\"\n", "t.toml"));
+  expect_error(std::string(kValid) + "[hardware]\ngpu = \"cpu\"\n[optimizations]\nexp_avg_dtype = \"fp16\"\n", 16,
+               "optimizations.exp_avg_dtype", "the CPU engine keeps fp32 optimizer state");
+  Scenario train = parse_scenario(std::string(kValid) + "[hardware]\ngpu = \"H200-SXM-141GB\"\n"
+                                                        "[optimizations]\nexp_avg_sq_dtype = \"bf16\"\n"
+                                                        "[train]\ndevice = \"cuda\"\n",
+                                  "t.toml");
+  try {
+    check_trainable(train);
+    ADD_FAILURE() << "exp_avg_sq_dtype = bf16 accepted for the engine";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.key(), "optimizations.exp_avg_sq_dtype") << e.what();
+  }
+  train.optimizations.exp_avg_sq_dtype = MomentDtype::kFp32;
+  EXPECT_NO_THROW(check_trainable(train));
+}
+
 TEST(ScenarioTest, GradAccumulationIsReadAndTheEnginesRefuseAnythingButFused) {
   EXPECT_EQ(parse_scenario(kValid, "t.toml").optimizations.grad_accumulation, GradAccumulation::kFused);
   for (const char* value : {"add", "add_16bit", "cast_add"}) {

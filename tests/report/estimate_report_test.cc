@@ -70,6 +70,14 @@ TEST(EstimateReport, JsonEchoesEveryOptimizationSwitch) {
   EXPECT_EQ(o["dp_overlap"], true);
   EXPECT_EQ(o["dp_overlap_param_gather"], false);
   EXPECT_EQ(o["optimizer_state_dtype"], "bf16");
+  EXPECT_EQ(o["exp_avg_dtype"], "fp32");
+  // Megatron-Core's precision-aware optimizer, as a scenario file names it.
+  s.optimizations.optimizer_state_dtype = model::OptimizerStateDtype::kFp32;
+  s.optimizations.exp_avg_sq_dtype = model::MomentDtype::kFp8;
+  s.optimizations.main_params_dtype = model::MainParamsDtype::kFp32Remainders;
+  const base::Json pa = estimate_json(s, model::estimate(s))["optimizations"];
+  EXPECT_EQ(pa["exp_avg_sq_dtype"], "fp8");
+  EXPECT_EQ(pa["main_params_dtype"], "fp32_remainders");
   EXPECT_EQ(o["grad_accumulation"], "cast_add");
   // The preset's default resolved: max(40M, 1M x DP 192) parameters, as a
   // scenario file could write it (it echoed the internal -1, which a file may not).
