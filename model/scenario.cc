@@ -357,6 +357,14 @@ constexpr std::string_view kOptimizationKeys[] = {
     "optimizer_state_dtype", "grad_accumulation", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype"};
 constexpr std::string_view kPresets[] = {"megatron", "megatron-core", "megascale"};
 
+// Megatron-Core's precision-aware optimizer keys of [optimizations] and their
+// values as a file writes them; "fp32" everywhere is the plain optimizer.
+std::array<std::pair<std::string_view, std::string_view>, 3> precision_aware_optimizer(const Optimizations& o) {
+  return {{{"exp_avg_dtype", to_string(o.exp_avg_dtype)},
+           {"exp_avg_sq_dtype", to_string(o.exp_avg_sq_dtype)},
+           {"main_params_dtype", to_string(o.main_params_dtype)}}};
+}
+
 // [optimizations.userbuffers.<TE GEMM name>]: the keys TE's initialize_ub takes
 // for that GEMM's method (model/fused_overlap.h kUbGemms): its default, or a
 // ring exchange for a forward reduce-scatter (ub_method_allowed). A ring
@@ -483,13 +491,8 @@ Optimizations read_optimizations(const Section& s) {
       s.enum_choice("main_params_dtype",
                     {MainParamsDtype::kFp32, MainParamsDtype::kFp16, MainParamsDtype::kFp32Remainders})
           .value_or(o.main_params_dtype);
-  // Megatron-Core's precision-aware optimizer: one of its keys away from fp32.
-  const std::pair<std::string_view, bool> precision_aware[] = {
-      {"exp_avg_dtype", o.exp_avg_dtype != MomentDtype::kFp32},
-      {"exp_avg_sq_dtype", o.exp_avg_sq_dtype != MomentDtype::kFp32},
-      {"main_params_dtype", o.main_params_dtype != MainParamsDtype::kFp32}};
-  for (const auto& [key, set] : precision_aware) {
-    if (!set) continue;
+  for (const auto& [key, value] : precision_aware_optimizer(o)) {
+    if (value == "fp32") continue;
     if (o.optimizer_state_dtype != OptimizerStateDtype::kFp32) {
       s.fail(key, "optimizer_state_dtype = \"bf16\" is Apex's DistributedFusedAdam, this key Megatron-Core's "
                   "precision-aware optimizer (Transformer Engine's FusedAdam): two optimizers, set one of them");
@@ -793,14 +796,10 @@ Scenario read_scenario(const toml::table& root, const std::string& source) {
              fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"",
                          to_string(sc.optimizations.optimizer_state_dtype)));
   }
-  if (sc.hardware.gpu == "cpu") {
-    const Optimizations& o = sc.optimizations;
-    for (const auto& [key, got] : {std::pair{"optimizations.exp_avg_dtype", to_string(o.exp_avg_dtype)},
-                                   std::pair{"optimizations.exp_avg_sq_dtype", to_string(o.exp_avg_sq_dtype)},
-                                   std::pair{"optimizations.main_params_dtype", to_string(o.main_params_dtype)}}) {
-      if (std::string_view(got) != "fp32") {
-        top.fail(key, fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"", got));
-      }
+  for (const auto& [key, value] : precision_aware_optimizer(sc.optimizations)) {
+    if (sc.hardware.gpu == "cpu" && value != "fp32") {
+      top.fail(fmt::format("optimizations.{}", key),
+               fmt::format("the CPU engine keeps fp32 optimizer state, got \"{}\"", value));
     }
   }
   if (sc.parallel.cp > 1) {
@@ -1056,11 +1055,8 @@ void check_trainable(const Scenario& s) {
     refuse("optimizations.optimizer_state_dtype", "keeps fp32 optimizer state",
            to_string(s.optimizations.optimizer_state_dtype), "fp32");
   }
-  for (const auto& [key, got] :
-       {std::pair{"optimizations.exp_avg_dtype", to_string(s.optimizations.exp_avg_dtype)},
-        std::pair{"optimizations.exp_avg_sq_dtype", to_string(s.optimizations.exp_avg_sq_dtype)},
-        std::pair{"optimizations.main_params_dtype", to_string(s.optimizations.main_params_dtype)}}) {
-    if (std::string_view(got) != "fp32") refuse(key, "keeps fp32 optimizer state", got, "fp32");
+  for (const auto& [key, value] : precision_aware_optimizer(s.optimizations)) {
+    if (value != "fp32") refuse(fmt::format("optimizations.{}", key), "keeps fp32 optimizer state", value, "fp32");
   }
   // The engine's output layer holds vocab / tp rows per TP rank and does not
   // pad the vocabulary as Megatron-LM does (the simulator takes model.vocab as
