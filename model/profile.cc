@@ -9,12 +9,14 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -56,24 +58,31 @@ struct ValueKey {
   int need = kOptional;
   bool allow_zero = false;
   std::string_view meaning;  // written as a comment by write_profile
+  // Largest value that means something: 1 for a fraction of a peak or a 0/1
+  // switch (a memory_efficiency of 7, a typo for 0.7, ran the job 8x faster
+  // than its bandwidth allowed, silently); none otherwise.
+  double max_value = std::numeric_limits<double>::infinity();
 };
+
+// A fraction of a peak (efficiency) or a 0/1 switch: at most 1.
+constexpr double kAtMostOne = 1.0;
 
 const std::vector<ValueKey>& value_keys() {
   static const std::vector<ValueKey> keys = {
       {"peak_tflops", &GpuProfile::peak_tflops, nullptr, kBoth, false, "dense peak, TFLOP/s, in the profile's dtype"},
       {"memory_bytes", &GpuProfile::memory_bytes, nullptr, kBoth, false, "memory per device (CPU: per rank), bytes"},
       {"memory_gbs", &GpuProfile::memory_gbs, nullptr, kBoth, false, "memory bandwidth, GB/s"},
-      {"memory_efficiency", &GpuProfile::memory_efficiency, nullptr, kBoth, false, "achievable fraction of memory_gbs"},
+      {"memory_efficiency", &GpuProfile::memory_efficiency, nullptr, kBoth, false, "achievable fraction of memory_gbs", kAtMostOne},
       {"nvlink_gbs", &GpuProfile::nvlink_gbs, nullptr, kGpu, false, "NVLink per GPU, bidirectional GB/s"},
       {"nvlink_busbw_gbs", &GpuProfile::nvlink_busbw_gbs, nullptr, kGpu, false, "NCCL ring busbw inside a node, GB/s"},
       {"sm_count", nullptr, &GpuProfile::sm_count, kGpu, false, "streaming multiprocessors"},
-      {"max_gemm_efficiency", &GpuProfile::max_gemm_efficiency, nullptr, kGpu, false, "large-GEMM fraction of peak"},
-      {"flash_fwd_efficiency", &GpuProfile::flash_fwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 forward fraction of peak"},
-      {"flash_bwd_efficiency", &GpuProfile::flash_bwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 backward fraction of peak"},
-      {"fused_attention_fwd_efficiency", &GpuProfile::fused_attention_fwd_efficiency, nullptr, kOptional, true, "fused (cuDNN / FlashAttention-3 class) attention forward fraction of peak; 0: none"},
-      {"fused_attention_bwd_efficiency", &GpuProfile::fused_attention_bwd_efficiency, nullptr, kOptional, true, "fused attention backward fraction of peak; 0: none"},
+      {"max_gemm_efficiency", &GpuProfile::max_gemm_efficiency, nullptr, kGpu, false, "large-GEMM fraction of peak", kAtMostOne},
+      {"flash_fwd_efficiency", &GpuProfile::flash_fwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 forward fraction of peak", kAtMostOne},
+      {"flash_bwd_efficiency", &GpuProfile::flash_bwd_efficiency, nullptr, kGpu, false, "FlashAttention-2 backward fraction of peak", kAtMostOne},
+      {"fused_attention_fwd_efficiency", &GpuProfile::fused_attention_fwd_efficiency, nullptr, kOptional, true, "fused (cuDNN / FlashAttention-3 class) attention forward fraction of peak; 0: none", kAtMostOne},
+      {"fused_attention_bwd_efficiency", &GpuProfile::fused_attention_bwd_efficiency, nullptr, kOptional, true, "fused attention backward fraction of peak; 0: none", kAtMostOne},
       {"fp8_peak_tflops", &GpuProfile::fp8_peak_tflops, nullptr, kOptional, true, "dense FP8 tensor-core peak, TFLOP/s; 0: no FP8"},
-      {"fp8_gemm_efficiency", &GpuProfile::fp8_gemm_efficiency, nullptr, kOptional, true, "large FP8 GEMM fraction of fp8_peak_tflops"},
+      {"fp8_gemm_efficiency", &GpuProfile::fp8_gemm_efficiency, nullptr, kOptional, true, "large FP8 GEMM fraction of fp8_peak_tflops", kAtMostOne},
       {"kernel_launch_us", &GpuProfile::kernel_launch_us, nullptr, kBoth, true, "minimum time of one kernel, us"},
       {"gemm_overhead_us", &GpuProfile::gemm_overhead_us, nullptr, kOptional, true, "GPU-side time every GEMM call adds to its roofline time, us; 0: none"},
       {"nics_per_node", nullptr, &GpuProfile::default_nics_per_node, kGpu, false, "NICs per server"},
@@ -81,7 +90,7 @@ const std::vector<ValueKey>& value_keys() {
       {"pcie_gbps", &GpuProfile::pcie_gbps, nullptr, kGpu, false, "GPU <-> NIC PCIe, Gb/s per direction"},
       {"nccl_nvlink_ctas", nullptr, &GpuProfile::nccl_nvlink_ctas, kGpu, false, "SMs an NCCL collective in the node holds"},
       {"compute_capability", nullptr, &GpuProfile::compute_capability, kOptional, true, "CUDA compute capability x 10 (80 A100, 90 H100): NCCL's tuning rows"},
-      {"host_cpu_amd", nullptr, &GpuProfile::host_cpu_amd, kOptional, true, "1 when the server's host CPU is AMD (NCCL's LL cap and network overhead)"},
+      {"host_cpu_amd", nullptr, &GpuProfile::host_cpu_amd, kOptional, true, "1 when the server's host CPU is AMD (NCCL's LL cap and network overhead)", kAtMostOne},
       {"nvls_busbw_gbs", &GpuProfile::nvls_busbw_gbs, nullptr, kOptional, true, "NCCL NVLS (NVLink SHARP) all-reduce busbw in a node, GB/s; 0: none"},
       {"cores", nullptr, &GpuProfile::cores, kCpu, false, "ranks that run at once without sharing a core"},
       {"activation_bytes", &GpuProfile::activation_bytes, nullptr, kBoth, false, "bytes per activation element"},
@@ -91,8 +100,8 @@ const std::vector<ValueKey>& value_keys() {
       {"op_gap_us", &GpuProfile::op_gap_us, nullptr, kBoth, true, "host time between two compute ops, us"},
       {"element_overhead_ns", &GpuProfile::element_overhead_ns, nullptr, kOptional, true, "time per activation element (token x hidden / TP) of a layer's forward + backward that the kernel model leaves out, ns; 0: none"},
       {"tp_gather_scatter_extra", &GpuProfile::tp_gather_scatter_extra, nullptr, kOptional, true, "fraction by which a TP all-gather or reduce-scatter inside a node runs longer than the ring formula at nvlink_busbw_gbs (bandwidth term); 0: none"},
-      {"engine_calls", &GpuProfile::engine_calls, nullptr, kOptional, true, "1: the tables were measured on the megascale engine's own device (calibrate micro --device cuda SCENARIO): jobs are timed by the engine's calls; 0: Megatron-LM's kernels"},
-      {"fused_bias", &GpuProfile::fused_bias, nullptr, kOptional, true, "1: the engine's device fuses a linear layer's bias into its GEMM and the residual add with its biases into one kernel; 0: separate kernels"},
+      {"engine_calls", &GpuProfile::engine_calls, nullptr, kOptional, true, "1: the tables were measured on the megascale engine's own device (calibrate micro --device cuda SCENARIO): jobs are timed by the engine's calls; 0: Megatron-LM's kernels", kAtMostOne},
+      {"fused_bias", &GpuProfile::fused_bias, nullptr, kOptional, true, "1: the engine's device fuses a linear layer's bias into its GEMM and the residual add with its biases into one kernel; 0: separate kernels", kAtMostOne},
       {"cache_bytes", &GpuProfile::cache_bytes, nullptr, kOptional, true, "last-level cache of one machine, bytes"},
   };
   return keys;
@@ -219,12 +228,16 @@ void read_values(const Section& values, const toml::table& table, const std::str
     const Section s(*entry, values.dotted(k.key), values.file());
     s.reject_unknown_keys(kProvenanceKeys);
     if (k.integer != nullptr) {
-      const std::optional<int> i = s.integer("value", k.allow_zero ? 0 : 1);
+      const std::optional<int> i = s.integer("value", k.allow_zero ? 0 : 1,
+                                             std::isfinite(k.max_value) ? static_cast<int>(k.max_value) : INT_MAX);
       if (!i) s.fail_missing("value");
       p->*(k.integer) = *i;
     } else {
       const std::optional<double> d = k.allow_zero ? s.non_negative_number("value") : s.positive_number("value");
       if (!d) s.fail_missing("value");
+      if (*d > k.max_value) {
+        s.fail("value", fmt::format("must be at most {} ({}: {}), got {}", k.max_value, k.key, k.meaning, *d));
+      }
       p->*(k.number) = *d;
     }
     Provenance prov = read_provenance(s);

@@ -201,6 +201,31 @@ void read_profile_key(const Section& s, HardwareConfig* hw, bool gpu_given) {
   hw->loaded_profile = std::move(profile);
 }
 
+// The slowest line rate a training fabric runs: 1 Gigabit Ethernet. Below it a
+// rate is a slip of units, and a step's transfers run for years (1e-300 Gb/s
+// overflowed the event level's op durations to infinity).
+constexpr double kMinLineRateGbps = 1.0;
+
+void check_line_rate(const Section& s, std::string_view key, double gbps) {
+  if (gbps < kMinLineRateGbps) {
+    s.fail(key, fmt::format("must be at least {} Gb/s (1 Gigabit Ethernet, the slowest link a cluster runs), got {}",
+                            kMinLineRateGbps, gbps));
+  }
+}
+
+// The longest one-way hop on Earth: half its circumference of fibre, ~20,000 km
+// at ~5 us/km (light at ~2/3 c in glass) = 100 ms. A longer hop is a slip of
+// units (ms or ns for us).
+constexpr double kMaxHopLatencyUs = 100000.0;
+
+void check_hop_latency(const Section& s, std::string_view key, double us) {
+  if (us > kMaxHopLatencyUs) {
+    s.fail(key, fmt::format("must be at most {} us (100 ms: half the Earth's circumference of fibre at ~5 us/km), "
+                            "got {}",
+                            kMaxHopLatencyUs, us));
+  }
+}
+
 HardwareConfig read_hardware(const Section& s) {
   s.reject_unknown_keys(kHardwareKeys);
   HardwareConfig hw;
@@ -216,6 +241,7 @@ HardwareConfig read_hardware(const Section& s) {
   // had 8 NICs, which the fabric refused).
   hw.nics_per_node = s.integer("nics_per_node", 1).value_or(std::min(hw.gpus_per_node, hw.nics_per_node));
   hw.nic_gbps = s.positive_number("nic_gbps").value_or(hw.nic_gbps);
+  check_line_rate(s, "nic_gbps", hw.nic_gbps);
   // Every NIC serves the same number of GPUs (network/topology.h builds one
   // NIC per gpus_per_node / nics_per_node GPUs; the event level refused the
   // rest with "cannot build the fabric", the closed form ran them).
@@ -277,8 +303,11 @@ NetworkConfig read_network(const Section& s, const std::string& cluster_topology
   n.split_ports = s.boolean("split_ports").value_or(n.split_ports);
   n.tiers = s.integer("tiers", 2, 3).value_or(n.tiers);
   n.rail_optimized = s.boolean("rail_optimized").value_or(n.rail_optimized);
+  check_line_rate(s, "switch_port_gbps", n.switch_port_gbps);
   n.switch_latency_us = s.non_negative_number("switch_latency_us").value_or(n.switch_latency_us);
   n.link_latency_us = s.non_negative_number("link_latency_us").value_or(n.link_latency_us);
+  check_hop_latency(s, "switch_latency_us", n.switch_latency_us);
+  check_hop_latency(s, "link_latency_us", n.link_latency_us);
   n.qps_per_connection =
       s.integer("qps_per_connection", 1, kMaxQpsPerConnection).value_or(n.qps_per_connection);
   n.ecmp_hash = s.choice("ecmp_hash", kEcmpHashes).value_or(n.ecmp_hash);

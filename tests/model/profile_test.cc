@@ -211,6 +211,40 @@ rows = [
   EXPECT_NE(error_of(cpu).find("tables.gemm: required key missing"), std::string::npos) << error_of(cpu);
 }
 
+// A fraction of a peak above 1, or a 0/1 switch above 1, is refused at its
+// line: a memory_efficiency of 7 (a slip for 0.7) ran every memory-bound
+// kernel 8x faster than the bandwidth allows and nothing said so.
+TEST(Profile, FractionsAndSwitchesAboveOneAreRefusedAtTheirLine) {
+  const auto with = [](const std::string& key, const std::string& value) {
+    std::string text = minimal_gpu_profile();
+    const size_t at = text.find(key + " = { value = 0.5");
+    if (at == std::string::npos) return minimal_gpu_profile(key + " = { value = " + value + ", source = \"spec\", ref = \"x\" }\n");
+    text.replace(at, key.size() + 16, key + " = { value = " + value);
+    return text;
+  };
+  std::string e = error_of(with("memory_efficiency", "7"));
+  EXPECT_NE(e.find("test.toml:10:"), std::string::npos) << e;
+  EXPECT_NE(e.find("values.memory_efficiency.value: must be at most 1 (memory_efficiency: achievable fraction of "
+                   "memory_gbs), got 7"),
+            std::string::npos)
+      << e;
+  for (const char* key : {"max_gemm_efficiency", "flash_fwd_efficiency", "flash_bwd_efficiency",
+                          "fused_attention_fwd_efficiency", "fused_attention_bwd_efficiency", "fp8_gemm_efficiency",
+                          "engine_calls", "fused_bias"}) {
+    e = error_of(with(key, "1.01"));
+    EXPECT_NE(e.find(std::string("values.") + key + ".value: must be at most 1 ("), std::string::npos) << key << ": " << e;
+    // engine_calls = 1 asks for the engine's measured tables, another rule.
+    if (std::string(key) != "engine_calls") {
+      EXPECT_EQ(error_of(with(key, "1.0")), "") << key;
+    }
+  }
+  e = error_of(with("host_cpu_amd", "2"));
+  EXPECT_NE(e.find("values.host_cpu_amd.value: must be"), std::string::npos) << e;
+  // Quantities with no natural ceiling keep none.
+  EXPECT_EQ(error_of(with("peak_tflops", "1e6")), "");
+  EXPECT_EQ(error_of(with("step_overhead_s", "7")), "");
+}
+
 // A profile with every kind of table survives write_profile -> parse_profile.
 TEST(Profile, WriteThenParseReproducesTheProfile) {
   GpuProfile p = parse_profile(minimal_gpu_profile(), "test.toml");

@@ -1095,6 +1095,19 @@ layers = -1
                "hardware.gpu_speed_sigma", "must be a finite number >= 0");
   expect_error(std::string(kValid) + "[hardware]\ngpu_speed_sigma = 0.9\n", 14,
                "hardware.gpu_speed_sigma", "must be at most 0.5");
+  // Positive but physically meaningless: a line rate below 1 Gigabit Ethernet
+  // (1e-300 Gb/s overflowed the event level's op durations to infinity), a
+  // hop longer than any on Earth.
+  expect_error(std::string(kValid) + "[hardware]\nnic_gbps = 0.5\n", 14, "hardware.nic_gbps",
+               "must be at least 1 Gb/s (1 Gigabit Ethernet, the slowest link a cluster runs), got 0.5");
+  expect_error(std::string(kValid) + "[network]\nswitch_port_gbps = 1e-300\n", 14, "network.switch_port_gbps",
+               "must be at least 1 Gb/s");
+  expect_error(std::string(kValid) + "[network]\nlink_latency_us = 1e300\n", 14, "network.link_latency_us",
+               "must be at most 100000 us");
+  expect_error(std::string(kValid) + "[network]\nswitch_latency_us = 100001\n", 14, "network.switch_latency_us",
+               "must be at most 100000 us");
+  EXPECT_NO_THROW(parse_scenario(std::string(kValid) + "[hardware]\nnic_gbps = 1\n[network]\nlink_latency_us = 100000\n",
+                                 "edge.toml"));
 }
 
 // Every NIC serves the same number of GPUs (the fabric builder's rule): the
