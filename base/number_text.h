@@ -2,7 +2,7 @@
 // measurements share (calibrate/nccl_tests.cc, calibrate/gemm_sweep.cc,
 // calibrate/fit.cc): trim, lower case, a strict finite number, and a fraction
 // written as a fraction or a percentage, and a size with a unit (the CLI's
-// options).
+// options); and fixed(), a report's number with its decimals.
 // Header-only, below every layer (see splitmix64.h).
 //
 // Thread-safety: pure functions.
@@ -43,6 +43,14 @@ inline std::optional<double> finite_number(const std::string& s) {
   const double v = std::strtod(s.c_str(), &end);
   if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
   return v;
+}
+
+// `v` with `decimals` decimals for a report ("12.35"); from 1e15 up in
+// magnitude in scientific notation ("1.200e+297"), where fixed notation would
+// print hundreds of digits (an input far outside any real machine's range).
+inline std::string fixed(double v, int decimals) {
+  if (std::isfinite(v) && std::fabs(v) >= 1e15) return fmt::format("{:.3e}", v);
+  return fmt::format("{:.{}f}", v, decimals);
 }
 
 // A fraction written either way: "10%" -> 0.1, "0.1" -> 0.1 (`search

@@ -6,12 +6,13 @@
 #include <stdexcept>
 #include <fmt/format.h>
 
+#include "base/number_text.h"
 #include "base/svg.h"
 
 namespace megascale::model {
 namespace {
 
-std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
+using base::fixed;
 
 // Seconds with three significant figures or more (0.0123 s, 1.23 s, 12.3 s).
 std::string seconds_text(double s) {

@@ -6,12 +6,13 @@
 #include <vector>
 #include <fmt/format.h>
 
+#include "base/number_text.h"
 #include "base/svg.h"
 
 namespace megascale::model {
 namespace {
 
-std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
+using base::fixed;
 
 // "#3" for index 2 (appended, not "#" + string: GCC 12 warns -Wrestrict on that).
 std::string rank_text(size_t index) {

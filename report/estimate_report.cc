@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/number_text.h"
 #include "model/breakdown_parts.h"
 #include "model/engine_ops.h"
 #include "model/fused_overlap.h"
@@ -219,8 +220,8 @@ std::string estimate_text(const model::Scenario& s, const model::Estimate& e) {
   }
   // The bubble as MegaScale counts it, against the compute ((P-1)/(V*M) ideal);
   // its share of the step is the breakdown's `bubble` line below.
-  fmt::format_to(o, "  MFU {:.1f}%   iteration {:.3f} s   {:.0f} tokens/s   bubble {:.2f}% of compute\n", 100 * e.mfu,
-                 e.iteration_time_s, e.tokens_per_s, 100 * e.bubble_fraction);
+  fmt::format_to(o, "  MFU {:.1f}%   iteration {} s   {:.0f} tokens/s   bubble {:.2f}% of compute\n", 100 * e.mfu,
+                 base::fixed(e.iteration_time_s, 3), e.tokens_per_s, 100 * e.bubble_fraction);
   // Under FP8 MFU stays against the BF16 peak (model/throughput.h) and may pass 100%.
   if (s.optimizations.fp8) {
     fmt::format_to(o,

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "base/number_text.h"
+
 namespace megascale::report {
 namespace {
 
@@ -14,7 +16,7 @@ using base::Json;
 using reliability::GpuPoint;
 using reliability::SweepPoint;
 
-std::string fixed(double v, int decimals = 1) { return fmt::format("{:.{}f}", v, decimals); }
+using base::fixed;
 
 // Days as a reader takes them in: beyond 100,000 days (274 years: [run]
 // tokens far past what the cluster trains) in three significant figures with

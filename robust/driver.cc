@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "base/json.h"
+#include "base/number_text.h"
 #include "robust/attempt_dirs.h"
 #include "robust/detector.h"
 #include "robust/diagnosis.h"
@@ -63,7 +64,7 @@ constexpr double kSelfCheckLimit_s = 1.0;
 // compute check takes about 5 x 4 ms; 3 s covers a starved executor.
 constexpr double kSelfCheckAnswerWait_s = 3.0;
 
-std::string fixed(double v, int decimals = 2) { return fmt::format("{:.{}f}", v, decimals); }
+using base::fixed;
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -997,9 +998,9 @@ int Driver::run() {
               // the rank's limit (still several periods) says it is silent.
               const bool ex_silent = ex_age > std::max(missed_s / 2, 3 * s_.recovery.heartbeat_period_s);
               detection = Detection{"heartbeat_missed", now, r.rank,
-                                    "rank " + std::to_string(r.rank) + ": no heartbeat for " + fixed(now - r.time_s) + " s" +
+                                    "rank " + std::to_string(r.rank) + ": no heartbeat for " + fixed(now - r.time_s, 2) + " s" +
                                         (ex_silent ? "; node " + std::to_string(node) + "'s executor silent for " +
-                                                                 fixed(ex_age) + " s too: the node is unreachable"
+                                                                 fixed(ex_age, 2) + " s too: the node is unreachable"
                                                            : std::string())};
               // Then no death report from mpirun is coming to wait for.
               node_unreachable_ = ex_silent;
@@ -1031,10 +1032,10 @@ int Driver::run() {
           }
           if (idle && io_rank >= 0 && io_wait_s <= kStorageWaitFactor * s_.recovery.step_stall_s) idle.reset();
           if (idle) {
-            detection = Detection{"stall", now, -1, "no step and no traffic for " + fixed(*idle) + " s (at step " +
+            detection = Detection{"stall", now, -1, "no step and no traffic for " + fixed(*idle, 2) + " s (at step " +
                                                         std::to_string(max_step) + ")" +
                                                         (io_rank >= 0 ? "; rank " + std::to_string(io_rank) +
-                                                                            " has waited " + fixed(io_wait_s) +
+                                                                            " has waited " + fixed(io_wait_s, 2) +
                                                                             " s for its checkpoint write"
                                                                       : std::string())};
             break;
@@ -1176,9 +1177,9 @@ int Driver::run() {
     const bool detected = !f.detected_by.empty();
     out_ << "fault=" << f.fault << " rank=" << f.rank << " step=" << f.step
          << " detected_by=" << (detected ? f.detected_by : f.superseded ? "superseded" : "none")
-         << " detected_s=" << (detected && f.injected_at_s > 0 ? fixed(f.detected_at_s - f.injected_at_s) : "n/a")
+         << " detected_s=" << (detected && f.injected_at_s > 0 ? fixed(f.detected_at_s - f.injected_at_s, 2) : "n/a")
          << " diagnosis=" << (f.diagnosis_right ? "right" : "wrong")
-         << " resumed_s=" << (f.first_step_at_s > 0 && f.injected_at_s > 0 ? fixed(f.first_step_at_s - f.injected_at_s) : "n/a")
+         << " resumed_s=" << (f.first_step_at_s > 0 && f.injected_at_s > 0 ? fixed(f.first_step_at_s - f.injected_at_s, 2) : "n/a")
          << "\n";
   }
   if (!write_profile(o_.profile_path, profile_)) {

@@ -25,5 +25,16 @@ TEST(NumberText, TrimAndLower) {
   EXPECT_EQ(lower("AllReduce"), "allreduce");
 }
 
+// A report's number: its decimals, and past 1e15 in magnitude scientific
+// notation (a 1e-300 Gb/s NIC once printed a 300-digit iteration time).
+TEST(NumberText, FixedKeepsItsDecimalsAndSwitchesToScientificForHugeValues) {
+  EXPECT_EQ(fixed(12.3456, 2), "12.35");
+  EXPECT_EQ(fixed(0.5, 0), "0");  // round half to even, as printf
+  EXPECT_EQ(fixed(-7.0, 1), "-7.0");
+  EXPECT_EQ(fixed(999999999999999.0, 0), "999999999999999");
+  EXPECT_EQ(fixed(1.2e297, 3), "1.200e+297");
+  EXPECT_EQ(fixed(-1e15, 1), "-1.000e+15");
+}
+
 }  // namespace
 }  // namespace megascale::base
