@@ -6,12 +6,16 @@
 #include <optional>
 #include <stdexcept>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "base/json.h"
 #include "base/text_file.h"
 #include "calibrate/nccl_tests.h"
 #include "calibrate/validation.h"
 #include "model/breakdown_chart.h"
 #include "model/scenario.h"
+#include "model/scenario_overrides.h"
 #include "network/topology.h"
 #include "report/estimate_report.h"
 #include "report/validation_report.h"
@@ -111,6 +115,15 @@ bool asks_for_help(const Args& args) {
          std::find(args.begin(), args.end(), "-h") != args.end();
 }
 
+// The values of every `--set K=V` in `args`.
+std::vector<std::string> set_overrides(const Args& args) {
+  std::vector<std::string> sets;
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--set") sets.push_back(args[++i]);
+  }
+  return sets;
+}
+
 // Runs a command, turning the kinds of error into exit codes and messages.
 int run_command(const CommandEntry& e, const Args& args, std::ostream& out, std::ostream& err) {
   const std::string where = "megascale " + e.command.name + ": ";
@@ -124,6 +137,14 @@ int run_command(const CommandEntry& e, const Args& args, std::ostream& out, std:
     return 2;
   } catch (const model::ScenarioError& x) {
     err << where << x.what() << "\n";
+    // A rule between keys names one of them at its line in the file; when
+    // another came from --set (`--set model.seq_len=3` broke "seq_len not
+    // divisible by tp", reported at parallel.tp's line), say what the file
+    // was read with.
+    if (const std::vector<std::string> sets = set_overrides(args);
+        !sets.empty() && !model::is_override_source(x.file())) {
+      err << "  (" << x.file() << " as changed by --set " << fmt::format("{}", fmt::join(sets, ", --set ")) << ")\n";
+    }
     return 2;
   } catch (const calibrate::ImportError& x) {  // a measurement file that cannot be read
     err << where << x.what() << "\n";

@@ -219,6 +219,15 @@ TEST_F(CliTest, SetOverridesAScenarioKey) {
   const RunResult bad = run_megascale({"simulate", kSmall, "--set", "parallel.tp=0"});
   EXPECT_EQ(bad.exit_code, 2) << dump(bad);
   EXPECT_NE(bad.err.find("--set parallel.tp=0: parallel.tp:"), std::string::npos) << dump(bad);
+  EXPECT_EQ(bad.err.find("as changed by"), std::string::npos) << dump(bad);  // the error names the --set itself
+  // A rule between keys is reported at the file's line of one of them; the
+  // --set that broke it is named beside.
+  const RunResult between = run_megascale({"simulate", kSmall, "--set", "model.seq_len=3", "--set", "parallel.dp=4"});
+  EXPECT_EQ(between.exit_code, 2) << dump(between);
+  EXPECT_NE(between.err.find("parallel.tp: seq_len (3) not divisible by tp (2)"), std::string::npos) << dump(between);
+  EXPECT_NE(between.err.find("example-small.toml as changed by --set model.seq_len=3, --set parallel.dp=4)"),
+            std::string::npos)
+      << dump(between);
   const RunResult malformed = run_megascale({"simulate", kSmall, "--set", "parallel.tp"});
   EXPECT_EQ(malformed.exit_code, 2) << dump(malformed);
   EXPECT_NE(malformed.err.find("KEY=VALUE"), std::string::npos) << dump(malformed);
