@@ -281,7 +281,12 @@ std::string compare_text(const model::Scenario& a, const model::Estimate& ea, co
                    eb.breakdown.*part.seconds);
   }
   fmt::format_to(o, "{:<22} {:29.2f}x\n", "speedup", ea.iteration_time_s / eb.iteration_time_s);
-  fmt::format_to(o, "({} fidelity; MFU counts 72 B s L h^2 (1 + s/6h + V/12Lh) FLOPs per iteration)\n", fidelity);
+  // The count of model/op_cost.h model_flops_per_iteration, whatever the
+  // layer (SwiGLU, GQA, untied head); the GPT closed form only for a GPT.
+  fmt::format_to(o,
+                 "({} fidelity; MFU counts 6 T W + 12 T s h L + 6 T h V FLOPs per iteration: T tokens, W the layers' "
+                 "GEMM weights; 72 B s L h^2 (1 + s/6h + V/12Lh) for a GPT)\n",
+                 fidelity);
   return out;
 }
 
