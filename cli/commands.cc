@@ -6,16 +6,12 @@
 #include <optional>
 #include <stdexcept>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include "base/json.h"
 #include "base/text_file.h"
 #include "calibrate/nccl_tests.h"
 #include "calibrate/validation.h"
 #include "model/breakdown_chart.h"
 #include "model/scenario.h"
-#include "model/scenario_overrides.h"
 #include "network/topology.h"
 #include "report/estimate_report.h"
 #include "report/validation_report.h"
@@ -136,15 +132,7 @@ int run_command(const CommandEntry& e, const Args& args, std::ostream& out, std:
     err << where << "cannot build the fabric: parameter " << x.parameter() << ": " << x.reason() << "\n";
     return 2;
   } catch (const model::ScenarioError& x) {
-    err << where << x.what() << "\n";
-    // A rule between keys names one of them at its line in the file; when
-    // another came from --set (`--set model.seq_len=3` broke "seq_len not
-    // divisible by tp", reported at parallel.tp's line), say what the file
-    // was read with.
-    if (const std::vector<std::string> sets = set_overrides(args);
-        !sets.empty() && !model::is_override_source(x.file())) {
-      err << "  (" << x.file() << " as changed by --set " << fmt::format("{}", fmt::join(sets, ", --set ")) << ")\n";
-    }
+    err << where << x.what() << "\n" << model::overrides_note(x, set_overrides(args));
     return 2;
   } catch (const calibrate::ImportError& x) {  // a measurement file that cannot be read
     err << where << x.what() << "\n";

@@ -8,6 +8,7 @@
 #include "model/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -1133,6 +1134,11 @@ Scenario load_scenario(const std::string& path, const std::vector<std::string>& 
 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source) {
   return parse_scenario(toml_text, source, {});
+}
+
+std::string overrides_note(const ScenarioError& e, const std::vector<std::string>& overrides) {
+  if (overrides.empty() || is_override_source(e.file())) return "";
+  return fmt::format("  ({} as changed by --set {})\n", e.file(), fmt::join(overrides, ", --set "));
 }
 
 Scenario parse_scenario(std::string_view toml_text, const std::string& source,

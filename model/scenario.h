@@ -41,6 +41,13 @@ class ScenarioError : public std::runtime_error {
   std::string reason_;
 };
 
+// The line a scenario error read with --set `overrides` adds, "  (FILE as
+// changed by --set K=V, --set ...)\n", when the error is located in the file: a
+// rule between keys names one of them at its line there while another came from
+// --set (`--set model.seq_len=3` against tp was reported at parallel.tp's line
+// only). Empty without overrides or for an error located in an override.
+std::string overrides_note(const ScenarioError& e, const std::vector<std::string>& overrides);
+
 // Reads and validates a scenario file. Throws ScenarioError (also when the file
 // cannot be read or is not valid TOML).
 Scenario load_scenario(const std::string& path);

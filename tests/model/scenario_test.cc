@@ -1110,6 +1110,26 @@ layers = -1
                                  "edge.toml"));
 }
 
+// An error located in the file after --set names what the file was read with;
+// one located in an override, or read without any, adds nothing.
+TEST(ScenarioTest, OverridesNoteSaysWhatTheFileWasReadWith) {
+  const std::vector<std::string> sets = {"model.heads=1", "parallel.pp=2"};
+  try {
+    parse_scenario(kValid, "t.toml", sets);
+    FAIL() << "heads 1 against tp 2 should be refused";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), "t.toml") << e.what();  // at parallel.tp's line
+    EXPECT_EQ(overrides_note(e, sets), "  (t.toml as changed by --set model.heads=1, --set parallel.pp=2)\n");
+    EXPECT_EQ(overrides_note(e, {}), "");
+  }
+  try {
+    parse_scenario(kValid, "t.toml", {"parallel.tp=0"});
+    FAIL() << "tp 0 should be refused";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(overrides_note(e, {"parallel.tp=0"}), "") << e.what();
+  }
+}
+
 // Every NIC serves the same number of GPUs (the fabric builder's rule): the
 // error names the key the file gives, nics_per_node when it gives both.
 TEST(ScenarioErrorTest, NicsMustDivideTheNodesGpus) {
