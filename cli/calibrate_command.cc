@@ -321,7 +321,7 @@ std::vector<CommandEntry> calibrate_commands() {
        {{"--manifest", Kind::kText, "FILE.toml", "the machines and their files"},
         {"--gpu", Kind::kText, "NAME|FILE", "the GPU profile of the files' machine"},
         {"--nics-per-node", Kind::kInt, "N", "its NICs per node", 1, 64},
-        {"--nic-gbps", Kind::kNumber, "G", "their line rate (>= 1 Gb/s)", 1, kNoLimit}, algo, proto,
+        {"--nic-gbps", Kind::kNumber, "G", "their line rate (>= 1 Gb/s)", model::kMinLineRateGbps, kNoLimit}, algo, proto,
         {"--points", Kind::kFlag, "", "every size in the report"}, write, json}},
       calibrate_net_check};
   CommandEntry runs_check = {

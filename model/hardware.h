@@ -214,6 +214,13 @@ double memory_time_s(const GpuProfile& gpu, double bytes);
 //             time times kTritonFlash{Fwd,Bwd}Slowdown.
 enum class FlashKernel { kFlash2, kFused, kTriton };
 
+// The slowest line rate a training machine's links run: 1 Gigabit Ethernet.
+// Below it a rate is a slip of units and a step's transfers run for years
+// (1e-300 Gb/s overflowed the event level's op durations to infinity): the
+// scenario's nic_gbps / switch_port_gbps, a profile's nic_gbps / pcie_gbps and
+// `calibrate net-check --nic-gbps` are refused under it.
+inline constexpr double kMinLineRateGbps = 1.0;
+
 // Dao 2023 (FlashAttention-2, arXiv 2307.08691) section 4.1, measured on A100:
 // FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in Triton in
 // the forward pass and around 2x faster in the backward pass" (the midpoint of

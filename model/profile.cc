@@ -62,10 +62,14 @@ struct ValueKey {
   // switch (a memory_efficiency of 7, a typo for 0.7, ran the job 8x faster
   // than its bandwidth allowed, silently); none otherwise.
   double max_value = std::numeric_limits<double>::infinity();
+  // Smallest value that means something, beyond > 0 (or >= 0): a line rate's
+  // 1 Gb/s (model/hardware.h kMinLineRateGbps); none otherwise.
+  double min_value = 0.0;
 };
 
 // A fraction of a peak (efficiency) or a 0/1 switch: at most 1.
 constexpr double kAtMostOne = 1.0;
+constexpr double kNoCeiling = std::numeric_limits<double>::infinity();
 
 const std::vector<ValueKey>& value_keys() {
   static const std::vector<ValueKey> keys = {
@@ -86,8 +90,8 @@ const std::vector<ValueKey>& value_keys() {
       {"kernel_launch_us", &GpuProfile::kernel_launch_us, nullptr, kBoth, true, "minimum time of one kernel, us"},
       {"gemm_overhead_us", &GpuProfile::gemm_overhead_us, nullptr, kOptional, true, "GPU-side time every GEMM call adds to its roofline time, us; 0: none"},
       {"nics_per_node", nullptr, &GpuProfile::default_nics_per_node, kGpu, false, "NICs per server"},
-      {"nic_gbps", &GpuProfile::default_nic_gbps, nullptr, kGpu, false, "NIC line rate, Gb/s"},
-      {"pcie_gbps", &GpuProfile::pcie_gbps, nullptr, kGpu, false, "GPU <-> NIC PCIe, Gb/s per direction"},
+      {"nic_gbps", &GpuProfile::default_nic_gbps, nullptr, kGpu, false, "NIC line rate, Gb/s", kNoCeiling, kMinLineRateGbps},
+      {"pcie_gbps", &GpuProfile::pcie_gbps, nullptr, kGpu, false, "GPU <-> NIC PCIe, Gb/s per direction", kNoCeiling, kMinLineRateGbps},
       {"nccl_nvlink_ctas", nullptr, &GpuProfile::nccl_nvlink_ctas, kGpu, false, "SMs an NCCL collective in the node holds"},
       {"compute_capability", nullptr, &GpuProfile::compute_capability, kOptional, true, "CUDA compute capability x 10 (80 A100, 90 H100): NCCL's tuning rows"},
       {"host_cpu_amd", nullptr, &GpuProfile::host_cpu_amd, kOptional, true, "1 when the server's host CPU is AMD (NCCL's LL cap and network overhead)", kAtMostOne},
@@ -237,6 +241,9 @@ void read_values(const Section& values, const toml::table& table, const std::str
       if (!d) s.fail_missing("value");
       if (*d > k.max_value) {
         s.fail("value", fmt::format("must be at most {} ({}: {}), got {}", k.max_value, k.key, k.meaning, *d));
+      }
+      if (*d < k.min_value) {
+        s.fail("value", fmt::format("must be at least {} ({}: {}), got {}", k.min_value, k.key, k.meaning, *d));
       }
       p->*(k.number) = *d;
     }

@@ -202,11 +202,7 @@ void read_profile_key(const Section& s, HardwareConfig* hw, bool gpu_given) {
   hw->loaded_profile = std::move(profile);
 }
 
-// The slowest line rate a training fabric runs: 1 Gigabit Ethernet. Below it a
-// rate is a slip of units, and a step's transfers run for years (1e-300 Gb/s
-// overflowed the event level's op durations to infinity).
-constexpr double kMinLineRateGbps = 1.0;
-
+// A line rate of at least model/hardware.h kMinLineRateGbps.
 void check_line_rate(const Section& s, std::string_view key, double gbps) {
   if (gbps < kMinLineRateGbps) {
     s.fail(key, fmt::format("must be at least {} Gb/s (1 Gigabit Ethernet, the slowest link a cluster runs), got {}",

@@ -31,10 +31,13 @@ kind = "gpu"
 )";
   for (const char* key : {"peak_tflops", "memory_bytes", "memory_gbs", "memory_efficiency", "nvlink_gbs",
                           "nvlink_busbw_gbs", "max_gemm_efficiency", "flash_fwd_efficiency",
-                          "flash_bwd_efficiency", "kernel_launch_us", "nic_gbps", "pcie_gbps",
-                          "activation_bytes", "param_gather_bytes", "data_load_s_per_sample",
-                          "step_overhead_s", "op_gap_us"}) {
+                          "flash_bwd_efficiency", "kernel_launch_us", "activation_bytes",
+                          "param_gather_bytes", "data_load_s_per_sample", "step_overhead_s", "op_gap_us"}) {
     text += std::string(key) + " = { value = 0.5, source = \"spec\", ref = \"test\" }\n";
+  }
+  // Line rates: at least 1 Gb/s (model/hardware.h kMinLineRateGbps).
+  for (const char* key : {"nic_gbps", "pcie_gbps"}) {
+    text += std::string(key) + " = { value = 200, source = \"spec\", ref = \"test\" }\n";
   }
   for (const char* key : {"sm_count", "nics_per_node", "nccl_nvlink_ctas"}) {
     text += std::string(key) + " = { value = 8, source = \"spec\", ref = \"test\" }\n";
@@ -211,10 +214,11 @@ rows = [
   EXPECT_NE(error_of(cpu).find("tables.gemm: required key missing"), std::string::npos) << error_of(cpu);
 }
 
-// A fraction of a peak above 1, or a 0/1 switch above 1, is refused at its
-// line: a memory_efficiency of 7 (a slip for 0.7) ran every memory-bound
-// kernel 8x faster than the bandwidth allows and nothing said so.
-TEST(Profile, FractionsAndSwitchesAboveOneAreRefusedAtTheirLine) {
+// A fraction of a peak above 1, a 0/1 switch above 1, or a line rate below
+// 1 Gb/s is refused at its line: a memory_efficiency of 7 (a slip for 0.7) ran
+// every memory-bound kernel 8x faster than the bandwidth allows and nothing
+// said so.
+TEST(Profile, ValuesOutsideTheirRangeAreRefusedAtTheirLine) {
   const auto with = [](const std::string& key, const std::string& value) {
     std::string text = minimal_gpu_profile();
     const size_t at = text.find(key + " = { value = 0.5");
@@ -240,6 +244,14 @@ TEST(Profile, FractionsAndSwitchesAboveOneAreRefusedAtTheirLine) {
   }
   e = error_of(with("host_cpu_amd", "2"));
   EXPECT_NE(e.find("values.host_cpu_amd.value: must be"), std::string::npos) << e;
+  // A line rate below 1 Gb/s (1e-300 overflowed the event level's times).
+  for (const char* key : {"nic_gbps", "pcie_gbps"}) {
+    std::string text = minimal_gpu_profile();
+    const std::string from = std::string(key) + " = { value = 200";
+    text.replace(text.find(from), from.size(), std::string(key) + " = { value = 1e-300");
+    e = error_of(text);
+    EXPECT_NE(e.find(std::string("values.") + key + ".value: must be at least 1 ("), std::string::npos) << key << ": " << e;
+  }
   // Quantities with no natural ceiling keep none.
   EXPECT_EQ(error_of(with("peak_tflops", "1e6")), "");
   EXPECT_EQ(error_of(with("step_overhead_s", "7")), "");
