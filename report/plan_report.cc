@@ -26,6 +26,20 @@ std::string days_text(double days) {
   return fmt::format("{:.3g} ({:.3g} years)", days, days / 365.25);
 }
 
+// What "days to finish" finishes: [run] tokens ("300B tokens"), or with none
+// the run's own failure-free work ("21.0 days of work").
+std::string finish_work_text(const reliability::RunModel& m) {
+  if (!(m.tokens > 0 && m.tokens_per_iteration > 0)) return fmt::format("{} days of work", fixed(m.horizon_s / 86400, 1));
+  static constexpr struct {
+    double scale;
+    const char* suffix;
+  } kUnits[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}};
+  for (const auto& u : kUnits) {
+    if (m.tokens >= u.scale && m.tokens < 1e15) return fmt::format("{:.4g}{} tokens", m.tokens / u.scale, u.suffix);
+  }
+  return fmt::format("{:.4g} tokens", m.tokens);
+}
+
 const char* source_words(const std::string& source) {
   if (source == "scenario") return "[run] iteration_time_s";
   if (source == "analytical") return "analytical estimator, model::estimate (--fidelity analytical)";
@@ -129,7 +143,8 @@ std::string plan_text(const model::Scenario& s, const reliability::PlanRequest& 
   fmt::format_to(o, "  restarts            {} (failures {}, of which while down {}; MTBF {} h)\n",
                  fixed(r.restarts_mean, 1), fixed(r.failures_mean, 1), fixed(r.recovery_failures_mean, 1),
                  fixed(study.mtbf_s / 3600, 2));
-  fmt::format_to(o, "  days to finish      {}\n", days_text(r.days_to_finish));
+  fmt::format_to(o, "  days to finish      {} ({} at the mean ETTR)\n", days_text(r.days_to_finish),
+                 finish_work_text(m));
   fmt::format_to(o, "  per restart         detection+diagnosis {} min, manual {} min, catch-up {} min\n",
                  fixed(r.diagnosis_mean_s / 60, 1), fixed(r.manual_mean_s / 60, 1), fixed(r.catch_up_mean_s / 60, 1));
   fmt::format_to(o, "  restart             {} s (comm init {} s, checkpoint load {} s)\n", fixed(m.restart_s(), 0),

@@ -61,11 +61,23 @@ TEST(PlanReport, TextGivesTheFiguresAndOnlyTheSweepsAsked) {
   // [run] tokens = 1e30); an ordinary figure as it was.
   reliability::PlanStudy far = study();
   far.result.days_to_finish = 5.787711489579317e18;
-  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      5.79e+18 (1.58e+16 years)\n"),
+  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      5.79e+18 (1.58e+16 years) (21.0 days of work"),
             std::string::npos)
       << plan_text(s, request, far, false);
   far.result.days_to_finish = 36.04;
-  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      36.0\n"), std::string::npos);
+  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      36.0 (21.0 days of work at the mean ETTR)\n"),
+            std::string::npos);
+  // With [run] tokens, the line says how many it finishes.
+  far.model.tokens = 300e9;
+  far.model.tokens_per_iteration = 2048.0 * 6144;
+  EXPECT_NE(plan_text(s, request, far, false).find("  days to finish      36.0 (300B tokens at the mean ETTR)\n"),
+            std::string::npos)
+      << plan_text(s, request, far, false);
+  far.model.tokens = 1.5e12;
+  EXPECT_NE(plan_text(s, request, far, false).find("(1.5T tokens at the mean ETTR)"), std::string::npos);
+  far.model.tokens = 5e4;
+  EXPECT_NE(plan_text(s, request, far, false).find("(5e+04 tokens at the mean ETTR)"), std::string::npos)
+      << plan_text(s, request, far, false);
   const std::string swept = plan_text(s, request, study(), true);
   EXPECT_NE(swept.find("  sweep checkpoint_interval:\n    5m        ETTR 80.00%\n    1h        ETTR 90.00%\n"),
             std::string::npos)
