@@ -112,6 +112,17 @@ std::string event_text(const sim::JobResult& res, const sim::SimOptions& o, doub
   const model::TimeBreakdown& b = e.breakdown;
   fmt::format_to(to, "    exposed by dimension: TP {:.4f} s, PP {:.4f} s + bubble {:.4f} s, DP {:.4f} s\n",
                  b.tp_exposed_s, b.pp_exposed_s, b.bubble_s, b.dp_exposed_s);
+  // A pipeline with no bubble on the path reads as a contradiction: say why
+  // (sim/critical_path.h: the path's compute is scaled down to what it holds,
+  // and DP collectives that outlast the drain take the bubble's place).
+  const model::TimeBreakdown& a = res.analytical.breakdown;
+  if (b.bubble_s <= 0 && a.bubble_s > 0 && b.dp_exposed_s > a.dp_exposed_s) {
+    fmt::format_to(to,
+                   "    bubble 0 on the critical path: it runs through DP collectives that outlast the pipeline "
+                   "drain and counts the compute beside them as DP (the closed form: bubble {:.4f} s, DP {:.4f} s; "
+                   "sim/README.md, Breakdown)\n",
+                   a.bubble_s, a.dp_exposed_s);
+  }
   // Fastest boundary with a send (V = 1 leaves one direction of the end stages empty).
   double p2p_min_s = res.comm.p2p_s;
   for (const std::vector<double>* v : {&res.comm.p2p_next_s, &res.comm.p2p_prev_s})

@@ -119,6 +119,24 @@ TEST_F(CliTest, SimulateSaysHowTheFabricRoutes) {
   EXPECT_NE(bad.err.find("network.routing"), std::string::npos) << dump(bad);
 }
 
+// When the event level's critical path holds no bubble on a pipelined job
+// (DP collectives outlasting the drain), the report says why and gives the
+// closed form's split; a job whose path holds its bubble prints no such line.
+TEST_F(CliTest, SimulateExplainsABubbleOfZeroOnThePath) {
+  const std::string file = kSourceDir + "/scenarios/paper/table2-megascale-12288.toml";
+  const RunResult r = run_megascale({"simulate", file, "--set", "hardware.gpu=\"B200-SXM-180GB\"", "--set",
+                                     "optimizations.preset=\"megatron-core\"", "--set", "hardware.nic_gbps=400"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  EXPECT_NE(r.out.find("+ bubble 0.0000 s, DP"), std::string::npos) << dump(r);
+  EXPECT_NE(r.out.find("    bubble 0 on the critical path: it runs through DP collectives that outlast the pipeline "
+                       "drain and counts the compute beside them as DP (the closed form: bubble 0."),
+            std::string::npos)
+      << dump(r);
+  const RunResult shipped = run_megascale({"simulate", file});
+  ASSERT_EQ(shipped.exit_code, 0) << dump(shipped);
+  EXPECT_EQ(shipped.out.find("bubble 0 on the critical path"), std::string::npos) << dump(shipped);
+}
+
 // The GPU check's 1B scenario (scripts/gpu-check.sh, "predict") is simulated
 // as shipped: one GPU on one node (it was refused: 8 NICs do not divide 1 GPU).
 TEST_F(CliTest, SimulatesTheOneGpuTrainingScenario) {
