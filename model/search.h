@@ -103,6 +103,13 @@ struct SearchResult {
   // Every valid layout, in enumeration order, when SearchOptions::keep_points.
   std::vector<LayoutPoint> points;
   double memory_capacity_bytes = 0;  // per GPU, the memory model's capacity
+  // The best fitting layout that also fits with whole gradients: ZeRO 0/1, one
+  // micro-batch per replica, or ZeRO 2/3 whose unsharded gradients
+  // (unsharded_gradient_extra_bytes, model/memory.h) still fit - the ranking's
+  // ZeRO 2/3 rows over several micro-batches count sharded gradients that
+  // their time (one reduce-scatter per step) does not pay for. nullopt when
+  // none fits. Heads-balanced splits are not offered for it.
+  std::optional<Candidate> best_whole_gradients;
 };
 
 // Every layout the search would evaluate, before the memory filter, folded as

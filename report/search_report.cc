@@ -54,6 +54,14 @@ Json search_json(const SearchReport& s) {
                      {"within_error", spread.within_error}};
   j["files"] = s.files;
   j["top"] = items;
+  // The best layout that fits with whole gradients (model::SearchResult::best_whole_gradients).
+  if (const std::optional<model::Candidate>& w = r.best_whole_gradients) {
+    j["best_whole_gradients"] = {{"layout", model::layout_text(w->parallel)},
+                                 {"mfu", w->estimate.mfu},
+                                 {"iteration_time_s", w->estimate.iteration_time_s}};
+  } else {
+    j["best_whole_gradients"] = nullptr;
+  }
   return j;
 }
 
@@ -130,6 +138,22 @@ std::string search_text(const SearchReport& s) {
                        : fmt::format("{:.1f}-{:.1f}", gap_min_gb, gap_max_gb),
                    too_full_rows.empty() ? std::string(" and every one still fits")
                                          : fmt::format(" and {} would not fit", too_full_rows));
+    if (!too_full_rows.empty()) {
+      // The best layout that needs no such gap (model::SearchResult::best_whole_gradients).
+      if (const std::optional<model::Candidate>& w = r.best_whole_gradients) {
+        size_t at = 0;
+        const std::string text = model::layout_text(w->parallel);
+        while (at < r.top.size() && !(model::layout_text(r.top[at].parallel) == text &&
+                                      r.top[at].parallel.pipeline_layout == w->parallel.pipeline_layout)) {
+          ++at;
+        }
+        fmt::format_to(o, "  best that fits with whole gradients: {}, MFU {:.2f}%, {:.3f} s{}\n",
+                       text, 100 * w->estimate.mfu, w->estimate.iteration_time_s,
+                       at < r.top.size() ? fmt::format(" (#{} above)", at + 1) : std::string());
+      } else {
+        out += "  no layout fits with whole gradients\n";
+      }
+    }
   }
   if (!spread.within.empty()) {
     fmt::format_to(o,

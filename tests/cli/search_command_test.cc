@@ -177,6 +177,29 @@ TEST_F(SearchCommand, RankingNamesShardedGradientsThatTheTimeDoesNotPayFor) {
   EXPECT_EQ(z1.out.find("ZeRO 2/3 with several micro-batches"), std::string::npos) << z1.out;
 }
 
+// Where ranked ZeRO 2/3 rows would not fit with whole gradients, the note
+// names the best layout that does (text and JSON).
+TEST_F(SearchCommand, NamesTheBestLayoutThatFitsWithWholeGradients) {
+  const std::string file = kSourceDir + "/scenarios/published/dgxc-llama31-70b-64-bf16.toml";
+  const RunResult r = run_megascale({"search", file, "--top", "3"});
+  ASSERT_EQ(r.exit_code, 0) << dump(r);
+  const size_t at = r.out.find("would not fit\n  (scenarios/README.md, zero_stage; --fix zero_stage=1 ranks without them)\n"
+                               "  best that fits with whole gradients: TP ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out.substr(at), std::regex(R"(whole gradients: TP [^\n]+, MFU [0-9.]+%, [0-9.]+ s\n)")))
+      << r.out;
+  const RunResult j = run_megascale({"search", file, "--top", "3", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << dump(j);
+  const nlohmann::json parsed_json = nlohmann::json::parse(j.out);
+  ASSERT_TRUE(parsed_json.contains("best_whole_gradients")) << j.out;
+  EXPECT_GT(parsed_json["best_whole_gradients"].value("mfu", 0.0), 0.0);
+  EXPECT_LE(parsed_json["best_whole_gradients"].value("mfu", 0.0), parsed_json["top"][0].value("mfu", 0.0));
+  // The small example's ZeRO 2 rows still fit whole: no such line.
+  const RunResult small = run_megascale({"search", kSmall, "--fix", "zero_stage=2,dp=4", "--top", "3"});
+  ASSERT_EQ(small.exit_code, 0) << dump(small);
+  EXPECT_EQ(small.out.find("best that fits with whole gradients"), std::string::npos) << small.out;
+}
+
 TEST_F(SearchCommand, RankingSaysWhichLayoutsLieWithinTheModelsError) {
   const RunResult r = run_megascale({"search", kSmall, "--top", "10"});
   ASSERT_EQ(r.exit_code, 0) << dump(r);

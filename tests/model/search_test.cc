@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include "model/memory.h"
+#include "model/profile.h"
 #include "model/scenario.h"
 
 namespace megascale::model {
@@ -395,6 +397,39 @@ TEST(Search, RanksByMfuAndKeepsOnlyLayoutsThatFit) {
     EXPECT_FALSE(check_layout(with_layout(s, c.parallel).model, c.parallel, 16).has_value());
   }
   EXPECT_NE(explain(r.top[1], r.top[0]).find("behind #1"), std::string::npos);
+}
+
+// Llama 3.1 70B on 64 H100s: the ranking's best rows are ZeRO 3 over 64
+// micro-batches per replica whose gradients fit only sharded; the result also
+// keeps the best layout that fits with whole gradients - the best of the
+// ZeRO-1 ranking at least, and with an MFU no higher than #1's.
+TEST(Search, KeepsTheBestLayoutThatFitsWithWholeGradients) {
+  const Scenario s =
+      load_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/scenarios/published/dgxc-llama31-70b-64-bf16.toml");
+  SearchOptions o;
+  o.top_k = 3;
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.top.empty());
+  ASSERT_TRUE(r.best_whole_gradients.has_value());
+  const Candidate& w = *r.best_whole_gradients;
+  const GpuProfile& gpu = hardware_profile(s);
+  auto whole_gradients_fit = [&](const Candidate& c) {
+    const ModelConfig m = with_layout(s, c.parallel).model;
+    return memory_per_gpu(m, c.parallel, s.optimizations, gpu).total_bytes +
+               unsharded_gradient_extra_bytes(m, c.parallel, s.optimizations, gpu) <=
+           r.memory_capacity_bytes;
+  };
+  EXPECT_TRUE(whole_gradients_fit(w));
+  EXPECT_LE(w.estimate.mfu, r.top[0].estimate.mfu);
+  // The ranking's #1 needs sharded gradients here (the case the field is for).
+  EXPECT_FALSE(whole_gradients_fit(r.top[0]));
+  // Every ZeRO-1 layout has whole gradients: none beats the kept one.
+  o.fixed.zero_stage = 1;
+  const SearchResult z1 = search(s, o);
+  ASSERT_FALSE(z1.top.empty());
+  EXPECT_GE(w.estimate.mfu, z1.top[0].estimate.mfu);
+  ASSERT_TRUE(z1.best_whole_gradients.has_value());
+  EXPECT_DOUBLE_EQ(z1.best_whole_gradients->estimate.mfu, z1.top[0].estimate.mfu);
 }
 
 TEST(Search, BeatsOrMatchesThePapersLayout) {
