@@ -105,7 +105,8 @@ struct SearchResult {
   double memory_capacity_bytes = 0;  // per GPU, the memory model's capacity
   // The best fitting layout that also fits with whole gradients: ZeRO 0/1, one
   // micro-batch per replica, or ZeRO 2/3 whose unsharded gradients
-  // (unsharded_gradient_extra_bytes, model/memory.h) still fit - the ranking's
+  // (unsharded_gradient_extra_bytes, model/memory.h) still fit, within
+  // capacity x (1 - memory_headroom) as the ranking's layouts - the ranking's
   // ZeRO 2/3 rows over several micro-batches count sharded gradients that
   // their time (one reduce-scatter per step) does not pay for. nullopt when
   // none fits. Heads-balanced splits are not offered for it.
