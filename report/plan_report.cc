@@ -91,6 +91,8 @@ Json plan_json(const model::Scenario& s, const reliability::PlanRequest& request
   j["failures_during_recovery"] = s.failures.during_recovery;
   j["recovery_failures_mean"] = r.recovery_failures_mean;
   j["days_to_finish"] = r.days_to_finish;
+  // What days_to_finish finishes: [run] tokens, 0 = the run's own failure-free work.
+  j["tokens_to_finish"] = m.tokens > 0 && m.tokens_per_iteration > 0 ? m.tokens : 0.0;
   j["diagnosis_mean_s"] = r.diagnosis_mean_s;
   j["manual_mean_s"] = r.manual_mean_s;
   j["catch_up_mean_s"] = r.catch_up_mean_s;

@@ -36,6 +36,8 @@ TEST(PlanCommandTest, JsonHasTheIssueKeys) {
                           "young_daly_interval_s"}) {
     EXPECT_TRUE(parsed(r.out).contains(key)) << key << "\n" << r.out;
   }
+  // days_to_finish counts the scenario's [run] tokens (300e9).
+  EXPECT_DOUBLE_EQ(parsed(r.out).value("tokens_to_finish", 0.0), 300e9) << r.out;
 }
 
 TEST(PlanCommandTest, SweepPrintsEttrPerValueAndWritesSvg) {
