@@ -153,11 +153,14 @@ SearchResult search(const Scenario& s, const SearchOptions& options) {
     }
     if (!fits) continue;
     ++r.fit;
-    const double gradient_gap_bytes =
-        p.zero_stage >= 2 ? unsharded_gradient_extra_bytes(model->second, p, s.optimizations, gpu) : 0.0;
-    if (mem.total_bytes + gradient_gap_bytes <= (1.0 - options.memory_headroom) * mem.capacity_bytes &&
-        (!r.best_whole_gradients || better(c, *r.best_whole_gradients))) {
-      r.best_whole_gradients = c;
+    // The whole-gradient memory (a second memory model call) only for a layout
+    // that would be the new best.
+    if (!r.best_whole_gradients || better(c, *r.best_whole_gradients)) {
+      const double gradient_gap_bytes =
+          p.zero_stage >= 2 ? unsharded_gradient_extra_bytes(model->second, p, s.optimizations, gpu) : 0.0;
+      if (mem.total_bytes + gradient_gap_bytes <= (1.0 - options.memory_headroom) * mem.capacity_bytes) {
+        r.best_whole_gradients = c;
+      }
     }
     rank(c, pool, &r.top);
   }
